@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmultisend: send ONE message to MANY destinations in one call.
+ *
+ * This header is the whole public interface, and every contract of the library is written here,
+ * once. Conventions that hold for every function below:
+ *
+ *  - Functions that can fail return an int: >= 0 on success, -errno on failure. There is no
+ *    global error state and errno is not used to report errors (it may be changed by any call).
+ *  - A context (struct ms_ctx) and the groups made from it belong to one thread at a time.
+ *    Different contexts share nothing and may be used from different threads at once. With the
+ *    io_uring backend the kernel ties the ring to the thread that makes the context's first
+ *    send; after that, every call on the context and its groups must come from that thread
+ *    (another thread gets -EEXIST from the kernel).
+ *  - Structs marked "size-versioned" start with a uint32_t size that the caller sets to
+ *    sizeof(the struct) as it was compiled; this lets old programs run against newer libraries
+ *    and new programs detect old ones.
+ */
+#ifndef MULTISEND_H
+#define MULTISEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MS_BUILDING_LIBRARY) && defined(__GNUC__)
+#define MS_EXPORT __attribute__((visibility("default")))
+#else
+#define MS_EXPORT
+#endif
+
+struct ms_ctx;
+struct ms_group;
+
+#define MS_VERSION_MAJOR 0
+#define MS_VERSION_MINOR 1
+#define MS_VERSION_PATCH 0
+#define MS_VERSION_NUMBER ((MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) | MS_VERSION_PATCH)
+#define MS_VERSION_STRING "0.1.0"
+
+/* The library's version at run time, as MS_VERSION_NUMBER and MS_VERSION_STRING encode it. */
+MS_EXPORT unsigned ms_version(void);
+MS_EXPORT const char *ms_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Backends
+ *
+ * All three give the same results for the same input; they differ in how many system calls a
+ * fan-out costs:
+ *   MS_BACKEND_LOOP      one sendto/sendmsg per destination (always available).
+ *   MS_BACKEND_SENDMMSG  one sendmmsg(2) per socket per run of up to 1024 destinations.
+ *   MS_BACKEND_IO_URING  one io_uring_enter(2) per fan-out of up to queue_depth destinations,
+ *                        across any number of sockets.
+ */
+enum ms_backend {
+	MS_BACKEND_AUTO = 0,
+	MS_BACKEND_LOOP = 1,
+	MS_BACKEND_SENDMMSG = 2,
+	MS_BACKEND_IO_URING = 3,
+};
+
+/* "auto", "loop", "sendmmsg", "io_uring"; NULL for a value outside the enum. */
+MS_EXPORT const char *ms_backend_name(enum ms_backend b);
+
+/* ---------------------------------------------------------------------------------------------
+ * Contexts
+ */
+
+/* Use exactly the backend asked for: ms_ctx_new fails with -ENOTSUP if it is unavailable or
+ * disabled, instead of falling back. */
+#define MS_CFG_NO_FALLBACK (1u << 0)
+/* Ignore the MULTISEND_* environment variables (see below). */
+#define MS_CFG_IGNORE_ENV (1u << 1)
+#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV)
+
+/* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
+ * "library default". */
+struct ms_config {
+	uint32_t size;        /* sizeof(struct ms_config) */
+	uint32_t backend;     /* enum ms_backend; MS_BACKEND_AUTO picks the best available */
+	uint32_t flags;       /* MS_CFG_* */
+	uint32_t queue_depth; /* io_uring submission entries, 1..32768, rounded up to a power of
+	                         two; 0 = 4096. A fan-out to more destinations than this takes
+	                         one io_uring_enter per queue_depth destinations. */
+};
+
+/*
+ * Create a context. cfg may be NULL (all defaults).
+ *
+ * Returns 0 and sets *out, or:
+ *   -EINVAL   out is NULL; cfg->size is smaller than the first released struct ms_config or
+ *             larger than 4096; bytes past the struct this library knows are not all zero;
+ *             unknown flags; backend outside the enum; queue_depth out of range.
+ *   -ENOTSUP  MS_CFG_NO_FALLBACK and the requested backend is unavailable or disabled, or
+ *             every backend is disabled by the environment.
+ *   -ENOMEM   out of memory.
+ *
+ * Backend choice: an explicit backend is used when available; otherwise (unless
+ * MS_CFG_NO_FALLBACK) the library falls through its preference order, which is also what
+ * MS_BACKEND_AUTO walks: sendmmsg, io_uring, loop (the measurements behind this order are in
+ * lib/ctx.c). Availability of io_uring is probed once per process; seccomp filters,
+ * kernel.io_uring_disabled and old kernels make it unavailable, quietly.
+ *
+ * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
+ * MS_CFG_IGNORE_ENV):
+ *   MULTISEND_BACKEND=loop|sendmmsg|io_uring  replaces cfg->backend.
+ *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1  disable one.
+ *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped.
+ */
+MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
+
+/* Free a context. Its groups must have been freed first. NULL is a no-op. */
+MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
+
+/* The backend the context uses (never MS_BACKEND_AUTO). */
+MS_EXPORT enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Destination groups
+ */
+
+/*
+ * One destination: a socket and, for a socket that is not connected, the address to send to.
+ *   - addr == NULL, addrlen == 0: fd is connected (UDP, TCP, AF_UNIX...); the message goes to
+ *     its peer. A connected socket may appear at most once per group.
+ *   - addr != NULL: sendto(fd, ..., addr, addrlen). The address is copied; the caller may reuse
+ *     its memory at once. The same socket may carry any number of addresses.
+ * Supported: AF_INET, AF_INET6 and AF_UNIX sockets of type SOCK_DGRAM, SOCK_STREAM or
+ * SOCK_SEQPACKET. Stream sockets take no address.
+ *
+ * The library never closes fd and does not change its options. fd must stay open while it is
+ * in a group: remove it first, then close it. If it is closed anyway, the loop and sendmmsg
+ * backends report -EBADF for it (or send on whatever file later takes the number), and the
+ * io_uring backend, which holds a registered reference to the socket, keeps sending on the
+ * original socket until the destination is removed.
+ */
+struct ms_dest {
+	int fd;
+	socklen_t addrlen;
+	const struct sockaddr *addr;
+};
+
+/* Create an empty group bound to ctx. Returns 0, -EINVAL (NULL argument) or -ENOMEM. */
+MS_EXPORT int ms_group_new(struct ms_ctx *ctx, struct ms_group **out);
+
+/* Free a group (not its sockets). NULL is a no-op. */
+MS_EXPORT void ms_group_free(struct ms_group *g);
+
+/*
+ * Add a destination in O(1) (amortised). Returns its id (>= 0), stable until it is removed;
+ * the id of a removed destination may be given to a later one. Errors:
+ *   -EINVAL        g or d is NULL; addr NULL with addrlen != 0, or addr set with addrlen
+ *                  shorter than its family's address or longer than struct sockaddr_storage;
+ *                  an address on a stream socket.
+ *   -EBADF         fd < 0 or not an open file.
+ *   -ENOTSOCK      fd is not a socket.
+ *   -ESOCKTNOSUPPORT  a socket type other than DGRAM, STREAM or SEQPACKET.
+ *   -EAFNOSUPPORT  a socket family other than AF_INET, AF_INET6, AF_UNIX, or an address whose
+ *                  family the socket cannot send to (an AF_INET6 socket may send to AF_INET
+ *                  addresses, as sendto allows).
+ *   -EEXIST        this connected socket is already in the group.
+ *   -ENOSPC        the group already holds INT32_MAX destinations.
+ *   -ENOMEM        out of memory. Errors from io_uring file registration are returned as is.
+ * On error the group is unchanged.
+ */
+MS_EXPORT int ms_group_add(struct ms_group *g, const struct ms_dest *d);
+
+/* Remove a destination in O(1). Returns 0, -EINVAL (g NULL) or -ENOENT (no such id). The
+ * order of the remaining destinations may change (see ms_send). */
+MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
+
+/* Number of destinations in the group (0 for NULL). */
+MS_EXPORT size_t ms_group_size(const struct ms_group *g);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sending
+ */
+
+/* Do not block on any destination for this call: a full socket gives -EAGAIN for that
+ * destination only. */
+#define MS_SEND_DONTWAIT (1u << 0)
+#define MS_SEND_ALL_FLAGS (MS_SEND_DONTWAIT)
+
+/* What happened to one destination in one call. */
+struct ms_result {
+	int id;     /* the destination's id, as ms_group_add returned it */
+	int status; /* bytes the kernel accepted (== the message length unless a stream socket
+	               took only part of it), or -errno */
+};
+
+/*
+ * Send the len bytes at buf to every destination of g, each attempted exactly once: never
+ * skipped, never sent twice. One destination's failure never stops the others and is never
+ * reported against another destination.
+ *
+ * Returns the number of destinations that accepted the WHOLE message (0 for an empty group),
+ * or a negative errno only when the call itself is invalid and nothing was attempted:
+ *   -EINVAL  g NULL; buf NULL with len > 0; len > SSIZE_MAX; unknown flags.
+ *   Errors of the backend itself (for io_uring: the ring refused the submission) are returned
+ *   as is, with every destination's result set to that error.
+ *
+ * res, if not NULL, must have room for ms_group_size(g) entries; res[i] describes the i-th
+ * destination in the group's current order (which add and remove may change; res[i].id says
+ * which destination it is). Per-destination statuses, as the kernel gives them, for example:
+ *   -EAGAIN       the socket is full (non-blocking socket or MS_SEND_DONTWAIT);
+ *   -EMSGSIZE     the message is larger than this socket can send as one datagram;
+ *   -EBADF        the socket was closed (loop and sendmmsg backends, see struct ms_dest);
+ *   -ECONNREFUSED a connected UDP socket's peer had no listener for an earlier message;
+ *   -EPIPE, -ECONNRESET  a stream's peer went away (never SIGPIPE: MSG_NOSIGNAL is set).
+ * Interrupted calls (EINTR) are retried inside the library. A stream socket may accept part
+ * of the message (a positive status below len); the library does not send the rest.
+ *
+ * UDP sockets hide local drops (ENOBUFS) unless IP_RECVERR/IPV6_RECVERR is set on them; the
+ * library does not set it. An unconnected UDP socket does not report that a destination has
+ * no listener.
+ *
+ * On return the library holds no reference to buf, whatever the backend: buf may be reused.
+ */
+MS_EXPORT int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
+		      struct ms_result *res);
+
+/*
+ * ms_send for a message gathered from iovcnt buffers (for example a header and a payload,
+ * without copying them together). Same contract as ms_send, plus:
+ *   -EINVAL  iov NULL with iovcnt > 0; iovcnt < 0 or > IOV_MAX; a NULL base with a non-zero
+ *            length; total length > SSIZE_MAX.
+ */
+MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
+		       struct ms_result *res);
+
+/* ---------------------------------------------------------------------------------------------
+ * Statistics and errors
+ */
+
+/* Size-versioned. Cumulative counters for a context, over all its groups, since ms_ctx_new. */
+struct ms_stats {
+	uint32_t size;            /* set by the caller to sizeof(struct ms_stats) */
+	uint32_t backend;         /* enum ms_backend in use */
+	uint64_t fanouts;         /* ms_send/ms_sendv calls that attempted at least one dest */
+	uint64_t dests_attempted; /* sum over calls of the destinations attempted */
+	uint64_t dests_accepted;  /* ... that accepted the whole message */
+	uint64_t dests_partial;   /* ... that accepted part of it (stream sockets) */
+	uint64_t dests_failed;    /* ... that reported an error */
+	uint64_t bytes;           /* bytes accepted by the kernel, over all destinations */
+	uint64_t syscalls;        /* send-family system calls and io_uring_enter calls made */
+	/* Failures by class (they add up to dests_failed): */
+	uint64_t err_again;       /* EAGAIN */
+	uint64_t err_nobufs;      /* ENOBUFS, ENOMEM: local drops the kernel reported */
+	uint64_t err_msgsize;     /* EMSGSIZE */
+	uint64_t err_unreach;     /* ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EHOSTDOWN */
+	uint64_t err_conn;        /* EPIPE, ECONNRESET, ENOTCONN, EDESTADDRREQ */
+	uint64_t err_badf;        /* EBADF, ENOTSOCK */
+	uint64_t err_other;       /* anything else */
+};
+
+/*
+ * Copy the context's counters into *out. out->size must be set; the library fills the fields
+ * that fit in min(out->size, sizeof(struct ms_stats)) and leaves the rest alone.
+ * Returns 0, or -EINVAL (NULL argument or out->size < 8).
+ */
+MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
+
+/* A message for a negative errno as this library returns it (also for positive errno values).
+ * Never NULL; the string is static. */
+MS_EXPORT const char *ms_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MULTISEND_H */

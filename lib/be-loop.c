@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* The plain loop: one system call per destination. The reference the others must match. */
+#include <errno.h>
+
+#include "internal.h"
+#include "sys.h"
+
+static int loop_send(struct ms__send *s)
+{
+	struct ms_group *g = s->g;
+	size_t i = 0;
+
+	for (uint32_t k = 0; k < g->nbuckets; k++) {
+		struct ms__bucket *b = g->buckets[k];
+		for (uint32_t j = 0; j < b->n; j++, i++) {
+			const struct ms__dest *d = &b->dests[j];
+			ssize_t r;
+			do {
+				s->syscalls++;
+				if (s->iovcnt == 1)
+					r = ms__sys.sendto(b->fd, s->iov[0].iov_base, s->iov[0].iov_len,
+							   s->msg_flags,
+							   d->addrlen ? (const struct sockaddr *)&d->addr
+								      : NULL,
+							   d->addrlen);
+				else
+					r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, s->msg_flags);
+			} while (r < 0 && errno == EINTR);
+			ms__record(s, i, d->id, r < 0 ? -errno : (int)r);
+		}
+	}
+	return 0;
+}
+
+const struct ms__backend ms__backend_loop = {
+	.id = MS_BACKEND_LOOP,
+	.name = "loop",
+	.send = loop_send,
+};

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Destination groups. Destinations live in per-socket buckets (one contiguous mmsghdr array
+ * per socket for sendmmsg); ids map to (bucket, position) so add and remove are O(1): remove
+ * moves the bucket's last destination into the hole. Every allocation an add needs is made
+ * before the group is changed, so a failed add leaves the group as it was.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+
+#include "internal.h"
+
+#define SIN6_LEN_RFC2133 24 /* the kernel accepts an IPv6 address without sin6_scope_id */
+
+/* ---- fd -> bucket map --------------------------------------------------------------------- */
+
+static uint32_t fd_slot(int fd, uint32_t mask)
+{
+	return ((uint32_t)fd * 2654435761u) & mask;
+}
+
+static struct ms__bucket *fdmap_get(const struct ms__fdmap *m, int fd)
+{
+	if (!m->cap)
+		return NULL;
+	uint32_t mask = m->cap - 1;
+	for (uint32_t i = fd_slot(fd, mask);; i = (i + 1) & mask) {
+		struct ms__bucket *b = m->slots[i];
+		if (!b || b->fd == fd)
+			return b;
+	}
+}
+
+static void fdmap_insert(struct ms__fdmap *m, struct ms__bucket *b)
+{
+	uint32_t mask = m->cap - 1;
+	uint32_t i = fd_slot(b->fd, mask);
+	while (m->slots[i])
+		i = (i + 1) & mask;
+	m->slots[i] = b;
+	m->n++;
+}
+
+/* Make room for one more entry (load factor at most 1/2). */
+static int fdmap_reserve(struct ms__fdmap *m)
+{
+	if ((m->n + 1) * 2 <= m->cap)
+		return 0;
+	uint32_t ncap = m->cap ? m->cap * 2 : 16;
+	if (ncap < m->cap)
+		return -ENOMEM;
+	struct ms__bucket **old = m->slots;
+	uint32_t ocap = m->cap;
+	m->slots = calloc(ncap, sizeof(*m->slots));
+	if (!m->slots) {
+		m->slots = old;
+		return -ENOMEM;
+	}
+	m->cap = ncap;
+	m->n = 0;
+	for (uint32_t i = 0; i < ocap; i++)
+		if (old[i])
+			fdmap_insert(m, old[i]);
+	free(old);
+	return 0;
+}
+
+static void fdmap_delete(struct ms__fdmap *m, int fd)
+{
+	uint32_t mask = m->cap - 1;
+	uint32_t i = fd_slot(fd, mask);
+	while (m->slots[i]->fd != fd)
+		i = (i + 1) & mask;
+	m->slots[i] = NULL;
+	m->n--;
+	/* Backward-shift: pull later entries of the same probe run into the hole. */
+	for (uint32_t j = (i + 1) & mask; m->slots[j]; j = (j + 1) & mask) {
+		uint32_t home = fd_slot(m->slots[j]->fd, mask);
+		bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+		if (!between) {
+			m->slots[i] = m->slots[j];
+			m->slots[j] = NULL;
+			i = j;
+		}
+	}
+}
+
+/* ---- validation --------------------------------------------------------------------------- */
+
+static int sock_info(int fd, int *type, int *family)
+{
+	socklen_t l = sizeof(*type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, type, &l) < 0)
+		return -errno;
+	l = sizeof(*family);
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, family, &l) < 0)
+		return -errno;
+	if (*type != SOCK_DGRAM && *type != SOCK_STREAM && *type != SOCK_SEQPACKET)
+		return -ESOCKTNOSUPPORT;
+	if (*family != AF_INET && *family != AF_INET6 && *family != AF_UNIX)
+		return -EAFNOSUPPORT;
+	return 0;
+}
+
+/* The kernel's own rules for sendto's address, checked once here instead of per send. */
+static int check_addr(int family, int type, const struct sockaddr *a, socklen_t len)
+{
+	if (type != SOCK_DGRAM)
+		return -EINVAL; /* connection-oriented sockets take no address */
+	if (len < sizeof(sa_family_t) || len > sizeof(struct sockaddr_storage))
+		return -EINVAL;
+	switch (a->sa_family) {
+	case AF_INET:
+		if (family != AF_INET && family != AF_INET6)
+			return -EAFNOSUPPORT;
+		return len >= sizeof(struct sockaddr_in) ? 0 : -EINVAL;
+	case AF_INET6:
+		if (family != AF_INET6)
+			return -EAFNOSUPPORT;
+		return len >= SIN6_LEN_RFC2133 ? 0 : -EINVAL;
+	case AF_UNIX:
+		if (family != AF_UNIX)
+			return -EAFNOSUPPORT;
+		return len > offsetof(struct sockaddr_un, sun_path) && len <= sizeof(struct sockaddr_un)
+			       ? 0
+			       : -EINVAL;
+	default:
+		return -EAFNOSUPPORT;
+	}
+}
+
+/* ---- buckets ------------------------------------------------------------------------------ */
+
+static void set_name(struct ms__bucket *b, uint32_t i)
+{
+	struct msghdr *h = &b->msgs[i].msg_hdr;
+	h->msg_name = b->dests[i].addrlen ? &b->dests[i].addr : NULL;
+	h->msg_namelen = b->dests[i].addrlen;
+}
+
+static int bucket_reserve(struct ms__bucket *b)
+{
+	if (b->n < b->cap)
+		return 0;
+	uint32_t ncap = b->cap ? b->cap * 2 : 4;
+	if (ncap <= b->cap)
+		return -ENOMEM;
+	struct ms__dest *d = realloc(b->dests, (size_t)ncap * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	b->dests = d;
+	struct mmsghdr *m = realloc(b->msgs, (size_t)ncap * sizeof(*m));
+	if (m)
+		b->msgs = m;
+	/* The messages point into dests, which may have moved. */
+	for (uint32_t i = 0; i < b->n; i++)
+		set_name(b, i);
+	if (!m)
+		return -ENOMEM;
+	b->cap = ncap;
+	return 0;
+}
+
+static void bucket_free(struct ms__bucket *b)
+{
+	free(b->dests);
+	free(b->msgs);
+	free(b);
+}
+
+/* ---- groups ------------------------------------------------------------------------------- */
+
+int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
+{
+	if (!ctx || !out)
+		return -EINVAL;
+	struct ms_group *g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g->iov = calloc(IOV_MAX, sizeof(*g->iov));
+	if (!g->iov) {
+		free(g);
+		return -ENOMEM;
+	}
+	g->ctx = ctx;
+	g->iovlen = 1;
+	ctx->ngroups++;
+	*out = g;
+	return 0;
+}
+
+static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
+{
+	if (g->ctx->be->bucket_removed)
+		g->ctx->be->bucket_removed(g->ctx, b);
+	fdmap_delete(&g->fdmap, b->fd);
+	struct ms__bucket *last = g->buckets[--g->nbuckets];
+	g->buckets[b->list_pos] = last;
+	last->list_pos = b->list_pos;
+	bucket_free(b);
+}
+
+void ms_group_free(struct ms_group *g)
+{
+	if (!g)
+		return;
+	while (g->nbuckets)
+		bucket_drop(g, g->buckets[g->nbuckets - 1]);
+	g->ctx->ngroups--;
+	free(g->buckets);
+	free(g->fdmap.slots);
+	free(g->ids);
+	free(g->freeids);
+	free(g->iov);
+	free(g);
+}
+
+size_t ms_group_size(const struct ms_group *g)
+{
+	return g ? g->size : 0;
+}
+
+static int ids_reserve(struct ms_group *g)
+{
+	if (g->nfreeids || g->nextid < g->capids)
+		return 0;
+	if (g->nextid >= (uint32_t)INT32_MAX)
+		return -ENOSPC;
+	uint32_t ncap = g->capids ? g->capids * 2 : 16;
+	if (ncap > (uint32_t)INT32_MAX)
+		ncap = INT32_MAX;
+	struct ms__idslot *ids = realloc(g->ids, (size_t)ncap * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	g->ids = ids;
+	int *freeids = realloc(g->freeids, (size_t)ncap * sizeof(*freeids));
+	if (!freeids)
+		return -ENOMEM;
+	g->freeids = freeids;
+	g->capids = ncap;
+	return 0;
+}
+
+static int buckets_reserve(struct ms_group *g)
+{
+	if (g->nbuckets < g->capbuckets)
+		return 0;
+	uint32_t ncap = g->capbuckets ? g->capbuckets * 2 : 8;
+	struct ms__bucket **v = realloc(g->buckets, (size_t)ncap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	g->buckets = v;
+	g->capbuckets = ncap;
+	return 0;
+}
+
+/* A new bucket for fd, entered in the group's list and map (room reserved by the caller). */
+static int bucket_new(struct ms_group *g, int fd, int type, int family, struct ms__bucket **out)
+{
+	int err;
+	if ((err = fdmap_reserve(&g->fdmap)) || (err = buckets_reserve(g)))
+		return err;
+	struct ms__bucket *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->fd = fd;
+	b->type = type;
+	b->family = family;
+	if ((err = bucket_reserve(b))) {
+		bucket_free(b);
+		return err;
+	}
+	if (g->ctx->be->bucket_added && (err = g->ctx->be->bucket_added(g->ctx, b))) {
+		bucket_free(b);
+		return err;
+	}
+	b->list_pos = g->nbuckets;
+	g->buckets[g->nbuckets++] = b;
+	fdmap_insert(&g->fdmap, b);
+	*out = b;
+	return 0;
+}
+
+int ms_group_add(struct ms_group *g, const struct ms_dest *d)
+{
+	int type, family, err;
+
+	if (!g || !d)
+		return -EINVAL;
+	if (d->fd < 0)
+		return -EBADF;
+	if (!d->addr && d->addrlen)
+		return -EINVAL;
+	if ((err = sock_info(d->fd, &type, &family)))
+		return err;
+	if (d->addr && (err = check_addr(family, type, d->addr, d->addrlen)))
+		return err;
+
+	struct ms__bucket *b = fdmap_get(&g->fdmap, d->fd);
+	if (b && !d->addr && b->has_peer)
+		return -EEXIST;
+	if ((err = ids_reserve(g)))
+		return err;
+	if (b)
+		err = bucket_reserve(b);
+	else
+		err = bucket_new(g, d->fd, type, family, &b);
+	if (err)
+		return err;
+
+	int id = g->nfreeids ? g->freeids[--g->nfreeids] : (int)g->nextid++;
+	uint32_t pos = b->n++;
+	struct ms__dest *dst = &b->dests[pos];
+	memset(dst, 0, sizeof(*dst));
+	if (d->addr)
+		memcpy(&dst->addr, d->addr, d->addrlen);
+	dst->addrlen = d->addr ? d->addrlen : 0;
+	dst->id = id;
+	memset(&b->msgs[pos], 0, sizeof(b->msgs[pos]));
+	b->msgs[pos].msg_hdr.msg_iov = g->iov;
+	b->msgs[pos].msg_hdr.msg_iovlen = (size_t)g->iovlen;
+	set_name(b, pos);
+	if (!d->addr)
+		b->has_peer = true;
+	g->ids[id].b = b;
+	g->ids[id].pos = pos;
+	g->size++;
+	return id;
+}
+
+int ms_group_remove(struct ms_group *g, int id)
+{
+	if (!g)
+		return -EINVAL;
+	if (id < 0 || (uint32_t)id >= g->nextid || !g->ids[id].b)
+		return -ENOENT;
+	struct ms__bucket *b = g->ids[id].b;
+	uint32_t pos = g->ids[id].pos, last = b->n - 1;
+
+	if (!b->dests[pos].addrlen)
+		b->has_peer = false;
+	if (pos != last) {
+		b->dests[pos] = b->dests[last];
+		b->msgs[pos] = b->msgs[last];
+		set_name(b, pos);
+		g->ids[b->dests[pos].id].pos = pos;
+	}
+	b->n--;
+	if (!b->n)
+		bucket_drop(g, b);
+	g->ids[id].b = NULL;
+	g->freeids[g->nfreeids++] = id;
+	g->size--;
+	return 0;
+}
+
+/* Make every message header gather iovcnt buffers: only when the count changes, so a program
+ * that always sends the same shape writes nothing per destination. */
+void ms__group_set_iovlen(struct ms_group *g, int iovcnt)
+{
+	if (g->iovlen == iovcnt)
+		return;
+	for (uint32_t k = 0; k < g->nbuckets; k++) {
+		struct ms__bucket *b = g->buckets[k];
+		for (uint32_t i = 0; i < b->n; i++)
+			b->msgs[i].msg_hdr.msg_iovlen = (size_t)iovcnt;
+	}
+	g->iovlen = iovcnt;
+}

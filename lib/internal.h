@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* Private structures shared by the core files. Names are ms__-prefixed; nothing here is ABI. */
+#ifndef MS_INTERNAL_H
+#define MS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "multisend.h"
+
+#define MS__MMSG_MAX 1024u /* UIO_MAXIOV: the kernel's limit per sendmmsg call */
+
+/* One destination, stored in its socket's bucket. */
+struct ms__dest {
+	struct sockaddr_storage addr;
+	socklen_t addrlen; /* 0: the socket's connected peer */
+	int id;
+};
+
+/*
+ * All destinations of a group that use one socket, so that the sendmmsg backend can hand the
+ * kernel one contiguous array per socket. msgs[i] describes dests[i]; both are kept in step by
+ * add and remove, and msgs[i].msg_hdr points at dests[i].addr and at the group's iovec copy,
+ * so a send writes nothing per destination.
+ */
+struct ms__bucket {
+	int fd;
+	int type;       /* SOCK_DGRAM, SOCK_STREAM, SOCK_SEQPACKET */
+	int family;
+	bool has_peer;  /* one of the destinations is the connected peer (addrlen 0) */
+	bool fixed;     /* io_uring: fd is in the ring's registered file table */
+	uint32_t n, cap;
+	uint32_t list_pos; /* index in group->buckets */
+	struct ms__dest *dests;
+	struct mmsghdr *msgs;
+};
+
+struct ms__idslot {
+	struct ms__bucket *b; /* NULL: id free */
+	uint32_t pos;
+};
+
+/* Open-addressing map fd -> bucket (linear probing, backward-shift deletion). */
+struct ms__fdmap {
+	uint32_t cap; /* power of two or 0 */
+	uint32_t n;
+	struct ms__bucket **slots;
+};
+
+struct ms_group {
+	struct ms_ctx *ctx;
+	size_t size;                /* destinations */
+	struct ms__bucket **buckets; /* group order: bucket by bucket, dests in bucket order */
+	uint32_t nbuckets, capbuckets;
+	struct ms__fdmap fdmap;
+	struct ms__idslot *ids;
+	uint32_t capids, nextid;    /* ids below nextid have been handed out */
+	int *freeids;
+	uint32_t nfreeids;
+	struct iovec *iov;          /* IOV_MAX entries; every msg_hdr.msg_iov points here */
+	int iovlen;                 /* current msg_iovlen of every msg_hdr */
+};
+
+/* Counters kept per context; ms_ctx_stats copies them out. */
+enum ms__errclass {
+	MS__ERR_AGAIN,
+	MS__ERR_NOBUFS,
+	MS__ERR_MSGSIZE,
+	MS__ERR_UNREACH,
+	MS__ERR_CONN,
+	MS__ERR_BADF,
+	MS__ERR_OTHER,
+	MS__ERR_NCLASSES
+};
+
+struct ms__counters {
+	uint64_t fanouts, attempted, accepted, partial, failed, bytes, syscalls;
+	uint64_t err[MS__ERR_NCLASSES];
+};
+
+/* One ms_send call in progress: what the backend needs and what it reports. */
+struct ms__send {
+	struct ms_group *g;
+	const struct iovec *iov; /* the group's copy of the caller's iovecs */
+	int iovcnt;
+	size_t len;              /* total message length */
+	int msg_flags;           /* MSG_NOSIGNAL, plus MSG_DONTWAIT for MS_SEND_DONTWAIT */
+	struct ms_result *res;   /* may be NULL */
+	uint32_t accepted, partial, failed;
+	uint64_t bytes, syscalls;
+	uint64_t err[MS__ERR_NCLASSES];
+};
+
+enum ms__errclass ms__errclass(int err);
+void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
+
+/* Count one destination's outcome: bytes accepted or -errno. */
+static inline void ms__account(struct ms__send *s, int status)
+{
+	if (status >= 0) {
+		s->bytes += (unsigned)status;
+		if ((size_t)status == s->len)
+			s->accepted++;
+		else
+			s->partial++;
+	} else {
+		s->failed++;
+		s->err[ms__errclass(-status)]++;
+	}
+}
+
+/* Record what happened to the i-th destination (group order). Every destination of a call is
+ * recorded exactly once: the backends' loops are built so, and the tests count it. */
+static inline void ms__record(struct ms__send *s, size_t i, int id, int status)
+{
+	if (s->res) {
+		s->res[i].id = id;
+		s->res[i].status = status;
+	}
+	ms__account(s, status);
+}
+
+/* A backend: a private table of functions, tried in the context's preference order. */
+struct ms__backend {
+	enum ms_backend id;
+	const char *name;
+	/* Can this process use the backend? 0, or -errno with *why set to a static reason. Called
+	 * once per process (the result is cached). */
+	int (*probe)(const char **why); /* NULL: always available */
+	int (*ctx_init)(struct ms_ctx *ctx);
+	void (*ctx_fini)(struct ms_ctx *ctx);
+	/* A socket joins or leaves a group (optional: io_uring registers its file). */
+	int (*bucket_added)(struct ms_ctx *ctx, struct ms__bucket *b);
+	void (*bucket_removed)(struct ms_ctx *ctx, struct ms__bucket *b);
+	/* Attempt every destination of s->g once and record each with ms__record, always. Returns
+	 * 0, or -errno when the backend itself failed (the destinations it could not attempt are
+	 * then recorded with that error). */
+	int (*send)(struct ms__send *s);
+	/* One line on how the backend is set up, for MULTISEND_SHOW_BACKEND (optional). */
+	void (*describe)(const struct ms_ctx *ctx, char *buf, size_t len);
+};
+
+extern const struct ms__backend ms__backend_loop;
+extern const struct ms__backend ms__backend_sendmmsg;
+#ifdef MS_HAVE_LIBURING
+extern const struct ms__backend ms__backend_iouring;
+#endif
+
+struct ms_ctx {
+	const struct ms__backend *be;
+	uint32_t flags;
+	uint32_t queue_depth;
+	unsigned ngroups;
+	struct ms__counters c;
+	void *be_state; /* owned by the backend */
+};
+
+#endif

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* The public send calls: validate, hand the fan-out to the backend, add up what it recorded. */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum ms__errclass ms__errclass(int err)
+{
+	switch (err) {
+	case EAGAIN:
+		return MS__ERR_AGAIN;
+	case ENOBUFS:
+	case ENOMEM:
+		return MS__ERR_NOBUFS;
+	case EMSGSIZE:
+		return MS__ERR_MSGSIZE;
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENETDOWN:
+	case EHOSTDOWN:
+		return MS__ERR_UNREACH;
+	case EPIPE:
+	case ECONNRESET:
+	case ENOTCONN:
+	case EDESTADDRREQ:
+		return MS__ERR_CONN;
+	case EBADF:
+	case ENOTSOCK:
+		return MS__ERR_BADF;
+	default:
+		return MS__ERR_OTHER;
+	}
+}
+
+static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		   unsigned flags, struct ms_result *res)
+{
+	if (flags & ~MS_SEND_ALL_FLAGS)
+		return -EINVAL;
+	if (!g->size)
+		return 0;
+
+	/* The message headers all point at the group's iovec array (see struct ms__bucket). */
+	if (iovcnt)
+		memcpy(g->iov, iov, (size_t)iovcnt * sizeof(*iov));
+	ms__group_set_iovlen(g, iovcnt);
+
+	struct ms__send s = {
+		.g = g,
+		.iov = g->iov,
+		.iovcnt = iovcnt,
+		.len = len,
+		.msg_flags = MSG_NOSIGNAL | ((flags & MS_SEND_DONTWAIT) ? MSG_DONTWAIT : 0),
+		.res = res,
+	};
+	struct ms_ctx *ctx = g->ctx;
+	int err = ctx->be->send(&s);
+
+	struct ms__counters *c = &ctx->c;
+	c->fanouts++;
+	c->attempted += s.accepted + s.partial + s.failed;
+	c->accepted += s.accepted;
+	c->partial += s.partial;
+	c->failed += s.failed;
+	c->bytes += s.bytes;
+	c->syscalls += s.syscalls;
+	for (int k = 0; k < MS__ERR_NCLASSES; k++)
+		c->err[k] += s.err[k];
+
+	if (err < 0 && !s.accepted && !s.partial)
+		return err;
+	return (int)s.accepted;
+}
+
+int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
+	    struct ms_result *res)
+{
+	if (!g || (!buf && len) || len > INT_MAX)
+		return -EINVAL;
+	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
+	return do_send(g, &one, 1, len, flags, res);
+}
+
+int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
+	     struct ms_result *res)
+{
+	if (!g || iovcnt < 0 || iovcnt > IOV_MAX || (!iov && iovcnt))
+		return -EINVAL;
+	size_t len = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return -EINVAL;
+		if (iov[i].iov_len > (size_t)INT_MAX - len)
+			return -EINVAL;
+		len += iov[i].iov_len;
+	}
+	return do_send(g, iov, iovcnt, len, flags, res);
+}
