@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* Sizes and member offsets of the public structs, against the values of the released ABI
+ * (LIBMULTISEND_0.1) written below. A change here breaks programs built against an older
+ * header: new members go at the END of a size-versioned struct (ms_config, ms_stats), and
+ * ms_dest and ms_result, which callers pass as arrays, never change. If a change is meant,
+ * it needs a new version node in lib/libmultisend.map, and then new values here. */
+#include <multisend.h>
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Only ms_dest holds a pointer; on ILP32 it is 12 bytes, on LP64 16. */
+#define PTR ((unsigned)sizeof(void *))
+
+struct row {
+	const char *what;
+	size_t got;
+	size_t want;
+};
+
+#define SIZE(type, want) { "sizeof(" #type ")", sizeof(type), want }
+#define OFF(type, member, want) { "  " #member, offsetof(type, member), want }
+
+static const struct row rows[] = {
+	SIZE(enum ms_backend, 4),
+
+	SIZE(struct ms_config, 16),
+	OFF(struct ms_config, size, 0),
+	OFF(struct ms_config, backend, 4),
+	OFF(struct ms_config, flags, 8),
+	OFF(struct ms_config, queue_depth, 12),
+
+	SIZE(struct ms_stats, 120),
+	OFF(struct ms_stats, size, 0),
+	OFF(struct ms_stats, backend, 4),
+	OFF(struct ms_stats, fanouts, 8),
+	OFF(struct ms_stats, dests_attempted, 16),
+	OFF(struct ms_stats, dests_accepted, 24),
+	OFF(struct ms_stats, dests_partial, 32),
+	OFF(struct ms_stats, dests_failed, 40),
+	OFF(struct ms_stats, bytes, 48),
+	OFF(struct ms_stats, syscalls, 56),
+	OFF(struct ms_stats, err_again, 64),
+	OFF(struct ms_stats, err_nobufs, 72),
+	OFF(struct ms_stats, err_msgsize, 80),
+	OFF(struct ms_stats, err_unreach, 88),
+	OFF(struct ms_stats, err_conn, 96),
+	OFF(struct ms_stats, err_badf, 104),
+	OFF(struct ms_stats, err_other, 112),
+
+	SIZE(struct ms_result, 8),
+	OFF(struct ms_result, id, 0),
+	OFF(struct ms_result, status, 4),
+
+	SIZE(struct ms_dest, 8 + PTR),
+	OFF(struct ms_dest, fd, 0),
+	OFF(struct ms_dest, addrlen, 4),
+	OFF(struct ms_dest, addr, 8),
+};
+
+int main(void)
+{
+	unsigned i, bad = 0;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *r = &rows[i];
+		int ok = r->got == r->want;
+
+		printf("%-28s %4zu%s", r->what, r->got, ok ? "\n" : "");
+		if (!ok)
+			printf("   WRONG: the released ABI has %zu\n", r->want);
+		bad += !ok;
+	}
+	if (bad)
+		printf("FAIL: %u size(s)/offset(s) differ from the released ABI\n", bad);
+	else
+		printf("OK: layout matches the released ABI\n");
+	return bad ? 1 : 0;
+}
