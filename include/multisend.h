@@ -102,8 +102,10 @@ struct ms_config {
  *
  * Backend choice: an explicit backend is used when available; otherwise (unless
  * MS_CFG_NO_FALLBACK) the library falls through its preference order, which is also what
- * MS_BACKEND_AUTO walks: sendmmsg, io_uring, loop (the measurements behind this order are in
- * lib/ctx.c). Availability of io_uring is probed once per process; seccomp filters,
+ * MS_BACKEND_AUTO walks: loop, io_uring, sendmmsg. On Linux 6.18 the kernel's per-datagram
+ * sendmsg path costs more than the system calls that batching saves, so the plain loop spends
+ * the least CPU per destination (measurements in lib/ctx.c); choose a backend explicitly
+ * where your own measurements say otherwise. Availability of io_uring is probed once per process; seccomp filters,
  * kernel.io_uring_disabled and old kernels make it unavailable, quietly.
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
@@ -153,7 +155,8 @@ MS_EXPORT void ms_group_free(struct ms_group *g);
 
 /*
  * Add a destination in O(1) (amortised). Returns its id (>= 0), stable until it is removed;
- * the id of a removed destination may be given to a later one. Errors:
+ * the id of a removed destination may be given to a later one. Ids are small: always below
+ * the largest size the group has had, so they can index the caller's own arrays. Errors:
  *   -EINVAL        g or d is NULL; addr NULL with addrlen != 0, or addr set with addrlen
  *                  shorter than its family's address or longer than struct sockaddr_storage;
  *                  an address on a stream socket.
@@ -201,8 +204,9 @@ struct ms_result {
  * Returns the number of destinations that accepted the WHOLE message (0 for an empty group),
  * or a negative errno only when the call itself is invalid and nothing was attempted:
  *   -EINVAL  g NULL; buf NULL with len > 0; len > SSIZE_MAX; unknown flags.
- *   Errors of the backend itself (for io_uring: the ring refused the submission) are returned
- *   as is, with every destination's result set to that error.
+ *   If the backend itself fails (for io_uring: the ring refuses a submission), the
+ *   destinations it could not attempt get that error as their status (and count in
+ *   dests_failed); ms_send returns the error when no destination accepted anything.
  *
  * res, if not NULL, must have room for ms_group_size(g) entries; res[i] describes the i-th
  * destination in the group's current order (which add and remove may change; res[i].id says
@@ -213,7 +217,12 @@ struct ms_result {
  *   -ECONNREFUSED a connected UDP socket's peer had no listener for an earlier message;
  *   -EPIPE, -ECONNRESET  a stream's peer went away (never SIGPIPE: MSG_NOSIGNAL is set).
  * Interrupted calls (EINTR) are retried inside the library. A stream socket may accept part
- * of the message (a positive status below len); the library does not send the rest.
+ * of the message (a positive status below len); the library does not send the rest. A status
+ * always fits in an int: the kernel takes at most 0x7ffff000 bytes in one call.
+ *
+ * The backends agree on what is sent; on a transient error (EAGAIN, ENOBUFS) they may not
+ * agree on the status: when sendmmsg stops inside a batch the kernel does not say why, so the
+ * library sends that message again by itself, and if the condition has passed it succeeds.
  *
  * UDP sockets hide local drops (ENOBUFS) unless IP_RECVERR/IPV6_RECVERR is set on them; the
  * library does not set it. An unconnected UDP socket does not report that a destination has

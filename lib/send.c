@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "internal.h"
 
@@ -78,7 +79,7 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
 	    struct ms_result *res)
 {
-	if (!g || (!buf && len) || len > INT_MAX)
+	if (!g || (!buf && len) || len > SSIZE_MAX)
 		return -EINVAL;
 	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
 	return do_send(g, &one, 1, len, flags, res);
@@ -93,7 +94,7 @@ int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned f
 	for (int i = 0; i < iovcnt; i++) {
 		if (!iov[i].iov_base && iov[i].iov_len)
 			return -EINVAL;
-		if (iov[i].iov_len > (size_t)INT_MAX - len)
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - len)
 			return -EINVAL;
 		len += iov[i].iov_len;
 	}

@@ -504,14 +504,14 @@ static void test_bad_input(void **state)
 	assert_int_equal(ms_send(NULL, buf, 1, 0, res), -EINVAL);
 	assert_int_equal(ms_send(g, NULL, 1, 0, res), -EINVAL);
 	assert_int_equal(ms_send(g, buf, 1, 0x80, res), -EINVAL);
-	assert_int_equal(ms_send(g, buf, (size_t)INT_MAX + 1, 0, res), -EINVAL);
+	assert_int_equal(ms_send(g, buf, (size_t)SSIZE_MAX + 1, 0, res), -EINVAL);
 	assert_int_equal(ms_send(g, buf, SIZE_MAX, 0, res), -EINVAL);
 	struct iovec iov[2] = { { buf, 1 }, { NULL, 5 } };
 	assert_int_equal(ms_sendv(g, iov, 2, 0, res), -EINVAL);
 	assert_int_equal(ms_sendv(g, iov, -1, 0, res), -EINVAL);
 	assert_int_equal(ms_sendv(g, NULL, 1, 0, res), -EINVAL);
 	assert_int_equal(ms_sendv(g, iov, IOV_MAX + 1, 0, res), -EINVAL);
-	struct iovec huge[2] = { { buf, (size_t)INT_MAX }, { buf, 1 } };
+	struct iovec huge[2] = { { buf, (size_t)SSIZE_MAX }, { buf, 1 } };
 	assert_int_equal(ms_sendv(g, huge, 2, 0, res), -EINVAL);
 	struct iovec wrap[2] = { { buf, SIZE_MAX }, { buf, 2 } };
 	assert_int_equal(ms_sendv(g, wrap, 2, 0, res), -EINVAL);
