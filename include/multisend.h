@@ -98,6 +98,8 @@ struct ms_config {
  *             unknown flags; backend outside the enum; queue_depth out of range.
  *   -ENOTSUP  MS_CFG_NO_FALLBACK and the requested backend is unavailable or disabled, or
  *             every backend is disabled by the environment.
+ *   other     MS_CFG_NO_FALLBACK and setting up the requested backend failed: its error (for
+ *             io_uring, what io_uring_setup returned, e.g. -EPERM or -ENOMEM).
  *   -ENOMEM   out of memory.
  *
  * Backend choice: an explicit backend is used when available; otherwise (unless

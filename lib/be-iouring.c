@@ -424,15 +424,24 @@ static int uring_send(struct ms__send *s)
 
 static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 {
+	static const struct {
+		unsigned flag;
+		const char *name;
+	} names[] = {
+		{ IORING_SETUP_SUBMIT_ALL, "SUBMIT_ALL" },
+		{ IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER" },
+		{ IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN" },
+		{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },
+	};
 	const struct uring_state *st = ctx->be_state;
-	unsigned f = st->setup_flags;
-	snprintf(buf, len, "ring %u entries, flags %s%s%s%s%s, %s, %s", st->depth,
-		 f ? "" : "none", (f & IORING_SETUP_SUBMIT_ALL) ? "SUBMIT_ALL " : "",
-		 (f & IORING_SETUP_SINGLE_ISSUER) ? "SINGLE_ISSUER " : "",
-		 (f & IORING_SETUP_DEFER_TASKRUN) ? "DEFER_TASKRUN " : "",
-		 (f & IORING_SETUP_COOP_TASKRUN) ? "COOP_TASKRUN " : "",
-		 st->files_ok ? "registered files" : "plain fds",
-		 g_send_addr ? "addressed SEND" : "SENDMSG for addresses");
+	char flags[96] = "";
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+		if (st->setup_flags & names[k].flag)
+			snprintf(flags + strlen(flags), sizeof(flags) - strlen(flags), "%s%s",
+				 *flags ? "|" : "", names[k].name);
+	snprintf(buf, len, "ring of %u entries, flags %s, %s, %s", st->depth,
+		 *flags ? flags : "none", st->files_ok ? "registered files" : "plain fds",
+		 g_send_addr ? "SEND with address" : "SENDMSG for addresses");
 }
 
 const struct ms__backend ms__backend_iouring = {

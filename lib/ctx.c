@@ -139,6 +139,7 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 
 struct choice {
 	const char *skipped[MS_BACKEND_IO_URING + 1]; /* why each backend was not used */
+	char init_why[MS_BACKEND_IO_URING + 1][96];
 };
 
 static int try_backend(struct ms_ctx *ctx, size_t k, struct choice *ch)
@@ -150,18 +151,22 @@ static int try_backend(struct ms_ctx *ctx, size_t k, struct choice *ch)
 	int err = be->ctx_init ? be->ctx_init(ctx) : 0;
 	if (err) {
 		ctx->be = NULL;
-		ch->skipped[be->id] = "could not be set up";
+		snprintf(ch->init_why[be->id], sizeof(ch->init_why[be->id]), "setup failed: %s",
+			 ms_strerror(err));
+		ch->skipped[be->id] = ch->init_why[be->id];
 	}
 	return err;
 }
 
-static void show(const struct ms_ctx *ctx, enum ms_backend asked, const struct choice *ch)
+static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
+		 const struct choice *ch)
 {
 	char desc[256] = "";
 	if (ctx->be->describe)
 		ctx->be->describe(ctx, desc, sizeof(desc));
-	fprintf(stderr, "libmultisend: backend %s (asked for %s)%s%s%s\n", ctx->be->name,
-		ms_backend_name(asked), *desc ? " [" : "", desc, *desc ? "]" : "");
+	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)%s%s\n", ctx->be->name,
+		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "", *desc ? ": " : "",
+		desc);
 	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
 		if (ch->skipped[b] && b != (int)ctx->be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
@@ -234,7 +239,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		return -ENOTSUP;
 	}
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND"))
-		show(ctx, (enum ms_backend)c.backend, &ch);
+		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
 	*out = ctx;
 	return 0;
 }
