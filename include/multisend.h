@@ -11,7 +11,7 @@
  *    Different contexts share nothing and may be used from different threads at once. With the
  *    io_uring backend the kernel ties the ring to the thread that makes the context's first
  *    send; after that, every call on the context and its groups must come from that thread
- *    (another thread gets -EEXIST from the kernel).
+ *    (another thread's send is refused whole: -EEXIST for every destination, nothing sent).
  *  - Structs marked "size-versioned" start with a uint32_t size that the caller sets to
  *    sizeof(the struct) as it was compiled; this lets old programs run against newer libraries
  *    and new programs detect old ones.

@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,8 @@ struct uring_state {
 	struct io_uring ring;
 	unsigned setup_flags;
 	unsigned depth;     /* submission queue entries */
-	bool open;          /* ring set up */
 	bool ready;         /* ring enabled and its fd registered, by the sending thread */
+	pthread_t owner;    /* that thread: the kernel refuses the ring to any other */
 	bool files_ok;      /* the registered file table is usable */
 	uint32_t nfiles;    /* slots in the registered table */
 	uint32_t *refs;     /* per fd < nrefs: buckets (over all groups) using it */
@@ -121,31 +122,22 @@ static int ring_open(struct uring_state *st, unsigned depth)
 			return err;
 		st->setup_flags = tries[k];
 		st->depth = p.sq_entries;
-		st->open = true;
 		st->ready = false;
 		return 0;
 	}
 	return err;
 }
 
-/* Register the sparse table and every fd currently in use. Failure is not an error: sends
- * then use plain fds. */
+/* Register an empty sparse file table. Failure is not an error: sends then use plain fds. */
 static void files_register(struct uring_state *st)
 {
 	struct rlimit rl;
 	uint32_t n = FILE_TABLE_MAX;
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < n)
 		n = (uint32_t)rl.rlim_cur; /* the kernel refuses tables larger than RLIMIT_NOFILE */
-	st->files_ok = false;
-	st->nfiles = 0;
-	if (!n || io_uring_register_files_sparse(&st->ring, n) < 0)
-		return;
-	st->nfiles = n;
-	st->files_ok = true;
-	for (uint32_t fd = 0; fd < st->nrefs && fd < n; fd++) {
-		int v = (int)fd;
-		if (st->refs[fd] && io_uring_register_files_update(&st->ring, fd, &v, 1) != 1)
-			st->files_ok = false;
+	if (n && io_uring_register_files_sparse(&st->ring, n) == 0) {
+		st->nfiles = n;
+		st->files_ok = true;
 	}
 }
 
@@ -161,7 +153,7 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 			err = -ENOMEM;
 	}
 	if (err) {
-		if (st->open)
+		if (st->depth)
 			io_uring_queue_exit(&st->ring);
 		free(st->retry);
 		free(st);
@@ -177,8 +169,7 @@ static void uring_ctx_fini(struct ms_ctx *ctx)
 	struct uring_state *st = ctx->be_state;
 	if (!st)
 		return;
-	if (st->open)
-		io_uring_queue_exit(&st->ring);
+	io_uring_queue_exit(&st->ring);
 	free(st->refs);
 	free(st->retry);
 	free(st);
@@ -230,15 +221,8 @@ static void uring_bucket_removed(struct ms_ctx *ctx, struct ms__bucket *b)
 
 /* ---- sending -------------------------------------------------------------------------------- */
 
-static int make_ready(struct uring_state *st, unsigned queue_depth)
+static int make_ready(struct uring_state *st)
 {
-	if (!st->open) {
-		/* A previous submission failed and the ring was dropped: start again. */
-		int err = ring_open(st, queue_depth);
-		if (err)
-			return err;
-		files_register(st);
-	}
 	if (st->setup_flags & IORING_SETUP_R_DISABLED) {
 		int err = ms__uring_enable_rings(&st->ring);
 		if (err < 0)
@@ -246,17 +230,9 @@ static int make_ready(struct uring_state *st, unsigned queue_depth)
 	}
 	/* Saves a file lookup per io_uring_enter; optional (5.18+). */
 	(void)io_uring_register_ring_fd(&st->ring);
+	st->owner = pthread_self();
 	st->ready = true;
 	return 0;
-}
-
-/* Drop a ring that refused a submission: its queue may hold requests nobody must send. */
-static void ring_drop(struct uring_state *st)
-{
-	io_uring_queue_exit(&st->ring);
-	st->open = false;
-	st->ready = false;
-	st->files_ok = false;
 }
 
 static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *b, uint32_t j,
@@ -285,46 +261,73 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 		s->res[i].id = d->id;
 }
 
-/* Submit the queued requests, wait for all of them, record their results. Interrupted sends
- * are appended to st->retry. Returns 0, or -errno when the ring refused the submission (then
- * nothing of this batch was sent). */
+static void record_status(struct ms__send *s, size_t i, int status)
+{
+	if (s->res)
+		s->res[i].status = status; /* the id was written by prep */
+	ms__account(s, status);
+}
+
+/* The requests the kernel did not take get err and leave the submission queue: the kernel
+ * reads only up to the tail we publish, so moving the tail back to its head withdraws them,
+ * and the ring stays usable (liburing has no call for this; its ring fields are public). */
+static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int err)
+{
+	struct io_uring_sq *sq = &st->ring.sq;
+	unsigned head = io_uring_smp_load_acquire(sq->khead);
+	for (unsigned k = head; k != sq->sqe_tail; k++)
+		record_status(s, (size_t)sq->sqes[k & *sq->kring_mask].user_data, err);
+	sq->sqe_head = sq->sqe_tail = head;
+	io_uring_smp_store_release(sq->ktail, head);
+}
+
+/*
+ * Submit the queued requests, wait for every submitted one, record their results; interrupted
+ * sends are appended to st->retry. Returns 0, or -errno when the ring refused (part of) the
+ * batch: the refused requests are recorded with that error and withdrawn.
+ */
 static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, unsigned *nretry)
 {
-	int r;
-	do {
-		s->syscalls++;
-		r = io_uring_submit_and_wait(&st->ring, queued);
-	} while (r == -EINTR);
-	if (r < 0)
-		return r;
+	unsigned submitted = 0, seen = 0, busy = 0;
+	int err = 0, r;
 
-	unsigned seen = 0;
-	for (;;) {
+	/* One call normally does it all (SUBMIT_ALL); a short submission returns at once. */
+	while (submitted < queued) {
+		s->syscalls++;
+		r = submitted ? io_uring_submit(&st->ring)
+			      : io_uring_submit_and_wait(&st->ring, queued);
+		if (r == -EINTR || ((r == -EAGAIN || r == -EBUSY) && ++busy < 1000))
+			continue;
+		if (r < 0) {
+			err = r;
+			break;
+		}
+		submitted += (unsigned)r;
+	}
+	while (seen < submitted) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&st->ring, head, cqe) {
 			size_t i = (size_t)cqe->user_data;
-			if (cqe->res == -EINTR) {
+			if (cqe->res == -EINTR)
 				st->retry[(*nretry)++] = i;
-			} else {
-				if (s->res)
-					s->res[i].status = cqe->res;
-				ms__account(s, cqe->res);
-			}
+			else
+				record_status(s, i, cqe->res);
 			n++;
 		}
 		io_uring_cq_advance(&st->ring, n);
 		seen += n;
-		if (seen >= queued)
-			return 0;
-		/* Some requests had to wait for socket space: wait for them, they use the buffer. */
-		do {
-			s->syscalls++;
-			r = io_uring_wait_cqe_nr(&st->ring, &cqe, queued - seen);
-		} while (r == -EINTR || r == -EAGAIN || r == -EBUSY);
-		if (r < 0)
-			return r;
+		if (seen >= submitted)
+			break;
+		/* Requests that had to wait for socket space still use the buffer: wait. */
+		s->syscalls++;
+		r = io_uring_wait_cqe_nr(&st->ring, &cqe, submitted - seen);
+		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && !err)
+			err = r; /* cannot happen short of a broken ring; keep waiting regardless */
 	}
+	if (err)
+		withdraw_unsubmitted(st, s, err);
+	return err;
 }
 
 /* Position of the i-th destination (rare path: resubmitting after -EINTR). */
@@ -340,15 +343,11 @@ static void locate(struct ms_group *g, size_t i, struct ms__bucket **b, uint32_t
 	}
 }
 
-/* Submit the batch and then any interrupted requests again until none are left. On failure,
- * *nretried says how many retried requests (listed in st->retry) were left unsent; 0 means
- * the first submission failed and nothing of the batch went out. */
-static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued,
-		     unsigned *nretried)
+/* Submit a batch, then the interrupted requests again until none are left. */
+static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued)
 {
 	unsigned nretry = 0;
 	int err = flush(st, s, queued, &nretry);
-	*nretried = 0;
 	while (!err && nretry) {
 		unsigned n = nretry;
 		for (unsigned k = 0; k < n; k++) {
@@ -359,44 +358,18 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
 		}
 		nretry = 0;
 		err = flush(st, s, n, &nretry);
-		if (err)
-			*nretried = n;
 	}
 	return err;
-}
-
-static void record_status(struct ms__send *s, size_t i, int status)
-{
-	if (s->res)
-		s->res[i].status = status; /* the id was written by prep */
-	ms__account(s, status);
-}
-
-/* The ring refused a batch: its unsent requests get the error, and the ring, whose queue may
- * still hold them, is dropped (the next send sets up a new one). */
-static void fail_batch(struct uring_state *st, struct ms__send *s, int err, size_t from,
-		       size_t to, unsigned nretried)
-{
-	ring_drop(st);
-	if (nretried) {
-		for (unsigned q = 0; q < nretried; q++)
-			record_status(s, st->retry[q], err);
-	} else {
-		for (size_t q = from; q < to; q++)
-			record_status(s, q, err);
-	}
 }
 
 static int uring_send(struct ms__send *s)
 {
 	struct ms_group *g = s->g;
 	struct uring_state *st = g->ctx->be_state;
-	int err = 0;
-	size_t i = 0, batch_start = 0;
-	unsigned queued = 0, nretried;
+	int err = !st->ready ? make_ready(st) : pthread_equal(st->owner, pthread_self()) ? 0 : -EEXIST;
+	unsigned queued = 0;
+	size_t i = 0;
 
-	if (!st->ready)
-		err = make_ready(st, g->ctx->queue_depth);
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		struct ms__bucket *b = g->buckets[k];
 		for (uint32_t j = 0; j < b->n; j++, i++) {
@@ -405,20 +378,14 @@ static int uring_send(struct ms__send *s)
 				continue;
 			}
 			prep(st, s, b, j, i);
-			if (++queued < st->depth)
-				continue;
-			err = flush_all(st, s, queued, &nretried);
-			if (err)
-				fail_batch(st, s, err, batch_start, i + 1, nretried);
-			queued = 0;
-			batch_start = i + 1;
+			if (++queued == st->depth) {
+				err = flush_all(st, s, queued);
+				queued = 0;
+			}
 		}
 	}
-	if (!err && queued) {
-		err = flush_all(st, s, queued, &nretried);
-		if (err)
-			fail_batch(st, s, err, batch_start, i, nretried);
-	}
+	if (!err && queued)
+		err = flush_all(st, s, queued);
 	return err;
 }
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -618,6 +619,62 @@ static void test_two_groups(void **state)
 	net_free(&nt);
 }
 
+/* A context may move to another thread between calls; with io_uring the kernel has bound the
+ * ring to the first sending thread, so another thread's send is refused as a whole (-EEXIST
+ * for every destination, nothing sent) and the owner's next send works. */
+struct thread_send {
+	struct ms_group *g;
+	struct ms_result *res;
+	int ret;
+};
+
+static void *send_from_thread(void *arg)
+{
+	struct thread_send *t = arg;
+	unsigned char msg[64];
+	make_payload(msg, sizeof(msg), 5);
+	t->ret = ms_send(t->g, msg, sizeof(msg), 0, t->res);
+	return NULL;
+}
+
+static void test_other_thread(void **state)
+{
+	(void)state;
+	struct net nt;
+	net_init(&nt);
+	struct ms_ctx *ctx = new_ctx();
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_add(&nt, K_UDP4, 3), 0);
+	assert_int_equal(net_add(&nt, K_TCP4, 2), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	roundtrip(ctx, g, &nt, 64, 1, NULL);
+
+	struct ms_result res[5];
+	struct thread_send t = { g, res, 0 };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, send_from_thread, &t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	unsigned char msg[64];
+	make_payload(msg, sizeof(msg), 5);
+	for (size_t k = 0; k < nt.n; k++) {
+		long i = net_find(&nt, res[k].id);
+		assert_true(i >= 0);
+		if (backend == MS_BACKEND_IO_URING) {
+			assert_int_equal(res[k].status, -EEXIST);
+			assert_true(expect_none(&nt.ep[i]));
+		} else {
+			assert_int_equal(res[k].status, (int)sizeof(msg));
+			assert_true(expect_one(&nt.ep[i], msg, sizeof(msg), 2000));
+		}
+	}
+	assert_int_equal(t.ret, backend == MS_BACKEND_IO_URING ? -EEXIST : (int)nt.n);
+	roundtrip(ctx, g, &nt, 64, 2, NULL); /* the owner's sends are unaffected */
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -648,7 +705,7 @@ int main(int argc, char **argv)
 	enum { NSH = sizeof(kinds) / sizeof(kinds[0]) * (sizeof(sizes) / sizeof(sizes[0])) };
 	static struct shape shapes[NSH];
 	static char names[NSH][64];
-	struct CMUnitTest tests[NSH + 9];
+	struct CMUnitTest tests[NSH + 10];
 	size_t nt = 0;
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, nt++) {
@@ -667,6 +724,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_two_groups),
+		cmocka_unit_test(test_other_thread),
 	};
 	for (size_t k = 0; k < sizeof(more) / sizeof(more[0]); k++)
 		tests[nt++] = more[k];

@@ -68,11 +68,11 @@ static int in_child(void (*fn)(void), char *buf, size_t len)
 		}                                                                           \
 	} while (0)
 
-static void deny_io_uring(void)
+static void deny_syscall(int nr)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -85,7 +85,7 @@ static void deny_io_uring(void)
 static void child_seccomp(void)
 {
 	struct ms_ctx *ctx;
-	deny_io_uring();
+	deny_syscall(__NR_io_uring_setup);
 	setenv("MULTISEND_SHOW_BACKEND", "1", 1);
 	CHILD_CHECK(new_ctx(MS_BACKEND_IO_URING, MS_CFG_NO_FALLBACK, &ctx) == -ENOTSUP);
 	CHILD_CHECK(new_ctx(MS_BACKEND_IO_URING, 0, &ctx) == 0);
@@ -122,7 +122,7 @@ static void child_late_seccomp(void)
 	struct ms_ctx *ctx;
 	CHILD_CHECK(new_ctx(MS_BACKEND_IO_URING, 0, &ctx) == 0);
 	ms_ctx_free(ctx);
-	deny_io_uring();
+	deny_syscall(__NR_io_uring_setup);
 	setenv("MULTISEND_SHOW_BACKEND", "1", 1);
 	CHILD_CHECK(new_ctx(MS_BACKEND_IO_URING, MS_CFG_NO_FALLBACK, &ctx) == -EPERM);
 	CHILD_CHECK(new_ctx(MS_BACKEND_IO_URING, 0, &ctx) == 0);
@@ -140,6 +140,57 @@ static void test_ring_setup_failure(void **state)
 	printf("%s", out);
 	assert_int_equal(st, 0);
 	assert_non_null(strstr(out, "io_uring skipped: setup failed: Operation not permitted"));
+}
+
+/* The ring refuses a submission (here: a seccomp filter denies io_uring_enter): every
+ * destination gets the error, nothing is sent, and the refused requests leave the queue, so
+ * the next call reports exactly its own destinations again. */
+static void child_ring_refuses(void)
+{
+	enum { N = 5 };
+	int sv[N][2];
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = MS_BACKEND_IO_URING,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV, .queue_depth = 8 };
+	CHILD_CHECK(ms_ctx_new(&ctx, &cfg) == 0);
+	CHILD_CHECK(ms_group_new(ctx, &g) == 0);
+	for (int i = 0; i < N; i++) {
+		CHILD_CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv[i]) == 0);
+		struct ms_dest d = { .fd = sv[i][1] };
+		CHILD_CHECK(ms_group_add(g, &d) == i);
+	}
+	struct ms_result res[N];
+	char buf[16];
+	CHILD_CHECK(ms_send(g, "before", 6, 0, res) == N);
+	for (int i = 0; i < N; i++)
+		CHILD_CHECK(recv(sv[i][0], buf, sizeof(buf), MSG_DONTWAIT) == 6);
+	deny_syscall(__NR_io_uring_enter);
+	for (int round = 1; round <= 3; round++) {
+		CHILD_CHECK(ms_send(g, "refused", 7, 0, res) == -EPERM);
+		for (int i = 0; i < N; i++) {
+			CHILD_CHECK(res[i].id == i && res[i].status == -EPERM);
+			CHILD_CHECK(recv(sv[i][0], buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN);
+		}
+		struct ms_stats st = { .size = sizeof(st) };
+		CHILD_CHECK(ms_ctx_stats(ctx, &st) == 0);
+		CHILD_CHECK(st.dests_failed == (uint64_t)N * round);
+		CHILD_CHECK(st.dests_attempted == (uint64_t)N * (round + 1));
+		CHILD_CHECK(st.err_other == (uint64_t)N * round);
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+}
+
+static void test_ring_refuses_submission(void **state)
+{
+	(void)state;
+	if (!have_uring)
+		skip();
+	char out[4096];
+	int st = in_child(child_ring_refuses, out, sizeof(out));
+	printf("%s", out);
+	assert_int_equal(st, 0);
 }
 
 static void child_env(void)
@@ -230,6 +281,7 @@ int main(void)
 		cmocka_unit_test(test_seccomp_fallback),
 		cmocka_unit_test(test_environment),
 		cmocka_unit_test(test_ring_setup_failure),
+		cmocka_unit_test(test_ring_refuses_submission),
 		cmocka_unit_test(test_explicit_choices),
 	};
 	return cmocka_run_group_tests_name("select", tests, NULL, NULL);
