@@ -529,16 +529,15 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'c': port = (unsigned)ex_num("control", optarg, 0, 65535); break;
 		case 'b': bind_addr = optarg; break;
-		case 'B':
-			cfg.backend = MS_BACKEND_AUTO;
-			while (ms_backend_name(cfg.backend) &&
-			       strcmp(optarg, ms_backend_name(cfg.backend)))
-				cfg.backend++;
-			if (!ms_backend_name(cfg.backend)) {
+		case 'B': {
+			int b = ms_backend_from_name(optarg);
+			if (b < 0) {
 				fprintf(stderr, "--backend: unknown backend '%s'\n", optarg);
 				return 2;
 			}
+			cfg.backend = (uint32_t)b;
 			break;
+		}
 		case 'C': p.connected = true; break;
 		case 'k': want = ex_num("subscribers", optarg, 0, INT32_MAX); break;
 		case 'j': join_timeout = (unsigned)ex_num("join-timeout", optarg, 0, 86400); break;

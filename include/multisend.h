@@ -67,6 +67,9 @@ enum ms_backend {
 /* "auto", "loop", "sendmmsg", "io_uring"; NULL for a value outside the enum. */
 MS_EXPORT const char *ms_backend_name(enum ms_backend b);
 
+/* The backend a name stands for (the inverse of ms_backend_name), or -EINVAL. */
+MS_EXPORT int ms_backend_from_name(const char *name);
+
 /* ---------------------------------------------------------------------------------------------
  * Contexts
  */
@@ -123,6 +126,12 @@ MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
 
 /* The backend the context uses (never MS_BACKEND_AUTO). */
 MS_EXPORT enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx);
+
+/* One line describing how the backend is set up (for io_uring: ring size and flags, file
+ * registration, how addresses are sent), as MULTISEND_SHOW_BACKEND prints it. Writes at most
+ * len bytes including the terminating NUL, like snprintf, and returns the length of the whole
+ * line, or -EINVAL (ctx NULL, or buf NULL with len > 0). */
+MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------
  * Destination groups

@@ -84,6 +84,14 @@ const char *ms_backend_name(enum ms_backend b)
 	return NULL;
 }
 
+int ms_backend_from_name(const char *name)
+{
+	for (int b = MS_BACKEND_AUTO; name && b <= MS_BACKEND_IO_URING; b++)
+		if (!strcmp(name, ms_backend_name((enum ms_backend)b)))
+			return b;
+	return -EINVAL;
+}
+
 const char *ms_strerror(int err)
 {
 	if (err < 0)
@@ -158,15 +166,23 @@ static int try_backend(struct ms_ctx *ctx, size_t k, struct choice *ch)
 	return err;
 }
 
+int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
+{
+	char desc[256] = "";
+	if (!ctx || (!buf && len))
+		return -EINVAL;
+	if (ctx->be->describe)
+		ctx->be->describe(ctx, desc, sizeof(desc));
+	return snprintf(buf, len, "%s%s%s", ctx->be->name, *desc ? ": " : "", desc);
+}
+
 static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 		 const struct choice *ch)
 {
-	char desc[256] = "";
-	if (ctx->be->describe)
-		ctx->be->describe(ctx, desc, sizeof(desc));
-	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)%s%s\n", ctx->be->name,
-		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "", *desc ? ": " : "",
-		desc);
+	char desc[320];
+	ms_ctx_describe(ctx, desc, sizeof(desc));
+	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n", desc,
+		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
 	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
 		if (ch->skipped[b] && b != (int)ctx->be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
@@ -199,15 +215,10 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	if (use_env) {
 		const char *v = secure_getenv("MULTISEND_BACKEND");
 		if (v && *v) {
-			bool known = false;
-			for (int b = MS_BACKEND_AUTO; b <= MS_BACKEND_IO_URING; b++) {
-				if (!strcmp(v, ms_backend_name((enum ms_backend)b))) {
-					want = (enum ms_backend)b;
-					known = true;
-				}
-			}
-			/* An operator's typo must not pass silently. */
-			if (!known)
+			int b = ms_backend_from_name(v);
+			if (b >= 0)
+				want = (enum ms_backend)b;
+			else /* an operator's typo must not pass silently */
 				fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
 						"auto, loop, sendmmsg, io_uring; ignored\n", v);
 		}

@@ -592,6 +592,24 @@ static void test_bad_config(void **state)
 	ms_ctx_free(NULL);
 	assert_string_equal(ms_backend_name(backend), ms_backend_name(backend));
 	assert_null(ms_backend_name((enum ms_backend)9));
+	assert_int_equal(ms_backend_from_name(ms_backend_name(backend)), backend);
+	assert_int_equal(ms_backend_from_name("auto"), MS_BACKEND_AUTO);
+	assert_int_equal(ms_backend_from_name("io-uring"), -EINVAL);
+	assert_int_equal(ms_backend_from_name(NULL), -EINVAL);
+	assert_int_equal(ms_ctx_new(&ctx, &(struct ms_config){ .size = sizeof(struct ms_config),
+							       .backend = backend,
+							       .flags = MS_CFG_IGNORE_ENV }), 0);
+	char line[512];
+	int n = ms_ctx_describe(ctx, line, sizeof(line));
+	assert_true(n > 0 && (size_t)n == strlen(line));
+	assert_memory_equal(line, ms_backend_name(backend), strlen(ms_backend_name(backend)));
+	char tiny[4];
+	assert_int_equal(ms_ctx_describe(ctx, tiny, sizeof(tiny)), n); /* truncated, whole length */
+	assert_int_equal(strlen(tiny), 3);
+	assert_int_equal(ms_ctx_describe(ctx, NULL, 0), n);
+	assert_int_equal(ms_ctx_describe(ctx, NULL, 5), -EINVAL);
+	assert_int_equal(ms_ctx_describe(NULL, line, sizeof(line)), -EINVAL);
+	ms_ctx_free(ctx);
 	assert_string_equal(ms_strerror(-EBADF), "Bad file descriptor");
 	assert_string_equal(ms_strerror(EBADF), "Bad file descriptor");
 	assert_int_equal(ms_version(), MS_VERSION_NUMBER);
@@ -681,9 +699,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
 		return 2;
 	}
-	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
-		if (!strcmp(argv[1], ms_backend_name((enum ms_backend)b)))
-			backend = (enum ms_backend)b;
+	int b = ms_backend_from_name(argv[1]);
+	backend = b > 0 ? (enum ms_backend)b : MS_BACKEND_AUTO;
 	if (!backend) {
 		fprintf(stderr, "unknown backend %s\n", argv[1]);
 		return 2;

@@ -20,10 +20,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring shared|connected N ROUNDS\n", argv[0]);
 		return 2;
 	}
-	enum ms_backend b = MS_BACKEND_AUTO;
-	for (int k = MS_BACKEND_LOOP; k <= MS_BACKEND_IO_URING; k++)
-		if (!strcmp(argv[1], ms_backend_name((enum ms_backend)k)))
-			b = (enum ms_backend)k;
+	int parsed = ms_backend_from_name(argv[1]);
+	enum ms_backend b = parsed > 0 ? (enum ms_backend)parsed : MS_BACKEND_AUTO;
 	enum kind kind = !strcmp(argv[2], "connected") ? K_UDP4_CONN : K_UDP4;
 	size_t n = strtoul(argv[3], NULL, 10);
 	unsigned rounds = (unsigned)strtoul(argv[4], NULL, 10);
