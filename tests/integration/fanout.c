@@ -307,6 +307,51 @@ static void test_dead_destinations(void **state)
 	net_free(&nt);
 }
 
+/* A TCP subscriber that went away: its stream fails with EPIPE or ECONNRESET (never SIGPIPE,
+ * which would kill this test), the others keep receiving every message. */
+static void test_stream_peer_gone(void **state)
+{
+	(void)state;
+	struct net nt;
+	net_init(&nt);
+	struct ms_ctx *ctx = new_ctx();
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_add(&nt, K_TCP4, 3), 0);
+	assert_int_equal(net_add(&nt, K_UDP4, 2), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	size_t gone = 1;
+	close(nt.ep[gone].rx);
+	nt.ep[gone].rx = socket(AF_INET, SOCK_DGRAM, 0); /* idle stand-in for the checks */
+	struct ms_result res[5];
+	unsigned char msg[256];
+	int failed_with = 0;
+	for (unsigned r = 0; r < 20 && !failed_with; r++) {
+		make_payload(msg, sizeof(msg), r);
+		int got = ms_send(g, msg, sizeof(msg), 0, res);
+		for (size_t k = 0; k < nt.n; k++) {
+			size_t i = (size_t)net_find(&nt, res[k].id);
+			if (i == gone) {
+				if (res[k].status < 0)
+					failed_with = -res[k].status;
+				else
+					assert_int_equal(res[k].status, (int)sizeof(msg));
+				continue;
+			}
+			assert_int_equal(res[k].status, (int)sizeof(msg));
+			assert_true(expect_one(&nt.ep[i], msg, sizeof(msg), 2000));
+		}
+		assert_int_equal(got, failed_with ? 4 : 5);
+		usleep(10000); /* let the peer's RST arrive */
+	}
+	if (failed_with != EPIPE && failed_with != ECONNRESET)
+		fail_msg("the vanished stream reported %d (%s)", failed_with, ms_strerror(failed_with));
+	assert_true(stats(ctx).err_conn >= 1);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
 /* A datagram too large for UDP goes everywhere else: AF_UNIX datagrams and streams take it. */
 static void test_emsgsize_one_kind(void **state)
 {
@@ -722,7 +767,7 @@ int main(int argc, char **argv)
 	enum { NSH = sizeof(kinds) / sizeof(kinds[0]) * (sizeof(sizes) / sizeof(sizes[0])) };
 	static struct shape shapes[NSH];
 	static char names[NSH][64];
-	struct CMUnitTest tests[NSH + 10];
+	struct CMUnitTest tests[NSH + 11];
 	size_t nt = 0;
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++, nt++) {
@@ -735,6 +780,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mixed),
 		cmocka_unit_test(test_sendv),
 		cmocka_unit_test(test_dead_destinations),
+		cmocka_unit_test(test_stream_peer_gone),
 		cmocka_unit_test(test_emsgsize_one_kind),
 		cmocka_unit_test(test_dontwait_full),
 		cmocka_unit_test(test_churn),
