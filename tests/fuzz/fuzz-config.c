@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: ms_ctx_new with arbitrary configuration bytes (any size field, flags, backend,
+ * queue depth, and tail) and arbitrary MULTISEND_* environment values. The call must either
+ * fail with one of its documented errors or give a working context whose backend is real;
+ * a working context must send to a real AF_UNIX pair.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "multisend.h"
+
+#define CHECK(c)                                                                             \
+	do {                                                                                 \
+		if (!(c)) {                                                                  \
+			fprintf(stderr, "fuzz-config: check failed: %s (line %d)\n", #c, __LINE__); \
+			abort();                                                             \
+		}                                                                            \
+	} while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int sv[2] = { -1, -1 };
+	if (sv[0] < 0 && socketpair(AF_UNIX, SOCK_DGRAM, 0, sv))
+		abort();
+
+	/* The first bytes pick environment values; the rest is the config, read in place from
+	 * a buffer as large as the largest size the library accepts. */
+	static const char *const env_names[] = { "MULTISEND_BACKEND", "MULTISEND_NO_LOOP",
+						 "MULTISEND_NO_SENDMMSG", "MULTISEND_NO_IO_URING" };
+	static const char *const env_values[] = { NULL, "", "0", "1", "loop", "sendmmsg",
+						  "io_uring", "auto", "bogus" };
+	size_t k = 0;
+	for (size_t e = 0; e < 4; e++, k++) {
+		const char *v = k < size ? env_values[data[k] % 9] : NULL;
+		if (v)
+			setenv(env_names[e], v, 1);
+		else
+			unsetenv(env_names[e]);
+	}
+	static unsigned char buf[8192];
+	memset(buf, 0, sizeof(buf));
+	size_t n = size - (k < size ? k : size);
+	memcpy(buf, data + (size - n), n < sizeof(buf) ? n : sizeof(buf));
+	struct ms_config *cfg = (struct ms_config *)buf;
+	bool null_cfg = n == 0;
+	if (cfg->size > sizeof(buf))
+		cfg->size %= sizeof(buf); /* the library reads size bytes: stay inside the buffer */
+
+	struct ms_ctx *ctx = NULL;
+	int err = ms_ctx_new(&ctx, null_cfg ? NULL : cfg);
+	if (err) {
+		CHECK(err == -EINVAL || err == -ENOTSUP || err == -ENOMEM || err == -EPERM);
+		CHECK(!null_cfg || err == -ENOTSUP); /* defaults fail only when all are disabled */
+		return 0;
+	}
+	enum ms_backend b = ms_ctx_backend(ctx);
+	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_IO_URING);
+	if (!null_cfg) {
+		CHECK(cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096);
+		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
+	}
+	struct ms_group *g;
+	CHECK(ms_group_new(ctx, &g) == 0);
+	struct ms_dest d = { .fd = sv[1] };
+	CHECK(ms_group_add(g, &d) == 0);
+	struct ms_result res;
+	CHECK(ms_send(g, "x", 1, 0, &res) == 1 && res.status == 1);
+	char c;
+	CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == 1 && c == 'x');
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	return 0;
+}

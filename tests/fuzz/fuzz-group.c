@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fuzz target: random sequences of group add / remove / send / sendv, valid and invalid, on a
+ * real context (backend chosen by the input) against a fixed pool of real sockets: AF_UNIX
+ * datagram and seqpacket pairs, an unconnected AF_UNIX and an unconnected UDP socket with
+ * several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
+ * call the library must agree with a model of the group, and the receivers must hold exactly
+ * what the results promise: one copy per successful datagram destination, nothing else.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "multisend.h"
+
+#define CHECK(c)                                                                            \
+	do {                                                                                \
+		if (!(c)) {                                                                 \
+			fprintf(stderr, "fuzz-group: check failed: %s (line %d)\n", #c, __LINE__); \
+			abort();                                                            \
+		}                                                                           \
+	} while (0)
+
+enum { MAXLEN = 65600 };
+
+/* One destination the input can pick: the socket to add, the address (if any) and where a
+ * copy arrives. Several destinations may share a receiver. */
+struct pdest {
+	int fd;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	int rx;      /* receiving socket */
+	bool stream; /* counts bytes, not datagrams */
+	int maxdgram; /* largest datagram this destination takes whole; 0 = any (stream) */
+};
+
+enum { NDEST = 16 };
+static struct pdest pool[NDEST];
+static int npool;
+static int junk_pipe[2], closed_fd;
+static unsigned char payload[MAXLEN];
+
+static void big_buffers(int fd)
+{
+	int big = 4 << 20;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+}
+
+static void add_pool(int fd, const void *addr, socklen_t addrlen, int rx, bool stream, int maxd)
+{
+	struct pdest *p = &pool[npool++];
+	p->fd = fd;
+	p->addrlen = addrlen;
+	if (addr)
+		memcpy(&p->addr, addr, addrlen);
+	p->rx = rx;
+	p->stream = stream;
+	p->maxdgram = maxd;
+	big_buffers(fd);
+	big_buffers(rx);
+}
+
+static int udp_rx(struct sockaddr_in *a)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a->sin_port = 0;
+	socklen_t l = sizeof(*a);
+	CHECK(bind(s, (struct sockaddr *)a, l) == 0 && getsockname(s, (struct sockaddr *)a, &l) == 0);
+	return s;
+}
+
+static void setup_pool(void)
+{
+	int sv[2];
+	for (int i = 0; i < 3; i++) { /* connected AF_UNIX datagrams */
+		CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+		fcntl(sv[0], F_SETFL, O_NONBLOCK);
+		add_pool(sv[1], NULL, 0, sv[0], false, 0);
+	}
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	add_pool(sv[1], NULL, 0, sv[0], false, 0);
+
+	int ushared = socket(AF_UNIX, SOCK_DGRAM, 0);
+	for (int i = 0; i < 3; i++) { /* one unconnected AF_UNIX socket, three addresses */
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "ms-fuzz-%d-%d", getpid(), i);
+		socklen_t l = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+		int rx = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+		CHECK(bind(rx, (struct sockaddr *)&a, l) == 0);
+		add_pool(ushared, &a, l, rx, false, 0);
+	}
+	int vshared = socket(AF_INET, SOCK_DGRAM, 0);
+	for (int i = 0; i < 3; i++) { /* one unconnected UDP socket, three addresses */
+		struct sockaddr_in a;
+		int rx = udp_rx(&a);
+		add_pool(vshared, &a, sizeof(a), rx, false, 65507);
+	}
+	for (int i = 0; i < 2; i++) { /* connected UDP */
+		struct sockaddr_in a;
+		int rx = udp_rx(&a);
+		int tx = socket(AF_INET, SOCK_DGRAM, 0);
+		CHECK(connect(tx, (struct sockaddr *)&a, sizeof(a)) == 0);
+		add_pool(tx, NULL, 0, rx, false, 65507);
+	}
+	/* A TCP stream. */
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(bind(ls, (struct sockaddr *)&a, l) == 0 && getsockname(ls, (struct sockaddr *)&a, &l) == 0);
+	CHECK(listen(ls, 1) == 0);
+	int tx = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	CHECK(connect(tx, (struct sockaddr *)&a, l) == 0);
+	int rx = accept(ls, NULL, NULL);
+	fcntl(rx, F_SETFL, O_NONBLOCK);
+	close(ls);
+	add_pool(tx, NULL, 0, rx, true, 0);
+
+	CHECK(pipe(junk_pipe) == 0);
+	closed_fd = dup(junk_pipe[0]);
+	close(closed_fd);
+	for (int i = 0; i < MAXLEN; i++)
+		payload[i] = (unsigned char)(i * 7 + 3);
+}
+
+/* Datagrams (or bytes, for the stream) waiting at a receiver; drains it. Loopback delivery
+ * may finish after the send returns (the kernel can defer it to ksoftirqd), so wait up to a
+ * second for at least `want` of them. */
+static long drain(const struct pdest *p, size_t expect_len, long want)
+{
+	static unsigned char buf[MAXLEN + 1];
+	long count = 0;
+	for (;;) {
+		ssize_t r = recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT);
+		if (r < 0) {
+			CHECK(errno == EAGAIN);
+			struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
+			if (count < want && poll(&pfd, 1, 1000) == 1)
+				continue;
+			return count;
+		}
+		if (p->stream) {
+			count += r;
+		} else {
+			CHECK((size_t)r == expect_len);
+			count++;
+		}
+	}
+}
+
+struct in {
+	const uint8_t *d;
+	size_t n;
+};
+
+static unsigned take(struct in *in)
+{
+	if (!in->n)
+		return 0;
+	in->n--;
+	return *in->d++;
+}
+
+/* The model: which pool entry each id stands for. */
+static int model[256];
+static int nmodel;
+
+static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
+{
+	struct ms_result res[NDEST * 8];
+	struct iovec iov[10];
+	int iovcnt = 1;
+	/* Mostly small messages (cheap, so many executions), sometimes the sizes at which UDP
+	 * and the other kinds differ. */
+	static const size_t edges[] = { 0, 1, 65507, 65508, 65527, 65528, MAXLEN };
+	unsigned raw = (take(in) << 8) | take(in);
+	size_t len = raw >= 0xfff0 ? edges[raw % 7] : raw % 2048;
+	unsigned flags = take(in) & 3 ? 0 : take(in); /* mostly valid flags */
+	bool with_res = take(in) & 1;
+	int expect = 0;
+
+	if (vector) {
+		unsigned c = take(in);
+		iovcnt = c < 200 ? (int)(c % 9) : c < 250 ? (int)c * 8 : -1; /* some over IOV_MAX */
+		size_t off = 0;
+		len = 0;
+		for (int k = 0; k < iovcnt && k < 10; k++) {
+			size_t l = ((size_t)take(in) * 97) % 8000;
+			bool null_base = take(in) == 0xff;
+			if (off + l > MAXLEN)
+				l = 0;
+			iov[k].iov_base = null_base ? NULL : payload + off;
+			iov[k].iov_len = l;
+			if (null_base && l)
+				expect = -EINVAL;
+			off += l;
+			len += l;
+		}
+		if (iovcnt < 0 || iovcnt > IOV_MAX)
+			expect = -EINVAL;
+		else if (iovcnt > 10)
+			iovcnt = 10;
+	}
+	if (flags & ~MS_SEND_ALL_FLAGS)
+		expect = -EINVAL;
+
+	struct ms_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
+	CHECK(ms_ctx_stats(ctx, &before) == 0);
+	int r = vector ? ms_sendv(g, iovcnt >= 0 && iovcnt <= 10 ? iov : NULL, iovcnt, flags,
+				  with_res ? res : NULL)
+		       : ms_send(g, payload, len, flags, with_res ? res : NULL);
+	CHECK(ms_ctx_stats(ctx, &after) == 0);
+	size_t size = ms_group_size(g);
+	if (expect) {
+		CHECK(r == expect);
+		CHECK(after.dests_attempted == before.dests_attempted);
+	} else {
+		CHECK(r >= 0 && (size_t)r <= size);
+		CHECK(after.dests_attempted - before.dests_attempted == size);
+		CHECK(after.dests_accepted - before.dests_accepted == (uint64_t)r);
+	}
+
+	/* Receivers: what arrived must be what the results say, per receiver. */
+	long want[NDEST] = { 0 };
+	if (!expect && with_res) {
+		bool seen[256] = { false };
+		int whole = 0;
+		for (size_t k = 0; k < size; k++) {
+			CHECK(res[k].id >= 0 && res[k].id < nmodel && model[res[k].id] >= 0);
+			CHECK(!seen[res[k].id]);
+			seen[res[k].id] = true;
+			const struct pdest *p = &pool[model[res[k].id]];
+			if (res[k].status == (int)len)
+				whole++;
+			else
+				CHECK(res[k].status < 0 || (p->stream && res[k].status < (int)len));
+			if (res[k].status == -EMSGSIZE)
+				CHECK(p->maxdgram && len > (size_t)p->maxdgram);
+			if (res[k].status >= 0) {
+				/* Receivers are identified by fd, several pool entries may share one. */
+				for (int q = 0; q < npool; q++)
+					if (pool[q].rx == p->rx) {
+						want[q] += p->stream ? res[k].status : 1;
+						break;
+					}
+			}
+		}
+		CHECK(whole == r);
+	}
+	for (int q = 0; q < npool; q++) {
+		bool first = true;
+		for (int e = 0; e < q; e++)
+			first &= pool[e].rx != pool[q].rx;
+		if (!first)
+			continue;
+		long got = drain(&pool[q], len, want[q]);
+		if (!expect && with_res && got != want[q])
+			fprintf(stderr, "receiver %d (stream %d): got %ld, results promise %ld; len %zu "
+				"flags %u backend %s\n", q, pool[q].stream, got, want[q], len, flags,
+				ms_backend_name(ms_ctx_backend(ctx)));
+		if (!expect && with_res)
+			CHECK(got == want[q]);
+		if (expect)
+			CHECK(got == 0);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool ready;
+	if (!ready) {
+		setup_pool();
+		ready = true;
+	}
+	struct in in = { data, size };
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = 1 + take(&in) % 3,
+				 .flags = MS_CFG_IGNORE_ENV, .queue_depth = 1u << (take(&in) % 8) };
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	CHECK(ms_ctx_new(&ctx, &cfg) == 0);
+	CHECK(ms_group_new(ctx, &g) == 0);
+	nmodel = 0;
+	size_t live = 0;
+
+	for (int ops = 0; in.n && ops < 64; ops++) {
+		unsigned op = take(&in) % 5;
+		if (op == 0 || op == 1) { /* add */
+			unsigned pick = take(&in) % (NDEST + 4);
+			struct ms_dest d;
+			int expect_ok = -1; /* pool index when it must succeed */
+			if (pick < (unsigned)npool) {
+				const struct pdest *p = &pool[pick];
+				/* An AF_UNIX receiver queues at most net.unix.max_dgram_qlen (10)
+				 * datagrams and a blocking sender waits for room: keep each
+				 * receiver's copies per send below that. */
+				int copies = 0;
+				for (int k = 0; k < nmodel; k++)
+					copies += model[k] >= 0 && pool[model[k]].rx == p->rx;
+				if (copies >= 8)
+					continue;
+				d = (struct ms_dest){ p->fd, p->addrlen,
+						      p->addrlen ? (struct sockaddr *)&p->addr : NULL };
+				expect_ok = (int)pick;
+			} else if (pick == NDEST) {
+				d = (struct ms_dest){ -1, 0, NULL };
+			} else if (pick == NDEST + 1) {
+				d = (struct ms_dest){ junk_pipe[1], 0, NULL };
+			} else if (pick == NDEST + 2) {
+				d = (struct ms_dest){ closed_fd, 0, NULL };
+			} else { /* a pool socket with an address made of input bytes */
+				static struct sockaddr_storage junk;
+				memset(&junk, 0, sizeof(junk));
+				socklen_t l = take(&in);
+				for (size_t k = 0; k < sizeof(junk) && k < 24; k++)
+					((unsigned char *)&junk)[k] = (unsigned char)take(&in);
+				d = (struct ms_dest){ pool[take(&in) % npool].fd, l,
+						      (struct sockaddr *)&junk };
+			}
+			int id = ms_group_add(g, &d);
+			if (id >= 0) {
+				CHECK(id < 256 && (id >= nmodel || model[id] < 0));
+				while (nmodel <= id)
+					model[nmodel++] = -1;
+				/* A junk address that the library accepted is a real address of
+				 * some family: nothing is delivered to the pool's receivers then,
+				 * so stop checking arrivals by removing it again. */
+				if (expect_ok < 0) {
+					CHECK(ms_group_remove(g, id) == 0);
+					continue;
+				}
+				model[id] = expect_ok;
+				live++;
+			} else {
+				CHECK(id == -EEXIST || expect_ok < 0);
+				if (id == -EEXIST) {
+					bool dup = false;
+					for (int k = 0; k < nmodel; k++)
+						dup |= model[k] >= 0 && pool[model[k]].fd == d.fd &&
+						       !pool[model[k]].addrlen;
+					CHECK(dup && !d.addr);
+				}
+			}
+		} else if (op == 2) { /* remove */
+			int id = (int)take(&in) - 8;
+			int r = ms_group_remove(g, id);
+			bool member = id >= 0 && id < nmodel && model[id] >= 0;
+			CHECK(member ? r == 0 : r == -ENOENT);
+			if (member) {
+				model[id] = -1;
+				live--;
+			}
+		} else {
+			do_send(ctx, g, &in, op == 4);
+		}
+		CHECK(ms_group_size(g) == live);
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	return 0;
+}
