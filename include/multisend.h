@@ -115,7 +115,8 @@ struct ms_config {
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
  * MS_CFG_IGNORE_ENV):
- *   MULTISEND_BACKEND=loop|sendmmsg|io_uring  replaces cfg->backend.
+ *   MULTISEND_BACKEND=loop|sendmmsg|io_uring  replaces cfg->backend (an unknown name is
+ *     ignored, with one warning on stderr per process).
  *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1  disable one.
  *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped.
  */

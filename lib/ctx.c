@@ -110,6 +110,8 @@ static bool env_true(const char *name)
 	return v && *v && strcmp(v, "0") != 0;
 }
 
+static bool warned_env; /* the bad MULTISEND_BACKEND warning, once per process */
+
 static const char *const no_env[] = {
 	[MS_BACKEND_LOOP] = "MULTISEND_NO_LOOP",
 	[MS_BACKEND_SENDMMSG] = "MULTISEND_NO_SENDMMSG",
@@ -218,7 +220,8 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 			int b = ms_backend_from_name(v);
 			if (b >= 0)
 				want = (enum ms_backend)b;
-			else /* an operator's typo must not pass silently */
+			else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
+				/* An operator's typo must not pass silently, nor flood stderr. */
 				fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
 						"auto, loop, sendmmsg, io_uring; ignored\n", v);
 		}
