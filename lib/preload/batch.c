@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Batch mode: sends the shim can take are copied into a per-thread batch and the program gets
+ * its byte count at once; the batch goes out as one sendmmsg per socket.
+ *
+ * What may be batched: sendto/send/sendmsg on a blocking UDP socket (fdtab.c says which), with
+ * no flags (MSG_NOSIGNAL, meaningless for UDP, is allowed), no control data, a destination the
+ * kernel takes without a route lookup deciding the outcome (family, length, port; not the
+ * limited broadcast address, not a v4-mapped, scoped or flow-labelled IPv6 address) and a size
+ * well inside the kernel's limits. Everything else passes through, after this thread's batch
+ * (and any other thread's data for the same socket) has gone out, so the kernel sees the sends
+ * in the order the program made them.
+ *
+ * How it goes out: directly through the core's system-call seam (ms__sys.sendmmsg, pointed at
+ * the real sendmmsg), with the rule the core's sendmmsg backend follows: after a partial
+ * return, resume at the first unsent message; a failure is recorded for that message alone,
+ * so nothing is sent twice and nothing is skipped. The core's groups are not used: they are
+ * built for long-lived destination sets (adding one costs two getsockopt calls) and ms_send
+ * sends one payload to every member, whereas a batch holds whatever the program sent,
+ * different payloads included, to destinations it names call by call.
+ *
+ * Order: one socket's messages keep their order; sockets go out in the order they first
+ * appear in the batch. A group of one message is sent with sendto, which costs the kernel
+ * less than a sendmmsg of one.
+ *
+ * Locking: each batch has a mutex. The owner takes it to append and flush; another thread
+ * takes it only to flush (it is about to use a socket the batch has data for, or it is the
+ * age flusher, or the process is exiting or exec'ing). Nobody holds two batch locks at once,
+ * and the registry lock is only ever taken before a batch lock, never after.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "../sys.h"
+
+/* ---- destinations --------------------------------------------------------------------------- */
+
+bool shim_dest_ok(uint32_t info, const struct sockaddr *addr, socklen_t alen)
+{
+	if (!addr)
+		return (info & FD_CONNECTED) != 0; /* else EDESTADDRREQ: let the kernel say so */
+	if (alen > sizeof(struct sockaddr_storage)) /* EINVAL */
+		return false;
+	if (!(info & FD_V6)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+		/* EINVAL (short, port 0), EAFNOSUPPORT, EACCES without SO_BROADCAST */
+		return alen >= sizeof(*in) && in->sin_family == AF_INET && in->sin_port != 0 &&
+		       in->sin_addr.s_addr != htonl(INADDR_BROADCAST);
+	}
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+	if (alen < 24 /* SIN6_LEN_RFC2133 */ || in6->sin6_family != AF_INET6)
+		return false;
+	return in6->sin6_port != 0 && !in6->sin6_flowinfo &&
+	       !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && !IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr) &&
+	       !IN6_IS_ADDR_MC_LINKLOCAL(&in6->sin6_addr) &&
+	       !IN6_IS_ADDR_MC_NODELOCAL(&in6->sin6_addr) &&
+	       !(alen >= sizeof(*in6) && in6->sin6_scope_id);
+}
+
+void shim_dest_make(struct shim_dest *d, int fd, uint32_t info, const struct sockaddr *addr,
+		    socklen_t alen)
+{
+	/* Normalised (padding cleared, scope and flow label known to be zero), and only what
+	 * the kernel reads, so that the message header is the same for equal destinations. */
+	d->fd = fd;
+	if (!addr) {
+		d->alen = 0;
+	} else if (!(info & FD_V6)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+		d->a.in = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = in->sin_port,
+						.sin_addr = in->sin_addr };
+		d->alen = sizeof(d->a.in);
+	} else {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+		d->a.in6 = (struct sockaddr_in6){ .sin6_family = AF_INET6,
+						  .sin6_port = in6->sin6_port,
+						  .sin6_addr = in6->sin6_addr };
+		d->alen = sizeof(d->a.in6);
+	}
+	(void)alen;
+}
+
+uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen)
+{
+	uint64_t k = (uint64_t)(uint16_t)fd << 48;
+
+	if (!addr || alen < sizeof(sa_family_t))
+		return k | 0xffffffffffffu; /* the connected peer */
+	if (addr->sa_family == AF_INET && alen >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+		return k | (uint64_t)in->sin_port << 32 | in->sin_addr.s_addr;
+	}
+	uint64_t h = 0xcbf29ce484222325u;
+	if (addr->sa_family == AF_INET6 && alen >= 24) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+		uint64_t a, b;
+		memcpy(&a, &in6->sin6_addr, 8);
+		memcpy(&b, (const uint8_t *)&in6->sin6_addr + 8, 8);
+		h = (a * 0x9e3779b97f4a7c15u) ^ b ^ in6->sin6_port;
+	} else {
+		const uint8_t *p = (const uint8_t *)addr;
+		for (socklen_t i = 0; i < alen && i < 128; i++)
+			h = (h ^ p[i]) * 0x100000001b3u;
+	}
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9u;
+	h ^= h >> 32;
+	return k ^ (h & 0xffffffffffffu);
+}
+
+/* ---- the planner ---------------------------------------------------------------------------- */
+
+void shim_plan_reset(struct shim_plan *p)
+{
+	/* The predictor's state survives a flush: it describes the program, not the batch. */
+	p->n = 0;
+	p->nfds = 0;
+}
+
+bool shim_plan_needs_room(const struct shim_plan *p, int fd)
+{
+	if (p->nfds < SHIM_BATCH_FDS)
+		return false;
+	for (uint32_t k = 0; k < p->nfds; k++)
+		if (p->fds[k] == fd)
+			return false;
+	return true;
+}
+
+/* ---- the age-bound flusher ------------------------------------------------------------------ */
+
+/* 0: not started in this process; 1: started. */
+static _Atomic int flusher_started;
+/* The flusher's futex word: 1 while it sleeps with nothing to watch. */
+static _Atomic int flusher_idle;
+
+static void futex_wake(_Atomic int *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void futex_wait(_Atomic int *w, int val)
+{
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static bool any_pending(void)
+{
+	for (struct shim_thread *t = shim_registry; t; t = t->next)
+		if (t->in_use && t->b && __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+/*
+ * Wakes every half delay while there is traffic and flushes each batch whose first message is
+ * at least half a delay old, so that no batch waits much longer than the delay for a program
+ * that makes no further call the shim sees. After 20 ms without a pending batch it sleeps on
+ * a futex until a thread starts one.
+ */
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	shim_guard = 1; /* whatever this thread calls goes straight through */
+	/* Never take a CPU from the program: woken every half delay on a busy machine, at normal
+	 * priority this thread preempted the publisher often enough to cost about 12% of its CPU
+	 * per destination (measured; see the README). At SCHED_IDLE it runs only on an idle CPU,
+	 * which is when the program is not sending anyway. */
+	struct sched_param sp = { 0 };
+	if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+	uint64_t half = (uint64_t)shim_cfg.delay_us * 500u;
+	unsigned idle_after = (unsigned)(20000000u / half) + 2, empty = 0;
+	struct timespec ts = { .tv_sec = (time_t)(half / 1000000000u),
+			       .tv_nsec = (long)(half % 1000000000u) };
+
+	for (;;) {
+		shim_real.clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		uint64_t now = shim_now_ns();
+		bool any = false;
+
+		pthread_mutex_lock(&shim_registry_lock);
+		for (struct shim_thread *t = shim_registry; t; t = t->next) {
+			if (!t->in_use || !t->b)
+				continue;
+			uint64_t first = __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED);
+			if (!first)
+				continue;
+			any = true;
+			/* A batch being appended to or flushed is its owner's business now. */
+			if (now - first >= half && pthread_mutex_trylock(&t->b->lock) == 0) {
+				first = t->b->first_ns;
+				if (first && now - first >= half)
+					shim_flush_locked(t, FLUSH_AGE);
+				pthread_mutex_unlock(&t->b->lock);
+			}
+		}
+		if (!any && ++empty >= idle_after) {
+			atomic_store(&flusher_idle, 1);
+			any = any_pending(); /* a batch started before the store was seen */
+			pthread_mutex_unlock(&shim_registry_lock);
+			if (!any)
+				futex_wait(&flusher_idle, 1);
+			atomic_store(&flusher_idle, 0);
+			empty = 0;
+			continue;
+		}
+		if (any)
+			empty = 0;
+		pthread_mutex_unlock(&shim_registry_lock);
+	}
+	return NULL;
+}
+
+static void flusher_start(void)
+{
+	if (atomic_load_explicit(&flusher_started, memory_order_relaxed) ||
+	    atomic_exchange(&flusher_started, 1))
+		return;
+	pthread_attr_t attr;
+	pthread_t th;
+	sigset_t all, old;
+
+	/* No signal of the program's is ever delivered to the shim's thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	if (pthread_create(&th, &attr, flusher_main, NULL) != 0)
+		shim_warn("cannot start the batch flusher thread: batches wait for the next call");
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* A batch just took its first message: make sure the flusher is watching. */
+static void flusher_poke(void)
+{
+	atomic_thread_fence(memory_order_seq_cst); /* first_ns is stored before idle is read */
+	if (atomic_load_explicit(&flusher_idle, memory_order_relaxed) &&
+	    atomic_exchange(&flusher_idle, 0))
+		futex_wake(&flusher_idle);
+}
+
+void shim_batch_after_fork_child(void)
+{
+	/* The flusher thread does not exist in the child; the first batch starts another. */
+	atomic_store(&flusher_started, 0);
+	atomic_store(&flusher_idle, 0);
+}
+
+/* ---- flushing ------------------------------------------------------------------------------- */
+
+static void drain_sigq_locked(struct shim_thread *t);
+
+static bool sigq_empty(const struct shim_batch *b)
+{
+	return atomic_load_explicit(&b->sigq_head, memory_order_relaxed) ==
+	       atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
+}
+
+static void flush_error(struct shim_thread *t, int fd, int err)
+{
+	shim_count_flush_error(t, fd, err);
+	if (shim_cfg.defer_errors) {
+		struct shim_fd *e = shim_fd_get(fd);
+		int zero = 0;
+		if (e)
+			atomic_compare_exchange_strong(&e->deferred, &zero, err);
+	}
+}
+
+static void count_flush_syscall(struct shim_thread *t, int fd)
+{
+	struct shim_sockrow *r =
+		(unsigned)fd < SHIM_SOCK_SLOTS ? &t->rows[fd] : &t->rows[SHIM_SOCK_SLOTS];
+	r->c.fsyscalls++;
+}
+
+/* Send cnt prepared messages of one socket; every message is attempted exactly once. */
+static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
+{
+	if (cnt == 1) {
+		const struct msghdr *h = &mm[0].msg_hdr;
+		ssize_t r;
+		do {
+			count_flush_syscall(t, fd);
+			t->single_sends++;
+			r = ms__sys.sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0,
+					   h->msg_name, h->msg_namelen);
+		} while (r < 0 && errno == EINTR);
+		if (r < 0)
+			flush_error(t, fd, errno);
+		return;
+	}
+	for (uint32_t off = 0; off < cnt;) {
+		count_flush_syscall(t, fd);
+		t->sendmmsg_calls++;
+		int r = ms__sys.sendmmsg(fd, mm + off, cnt - off, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			/* The kernel reports an error only for the first message of the call. */
+			flush_error(t, fd, errno);
+			off++;
+		} else if (r == 0 || (uint32_t)r > cnt - off) {
+			flush_error(t, fd, EIO); /* cannot happen; blame only this message */
+			off++;
+		} else {
+			off += (uint32_t)r;
+		}
+	}
+}
+
+void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
+{
+	struct shim_batch *b = t->b;
+	struct shim_plan *p = &b->plan;
+	int cancel;
+
+	if (b->flushing)
+		return;
+	if (unlikely(!sigq_empty(b)))
+		drain_sigq_locked(t);
+	if (!p->n) {
+		__atomic_store_n(&b->first_ns, 0, __ATOMIC_RELAXED);
+		return;
+	}
+	b->flushing = true;
+	/* Cancellation inside sendmmsg would leave the lock held for ever. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	int saved = errno;
+
+	for (uint32_t k = 0; k < p->nfds; k++) {
+		int fd = p->fds[k];
+		uint32_t cnt = 0;
+
+		for (uint32_t i = 0; i < p->n && cnt < p->fdcount[k]; i++) {
+			const struct shim_msg *m = &t->msgs[i];
+			if (p->nfds > 1 && m->d.fd != fd)
+				continue;
+			t->iov[cnt] = (struct iovec){ .iov_base = t->arena + m->off, .iov_len = m->len };
+			t->mm[cnt].msg_hdr = (struct msghdr){
+				.msg_name = m->d.alen ? (void *)&m->d.a : NULL,
+				.msg_namelen = m->d.alen,
+				.msg_iov = &t->iov[cnt],
+				.msg_iovlen = 1,
+			};
+			t->mm[cnt].msg_len = 0;
+			cnt++;
+		}
+		send_group(t, fd, t->mm, cnt);
+
+		struct shim_fd *e = shim_fd_get(fd);
+		struct shim_thread *me = t;
+		if (e)
+			atomic_compare_exchange_strong(&e->pending, &me, NULL);
+	}
+	t->flushes[why]++;
+	shim_plan_reset(p);
+	b->arena_used = 0;
+	b->last_valid = false;
+	__atomic_store_n(&b->first_ns, 0, __ATOMIC_RELAXED);
+	errno = saved;
+	pthread_setcancelstate(cancel, NULL);
+	b->flushing = false;
+}
+
+void shim_flush_thread(struct shim_thread *t, enum shim_reason why)
+{
+	if (!t->b || !__atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&t->b->lock);
+	shim_flush_locked(t, why);
+	pthread_mutex_unlock(&t->b->lock);
+}
+
+void shim_flush_own(enum shim_reason why)
+{
+	struct shim_thread *t = shim_self;
+	if (t)
+		shim_flush_thread(t, why);
+}
+
+void shim_flush_fd(int fd, enum shim_reason why)
+{
+	shim_flush_own(why);
+	struct shim_fd *e = shim_fd_peek(fd);
+	struct shim_thread *p = e ? atomic_load_explicit(&e->pending, memory_order_acquire) : NULL;
+	if (p && p != shim_self)
+		shim_flush_thread(p, FLUSH_OTHER_THREAD);
+}
+
+/* ---- taking a send -------------------------------------------------------------------------- */
+
+static bool payload_eq(const uint8_t *buf, const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		if (!shim_bytes_eq(buf, iov[i].iov_base, iov[i].iov_len))
+			return false;
+		buf += iov[i].iov_len;
+	}
+	return true;
+}
+
+static void payload_copy(uint8_t *buf, const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len)
+			memcpy(buf, iov[i].iov_base, iov[i].iov_len);
+		buf += iov[i].iov_len;
+	}
+}
+
+/* Blocking? Asked once per socket per batch: O_NONBLOCK can change behind the shim's back. */
+static bool blocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok)
+{
+	if (!(info & FD_BATCHABLE) || (s->flags & ~MSG_NOSIGNAL) || s->control ||
+	    s->len > SHIM_PAYLOAD_MAX || !dest_ok || s->call == CALL_SENDMMSG)
+		return false;
+	for (int i = 0; i < s->iovcnt; i++)
+		if (!s->iov[i].iov_base && s->iov[i].iov_len)
+			return false; /* EFAULT is the kernel's to give */
+	return true;
+}
+
+/*
+ * Append one message to t's batch (lock held): consecutive identical payloads share one copy.
+ * Returns true when the batch was flushed because of it (full, or the end of a fan-out).
+ */
+static bool append_locked(struct shim_thread *t, const struct shim_dest *d, uint64_t key,
+			  const struct iovec *iov, int iovcnt, size_t len, bool *started)
+{
+	struct shim_batch *b = t->b;
+	struct shim_plan *p = &b->plan;
+
+	if (shim_plan_needs_room(p, d->fd))
+		shim_flush_locked(t, FLUSH_SOCKETS);
+	bool same = b->last_valid && b->last_len == len &&
+		    payload_eq(t->arena + b->last_off, iov, iovcnt);
+	if (!same) {
+		if (b->arena_used + len > SHIM_ARENA)
+			shim_flush_locked(t, FLUSH_ARENA);
+		payload_copy(t->arena + b->arena_used, iov, iovcnt);
+		b->last_off = b->arena_used;
+		b->last_len = (uint32_t)len;
+		b->last_valid = true;
+		b->arena_used += (uint32_t)len;
+	}
+	struct shim_msg *m = &t->msgs[p->n];
+	m->d = *d;
+	m->off = b->last_off;
+	m->len = b->last_len;
+	if (p->n == 0) {
+		__atomic_store_n(&b->first_ns, shim_now_ns(), __ATOMIC_RELAXED);
+		*started = true;
+	}
+	enum shim_reason why = FLUSH_FULL;
+	if (shim_plan_add(p, d->fd, key, shim_cfg.batch_max, &why)) {
+		shim_flush_locked(t, why);
+		return true;
+	}
+	return false;
+}
+
+/* Move what signal handlers queued into the batch, in their order (lock held). */
+static void drain_sigq_locked(struct shim_thread *t)
+{
+	struct shim_batch *b = t->b;
+	uint32_t head = atomic_load_explicit(&b->sigq_head, memory_order_relaxed);
+	uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
+	bool started = false;
+
+	for (; head != tail; head = atomic_load_explicit(&b->sigq_head, memory_order_relaxed)) {
+		struct shim_sigmsg q = t->sigq[head % SHIM_SIGQ];
+		/* Marked pending before it leaves the ring: a handler that looks in between
+		 * must still see that it has something to queue behind. */
+		struct shim_fd *e = shim_fd_get(q.d.fd);
+		struct shim_thread *none = NULL;
+		if (e)
+			atomic_compare_exchange_strong(&e->pending, &none, t);
+		/* Out of the ring before appending: an append can flush, and a flush drains. */
+		atomic_store_explicit(&b->sigq_head, head + 1, memory_order_release);
+		struct iovec iov = { .iov_base = q.data, .iov_len = q.len };
+		append_locked(t, &q.d, q.key, &iov, 1, q.len, &started);
+		tail = atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
+	}
+}
+
+int shim_batch_signal_send(const struct shim_send *s)
+{
+	struct shim_thread *t = shim_self;
+	struct shim_dest d;
+
+	if (!t || !t->b || shim_cfg.mode != SHIM_BATCH || t->sigq_busy ||
+	    atomic_load_explicit(&shim_exiting, memory_order_relaxed) ||
+	    s->call > CALL_SENDMSG || s->len > SHIM_SIGQ_PAYLOAD)
+		return 0;
+	struct shim_fd *e = shim_fd_peek(s->fd);
+	uint32_t info = e ? __atomic_load_n(&e->info, __ATOMIC_RELAXED) : 0;
+	struct shim_batch *b = t->b;
+	/* Nothing of this thread's to overtake: straight through keeps the order. */
+	if (!e || (atomic_load_explicit(&e->pending, memory_order_relaxed) != t && sigq_empty(b)))
+		return 0;
+	if (!shim_batchable(s, info, shim_dest_ok(info, s->addr, s->alen)))
+		return 0;
+	shim_dest_make(&d, s->fd, info, s->addr, s->alen);
+	t->sigq_busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_relaxed);
+	int queued = 0;
+	if (tail - atomic_load_explicit(&b->sigq_head, memory_order_acquire) < SHIM_SIGQ) {
+		struct shim_sigmsg *q = &t->sigq[tail % SHIM_SIGQ];
+		q->d = d;
+		q->key = shim_dest_key(s->fd, s->addr, s->alen);
+		q->len = (uint32_t)s->len;
+		payload_copy(q->data, s->iov, s->iovcnt);
+		/* The age flusher must see it even if the batch itself is empty. */
+		uint64_t zero = 0;
+		__atomic_compare_exchange_n(&b->first_ns, &zero, shim_now_ns(), false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		atomic_store_explicit(&b->sigq_tail, tail + 1, memory_order_release);
+		queued = 1;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	t->sigq_busy = 0;
+	return queued;
+}
+
+int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+		    uint32_t info, uint64_t key, bool can, int *err)
+{
+	if (shim_cfg.defer_errors && atomic_load_explicit(&e->deferred, memory_order_relaxed)) {
+		int de = atomic_exchange(&e->deferred, 0);
+		if (de) {
+			*err = de;
+			return -1;
+		}
+	}
+	if (!can || !shim_thread_batch(t))
+		goto pass;
+
+	/* Another thread's data for this socket goes first. */
+	struct shim_thread *other = atomic_load_explicit(&e->pending, memory_order_acquire);
+	if (other && other != t)
+		shim_flush_thread(other, FLUSH_OTHER_THREAD);
+
+	struct shim_batch *b = t->b;
+	struct shim_plan *p = &b->plan;
+	bool new_fd = true, started = false;
+
+	pthread_mutex_lock(&b->lock);
+	if (unlikely(!sigq_empty(b)))
+		drain_sigq_locked(t);
+	for (uint32_t k = 0; k < p->nfds; k++)
+		if (p->fds[k] == s->fd)
+			new_fd = false;
+	if (new_fd && !blocking(s->fd)) {
+		/* EAGAIN must reach the program: send for real, after the batch. */
+		shim_flush_locked(t, FLUSH_SEND);
+		pthread_mutex_unlock(&b->lock);
+		return 0;
+	}
+	struct shim_dest d;
+	shim_dest_make(&d, s->fd, info, s->addr, s->alen);
+	bool flushed = append_locked(t, &d, key, s->iov, s->iovcnt, s->len, &started);
+	pthread_mutex_unlock(&b->lock);
+
+	if (started && !flushed) {
+		flusher_start();
+		flusher_poke();
+	}
+	/* Say who holds data for this socket, so that another thread about to use it flushes
+	 * this batch first. Checked after every append that stays pending, not only for a
+	 * socket new to the batch: an append can flush the batch before adding its message (no
+	 * payload space left), which clears the mark. Two threads batching on one socket take
+	 * turns. */
+	while (!flushed) {
+		struct shim_thread *cur = atomic_load_explicit(&e->pending, memory_order_relaxed);
+		if (cur == t)
+			break;
+		if (!cur) {
+			if (atomic_compare_exchange_strong(&e->pending, &cur, t))
+				break;
+			continue;
+		}
+		shim_flush_thread(cur, FLUSH_OTHER_THREAD);
+		/* cur's batch may have been empty already: then the mark was stale */
+		atomic_compare_exchange_strong(&e->pending, &cur, NULL);
+	}
+	return 1;
+
+pass:
+	/* Sent for real: whatever is pending for it, here or in another thread, goes first. */
+	shim_flush_fd(s->fd, FLUSH_SEND);
+	return 0;
+}

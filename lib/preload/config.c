@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * MULTISEND_* variables. Read once, on the first intercepted call (never in a constructor),
+ * with secure_getenv: in a setuid or otherwise AT_SECURE process every variable is ignored and
+ * the defaults apply. Parsed strictly: a value that is not exactly right earns one line on
+ * stderr and the default, never a guess.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+struct shim_config shim_cfg = {
+	.mode = SHIM_METRICS,
+	.asked = SHIM_METRICS,
+	.batch_max = SHIM_BATCH_MAX_DEFAULT,
+	.delay_us = SHIM_DELAY_US_DEFAULT,
+	.fanout_end = true,
+};
+
+/* "0" or "1" (an empty value is unset); anything else is refused. */
+static void parse_bool(const char *name, const char *v, bool *out)
+{
+	if (!strcmp(v, "1"))
+		*out = true;
+	else if (!strcmp(v, "0"))
+		*out = false;
+	else if (*v)
+		shim_warn("ignoring %s='%.64s': not 0 or 1 (using %d)", name, v, *out);
+}
+
+/* A decimal number from lo to hi, digits only; false (and a warning) otherwise. */
+static bool parse_uint(const char *name, const char *v, unsigned lo, unsigned hi, unsigned *out)
+{
+	unsigned long x = 0;
+	const char *p = v;
+
+	if (!*p)
+		goto bad;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			goto bad;
+		x = x * 10 + (unsigned long)(*p - '0');
+		if (x > hi)
+			goto bad;
+	}
+	if (x < lo)
+		goto bad;
+	*out = (unsigned)x;
+	return true;
+bad:
+	shim_warn("ignoring %s='%.64s': not a whole number from %u to %u (using %u)", name, v, lo,
+		  hi, *out);
+	return false;
+}
+
+/* Does the comma-separated list name this program? Entries are basenames. */
+static bool listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!n)
+		return false;
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len == n && !memcmp(p, name, n))
+			return true;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return false;
+}
+
+/* Names longer than the buffer are cut: they only label the report and match the filter. */
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static void program_names(char *exe, size_t exesz)
+{
+	char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+
+	exe[0] = '\0';
+	if (n > 0) {
+		path[n] = '\0';
+		const char *b = strrchr(path, '/');
+		b = b ? b + 1 : path;
+		copy_name(exe, exesz, b);
+	}
+}
+
+void shim_config_load(void)
+{
+	struct shim_config *c = &shim_cfg;
+	const char *v;
+	char exe[64];
+
+	c->secure = getauxval(AT_SECURE) != 0;
+	program_names(exe, sizeof(exe));
+	copy_name(c->program, sizeof(c->program),
+		  program_invocation_short_name ? program_invocation_short_name : exe);
+
+	v = secure_getenv("MULTISEND_PRELOAD_MODE");
+	if (v && *v) {
+		if (!strcmp(v, "metrics"))
+			c->asked = SHIM_METRICS;
+		else if (!strcmp(v, "batch"))
+			c->asked = SHIM_BATCH;
+		else if (!strcmp(v, "off"))
+			c->asked = SHIM_OFF;
+		else
+			shim_warn("ignoring MULTISEND_PRELOAD_MODE='%.64s': not metrics, batch or off "
+				  "(using metrics)", v);
+	}
+	c->mode = c->asked;
+
+	v = secure_getenv("MULTISEND_BATCH_MAX");
+	if (v)
+		parse_uint("MULTISEND_BATCH_MAX", v, 1, SHIM_BATCH_MAX_LIMIT, &c->batch_max);
+	v = secure_getenv("MULTISEND_BATCH_DELAY_US");
+	if (v)
+		parse_uint("MULTISEND_BATCH_DELAY_US", v, SHIM_DELAY_US_MIN, SHIM_DELAY_US_MAX,
+			   &c->delay_us);
+	v = secure_getenv("MULTISEND_DEFER_ERRORS");
+	if (v)
+		parse_bool("MULTISEND_DEFER_ERRORS", v, &c->defer_errors);
+	v = secure_getenv("MULTISEND_BATCH_FANOUT_END");
+	if (v)
+		parse_bool("MULTISEND_BATCH_FANOUT_END", v, &c->fanout_end);
+
+	v = secure_getenv("MULTISEND_STATS");
+	if (v && *v) {
+		size_t n = strlen(v);
+		if (n >= sizeof(c->stats_path)) {
+			shim_warn("ignoring MULTISEND_STATS: path longer than %zu bytes (using "
+				  "stderr)", sizeof(c->stats_path) - 1);
+		} else {
+			memcpy(c->stats_path, v, n + 1);
+			c->json = n >= 5 && !strcmp(v + n - 5, ".json");
+		}
+	}
+
+	/* Children inherit LD_PRELOAD; the filter keeps every program not named untouched. */
+	v = secure_getenv("MULTISEND_PRELOAD_PROGRAMS");
+	if (v && *v && !listed(v, c->program) && !listed(v, exe))
+		c->mode = SHIM_OFF;
+}

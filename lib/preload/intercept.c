@@ -1,0 +1,849 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exported wrappers: the only symbols the shim exports (libmultisend-preload.map lists
+ * them). Each one is a thin door:
+ *
+ *   re-entered (shim_guard set)  -> the real function at once, with no lock taken. That is
+ *                                   the async-signal-safe path: a handler that sends while its
+ *                                   thread is inside the shim, or a call the shim makes itself.
+ *                                   (A handler's send that would overtake its thread's batch
+ *                                   waits in the batch's lock-free signal queue instead.)
+ *   mode off / filtered program  -> the real function.
+ *   send family                  -> do_send: count, batch or pass through.
+ *   everything else              -> a flush point: this thread's batch (and another thread's
+ *                                   data for the same descriptor) goes out first, then the
+ *                                   real function runs with the guard released, so a signal
+ *                                   handler during a blocking call gets the normal paths.
+ *
+ * The socket-address parameters use glibc's transparent-union types (__SOCKADDR_ARG) so the
+ * definitions match the declarations of <sys/socket.h> under _GNU_SOURCE.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+_Atomic uint64_t shim_reentered;
+_Atomic uint64_t shim_sigqueued; /* ... of which queued behind the batch */
+
+/* The real function, resolved now if a re-entered call came before init finished. */
+#define REAL(field, sym) \
+	(likely(shim_real.field != NULL) ? shim_real.field \
+					 : (__typeof__(shim_real.field))shim_resolve_one(sym))
+
+static inline bool off(void)
+{
+	return shim_cfg.mode == SHIM_OFF;
+}
+
+/* ---- flush points --------------------------------------------------------------------------- */
+
+static void point_slow(int fd, enum shim_reason why)
+{
+	int saved = errno;
+
+	if (fd >= 0) {
+		shim_flush_fd(fd, why);
+	} else {
+		shim_flush_own(why);
+	}
+	errno = saved;
+}
+
+/* Does another thread hold data for fd? (No table yet: nobody does.) */
+static inline bool other_pending(int fd, const struct shim_thread *t)
+{
+	struct shim_fd *e = shim_fd_peek(fd);
+	struct shim_thread *p = e ? atomic_load_explicit(&e->pending, memory_order_relaxed) : NULL;
+	return p && p != t;
+}
+
+/* Enter, flush what this call must not overtake, leave. Then the caller runs the real call.
+ * The common case, nothing pending anywhere, costs a few loads. */
+static inline void point(int fd, enum shim_reason why)
+{
+	shim_guard = 1;
+	shim_init();
+	struct shim_thread *t = shim_self;
+	if (shim_cfg.mode == SHIM_METRICS) {
+		if (t && t->est.n)
+			shim_count_boundary(t);
+	} else if (shim_cfg.mode == SHIM_BATCH) {
+		if ((t && t->b && __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED)) ||
+		    (fd >= 0 && other_pending(fd, t)))
+			point_slow(fd, why);
+	}
+	shim_guard = 0;
+}
+
+/* ---- the send path -------------------------------------------------------------------------- */
+
+static ssize_t real_send(const struct shim_send *s)
+{
+	switch (s->call) {
+	case CALL_SEND:
+		return shim_real.send(s->fd, s->iov[0].iov_base, s->len, s->flags);
+	case CALL_SENDTO:
+		return shim_real.sendto(s->fd, s->iov[0].iov_base, s->len, s->flags, s->addr,
+					s->alen);
+	case CALL_SENDMSG:
+		return shim_real.sendmsg(s->fd, s->msg, s->flags);
+	case CALL_WRITE:
+		return shim_real.write(s->fd, s->iov[0].iov_base, s->len);
+	case CALL_WRITEV:
+		return shim_real.writev(s->fd, s->iov, s->iovcnt);
+	default:
+		errno = ENOSYS;
+		return -1;
+	}
+}
+
+/* Called with the guard set and init done; returns with the guard cleared. */
+static ssize_t do_send(const struct shim_send *s)
+{
+	int *errp = &errno;
+	int saved = *errp;
+	struct shim_thread *t = shim_thread();
+	struct shim_fd *e = shim_fd_get(s->fd);
+
+	if (unlikely(!t || atomic_load_explicit(&shim_exiting, memory_order_relaxed))) {
+		shim_guard = 0;
+		return real_send(s);
+	}
+	uint32_t info = shim_fd_info(s->fd, e);
+	uint64_t key = shim_dest_key(s->fd, s->addr, s->alen);
+	bool dest_ok = (info & FD_BATCHABLE) && shim_dest_ok(info, s->addr, s->alen);
+	bool can = s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
+	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
+
+	if (shim_cfg.mode == SHIM_BATCH) {
+		if (e && s->call <= CALL_SENDMSG) {
+			int err = 0;
+			int r = shim_batch_send(t, s, e, info, key, can, &err);
+			if (r > 0) {
+				shim_count_result(t, row, (ssize_t)s->len, 0, 1, true, 0);
+				shim_guard = 0;
+				*errp = saved;
+				return (ssize_t)s->len;
+			}
+			if (r < 0) {
+				shim_count_result(t, row, -1, err, 1, false, 0);
+				shim_guard = 0;
+				*errp = err;
+				return -1;
+			}
+		} else {
+			shim_flush_fd(s->fd, s->call >= CALL_WRITE ? FLUSH_WRITE : FLUSH_SEND);
+		}
+	}
+
+	shim_guard = 0;
+	*errp = saved;
+	ssize_t r = real_send(s);
+	int err = *errp;
+	shim_guard = 1;
+	shim_count_result(t, row, r, err, 1, false, 1);
+	shim_guard = 0;
+	*errp = r < 0 ? err : saved;
+	return r;
+}
+
+SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			   __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	if (unlikely(shim_guard)) {
+		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
+		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct shim_send s = { .call = CALL_SENDTO, .fd = fd, .flags = flags, .iov = &iov,
+				       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
+		if (shim_batch_signal_send(&s)) {
+			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
+			return (ssize_t)len;
+		}
+		return shim_raw_sendto(fd, buf, len, flags, addr.__sockaddr__, alen);
+	}
+	shim_guard = 1;
+	shim_init();
+	if (unlikely(off())) {
+		shim_guard = 0;
+		return shim_real.sendto(fd, buf, len, flags, addr.__sockaddr__, alen);
+	}
+	if (shim_cfg.mode == SHIM_METRICS) {
+		ssize_t r = shim_metrics_fast(fd, buf, len, flags, addr.__sockaddr__, alen,
+					      CALL_SENDTO);
+		if (likely(r != SHIM_SLOW)) {
+			shim_guard = 0;
+			return r;
+		}
+	}
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct shim_send s = { .call = CALL_SENDTO, .fd = fd, .flags = flags, .iov = &iov,
+			       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
+	return do_send(&s);
+}
+
+SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	if (unlikely(shim_guard)) {
+		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
+		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+		struct shim_send s = { .call = CALL_SEND, .fd = fd, .flags = flags, .iov = &iov,
+				       .iovcnt = 1, .len = len };
+		if (shim_batch_signal_send(&s)) {
+			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
+			return (ssize_t)len;
+		}
+		return shim_raw_sendto(fd, buf, len, flags, NULL, 0);
+	}
+	shim_guard = 1;
+	shim_init();
+	if (unlikely(off())) {
+		shim_guard = 0;
+		return shim_real.send(fd, buf, len, flags);
+	}
+	if (shim_cfg.mode == SHIM_METRICS) {
+		ssize_t r = shim_metrics_fast(fd, buf, len, flags, NULL, 0, CALL_SEND);
+		if (likely(r != SHIM_SLOW)) {
+			shim_guard = 0;
+			return r;
+		}
+	}
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct shim_send s = { .call = CALL_SEND, .fd = fd, .flags = flags, .iov = &iov,
+			       .iovcnt = 1, .len = len };
+	return do_send(&s);
+}
+
+SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (unlikely(shim_guard)) {
+		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
+		if (msg && msg->msg_iovlen <= 64 && (msg->msg_iov || !msg->msg_iovlen)) {
+			size_t len = 0;
+			for (size_t i = 0; i < msg->msg_iovlen; i++)
+				len += msg->msg_iov[i].iov_len;
+			struct shim_send s = { .call = CALL_SENDMSG, .fd = fd, .flags = flags,
+					       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen,
+					       .len = len, .addr = msg->msg_name,
+					       .alen = msg->msg_name ? msg->msg_namelen : 0,
+					       .control = msg->msg_controllen != 0, .msg = msg };
+			if (shim_batch_signal_send(&s)) {
+				atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
+				return (ssize_t)len;
+			}
+		}
+		return shim_raw_sendmsg(fd, msg, flags);
+	}
+	shim_guard = 1;
+	shim_init();
+	if (unlikely(off() || !msg || msg->msg_iovlen > IOV_MAX ||
+		     (msg->msg_iovlen && !msg->msg_iov))) {
+		shim_guard = 0; /* nothing to count that the kernel will not refuse */
+		return shim_real.sendmsg(fd, msg, flags);
+	}
+	size_t len = 0;
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		len += msg->msg_iov[i].iov_len;
+	struct shim_send s = { .call = CALL_SENDMSG, .fd = fd, .flags = flags,
+			       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen, .len = len,
+			       .addr = msg->msg_name, .alen = msg->msg_namelen,
+			       .control = msg->msg_controllen != 0, .msg = msg };
+	if (!msg->msg_name)
+		s.alen = 0;
+	return do_send(&s);
+}
+
+SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
+{
+	if (unlikely(shim_guard)) {
+		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
+		return shim_raw_sendmmsg(fd, msgs, n, flags);
+	}
+	shim_guard = 1;
+	shim_init();
+	struct shim_thread *t = off() ? NULL : shim_thread();
+	if (unlikely(!t)) {
+		shim_guard = 0;
+		return shim_real.sendmmsg(fd, msgs, n, flags);
+	}
+	int saved = errno;
+	struct shim_fd *e = shim_fd_get(fd);
+	uint32_t info = shim_fd_info(fd, e);
+	struct shim_send s = { .call = CALL_SENDMMSG, .fd = fd, .flags = flags };
+	struct shim_sockrow *row = shim_count_send(t, &s, e, shim_dest_key(fd, NULL, 0), info,
+						   false);
+
+	if (shim_cfg.mode == SHIM_BATCH)
+		shim_flush_fd(fd, FLUSH_SEND);
+	shim_guard = 0;
+	errno = saved;
+	int r = shim_real.sendmmsg(fd, msgs, n, flags);
+	int err = errno;
+	shim_guard = 1;
+	uint64_t bytes = 0;
+	for (int i = 0; i < r; i++)
+		bytes += msgs[i].msg_len;
+	shim_count_result(t, row, r < 0 ? -1 : (ssize_t)bytes, err, r < 0 ? 0 : (uint64_t)r,
+			  false, 1);
+	shim_guard = 0;
+	errno = r < 0 ? err : saved;
+	return r;
+}
+
+/* write and writev count (and flush) only on sockets: the fd's kind is cached. */
+static inline bool on_socket(int fd)
+{
+	struct shim_fd *e = shim_fd_get(fd);
+	return e && (shim_fd_info(fd, e) & FD_SOCKET);
+}
+
+SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_write(fd, buf, len);
+	shim_guard = 1;
+	shim_init();
+	if (off() || !on_socket(fd)) {
+		shim_guard = 0;
+		return shim_real.write(fd, buf, len);
+	}
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct shim_send s = { .call = CALL_WRITE, .fd = fd, .iov = &iov, .iovcnt = 1, .len = len };
+	return do_send(&s);
+}
+
+SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_writev(fd, iov, n);
+	shim_guard = 1;
+	shim_init();
+	if (off() || n < 0 || n > IOV_MAX || (n && !iov) || !on_socket(fd)) {
+		shim_guard = 0;
+		return shim_real.writev(fd, iov, n);
+	}
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	struct shim_send s = { .call = CALL_WRITEV, .fd = fd, .iov = iov, .iovcnt = n, .len = len };
+	return do_send(&s);
+}
+
+/* ---- receiving and reading ------------------------------------------------------------------ */
+
+SHIM_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_recvfrom(fd, buf, len, flags, NULL, NULL);
+	point(fd, FLUSH_RECV);
+	return shim_real.recv(fd, buf, len, flags);
+}
+
+SHIM_EXPORT ssize_t recvfrom(int fd, void *restrict buf, size_t len, int flags,
+			     __SOCKADDR_ARG addr, socklen_t *restrict alen)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_recvfrom(fd, buf, len, flags, addr.__sockaddr__, alen);
+	point(fd, FLUSH_RECV);
+	return shim_real.recvfrom(fd, buf, len, flags, addr.__sockaddr__, alen);
+}
+
+SHIM_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_recvmsg(fd, msg, flags);
+	point(fd, FLUSH_RECV);
+	return shim_real.recvmsg(fd, msg, flags);
+}
+
+SHIM_EXPORT int recvmmsg(int fd, struct mmsghdr *m, unsigned int n, int flags, struct timespec *t)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_recvmmsg(fd, m, n, flags, t);
+	point(fd, FLUSH_RECV);
+	return shim_real.recvmmsg(fd, m, n, flags, t);
+}
+
+SHIM_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_read(fd, buf, len);
+	point(fd, FLUSH_READ);
+	return shim_real.read(fd, buf, len);
+}
+
+SHIM_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_readv(fd, iov, n);
+	point(fd, FLUSH_READ);
+	return shim_real.readv(fd, iov, n);
+}
+
+/* The fortified variants (-D_FORTIFY_SOURCE) call these instead of recv, read, poll... */
+SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags);
+SHIM_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_RECV);
+	return REAL(recv_chk, "__recv_chk")(fd, buf, len, buflen, flags);
+}
+
+SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *restrict buf, size_t len, size_t buflen,
+				   int flags, __SOCKADDR_ARG addr, socklen_t *restrict alen);
+SHIM_EXPORT ssize_t __recvfrom_chk(int fd, void *restrict buf, size_t len, size_t buflen,
+				   int flags, __SOCKADDR_ARG addr, socklen_t *restrict alen)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_RECV);
+	return REAL(recvfrom_chk, "__recvfrom_chk")(fd, buf, len, buflen, flags,
+						    addr.__sockaddr__, alen);
+}
+
+SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen);
+SHIM_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_READ);
+	return REAL(read_chk, "__read_chk")(fd, buf, len, buflen);
+}
+
+SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+SHIM_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(poll_chk, "__poll_chk")(fds, n, timeout, fdslen);
+}
+
+SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+			    const sigset_t *ss, size_t fdslen);
+SHIM_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+			    const sigset_t *ss, size_t fdslen)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(ppoll_chk, "__ppoll_chk")(fds, n, timeout, ss, fdslen);
+}
+
+/* ---- waiting -------------------------------------------------------------------------------- */
+
+SHIM_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(poll, "poll")(fds, n, timeout);
+}
+
+SHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+		      const sigset_t *ss)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(ppoll, "ppoll")(fds, n, timeout, ss);
+}
+
+SHIM_EXPORT int select(int n, fd_set *restrict r, fd_set *restrict w, fd_set *restrict x,
+		       struct timeval *restrict timeout)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(select, "select")(n, r, w, x, timeout);
+}
+
+SHIM_EXPORT int pselect(int n, fd_set *restrict r, fd_set *restrict w, fd_set *restrict x,
+			const struct timespec *restrict timeout, const sigset_t *restrict ss)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(pselect, "pselect")(n, r, w, x, timeout, ss);
+}
+
+SHIM_EXPORT int epoll_wait(int ep, struct epoll_event *ev, int n, int timeout)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(epoll_wait, "epoll_wait")(ep, ev, n, timeout);
+}
+
+SHIM_EXPORT int epoll_pwait(int ep, struct epoll_event *ev, int n, int timeout,
+			    const sigset_t *ss)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(epoll_pwait, "epoll_pwait")(ep, ev, n, timeout, ss);
+}
+
+SHIM_EXPORT int epoll_pwait2(int ep, struct epoll_event *ev, int n,
+			     const struct timespec *timeout, const sigset_t *ss)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_POLL);
+	return REAL(epoll_pwait2, "epoll_pwait2")(ep, ev, n, timeout, ss);
+}
+
+SHIM_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SLEEP);
+	return REAL(nanosleep, "nanosleep")(req, rem);
+}
+
+SHIM_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
+				struct timespec *rem)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SLEEP);
+	return REAL(clock_nanosleep, "clock_nanosleep")(clk, flags, req, rem);
+}
+
+SHIM_EXPORT int usleep(useconds_t us)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SLEEP);
+	return REAL(usleep, "usleep")(us);
+}
+
+SHIM_EXPORT unsigned int sleep(unsigned int s)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SLEEP);
+	return REAL(sleep, "sleep")(s);
+}
+
+/* ---- descriptors ---------------------------------------------------------------------------- */
+
+/* The number fd may name another file from now on. */
+static void forget(int fd)
+{
+	if (!off()) {
+		int saved = errno;
+		shim_guard = 1;
+		shim_fd_forget(fd);
+		shim_guard = 0;
+		errno = saved;
+	}
+}
+
+SHIM_EXPORT int close(int fd)
+{
+	if (unlikely(shim_guard))
+		return shim_raw_close(fd);
+	point(fd, FLUSH_CLOSE);
+	int r = shim_real.close(fd);
+	forget(fd);
+	return r;
+}
+
+SHIM_EXPORT int dup2(int from, int to)
+{
+	if (likely(!shim_guard))
+		point(to, FLUSH_CLOSE);
+	int r = REAL(dup2, "dup2")(from, to);
+	if (r >= 0 && !shim_guard)
+		forget(to);
+	return r;
+}
+
+SHIM_EXPORT int dup3(int from, int to, int flags)
+{
+	if (likely(!shim_guard))
+		point(to, FLUSH_CLOSE);
+	int r = REAL(dup3, "dup3")(from, to, flags);
+	if (r >= 0 && !shim_guard)
+		forget(to);
+	return r;
+}
+
+SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (unlikely(shim_guard))
+		return REAL(close_range, "close_range")(first, last, flags);
+	point(-1, FLUSH_CLOSE);
+	if (shim_cfg.mode == SHIM_BATCH && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		/* Other threads' data for any of these sockets goes out before they close. */
+		int saved = errno;
+		shim_guard = 1;
+		for (unsigned fd = first; fd <= last && fd < SHIM_FDTAB_MAX; fd++) {
+			struct shim_fd *e = shim_fd_get((int)fd);
+			struct shim_thread *p = e ? atomic_load(&e->pending) : NULL;
+			if (p)
+				shim_flush_thread(p, FLUSH_OTHER_THREAD);
+		}
+		shim_guard = 0;
+		errno = saved;
+	}
+	int r = shim_real.close_range(first, last, flags);
+	if (r == 0 && !off() && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		int saved = errno;
+		shim_guard = 1;
+		shim_fd_forget_range(first, last);
+		shim_guard = 0;
+		errno = saved;
+	}
+	return r;
+}
+
+SHIM_EXPORT int socket(int domain, int type, int protocol)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SOCKET);
+	int fd = REAL(socket, "socket")(domain, type, protocol);
+	if (fd >= 0 && !shim_guard)
+		forget(fd);
+	return fd;
+}
+
+SHIM_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *restrict alen)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SOCKET);
+	int r = REAL(accept, "accept")(fd, addr.__sockaddr__, alen);
+	if (r >= 0 && !shim_guard)
+		forget(r);
+	return r;
+}
+
+SHIM_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *restrict alen, int flags)
+{
+	if (likely(!shim_guard))
+		point(-1, FLUSH_SOCKET);
+	int r = REAL(accept4, "accept4")(fd, addr.__sockaddr__, alen, flags);
+	if (r >= 0 && !shim_guard)
+		forget(r);
+	return r;
+}
+
+/* Calls that change or reveal a socket's state: what was sent before them must have gone. */
+SHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_SOCKOPT);
+	int r = REAL(connect, "connect")(fd, addr.__sockaddr__, alen);
+	if (!shim_guard)
+		forget(fd); /* connected or not, it may have changed */
+	return r;
+}
+
+SHIM_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_SOCKOPT);
+	return REAL(bind, "bind")(fd, addr.__sockaddr__, alen);
+}
+
+SHIM_EXPORT int shutdown(int fd, int how)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_SOCKOPT);
+	int r = REAL(shutdown, "shutdown")(fd, how);
+	if (!shim_guard)
+		forget(fd);
+	return r;
+}
+
+SHIM_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (likely(!shim_guard))
+		point(fd, FLUSH_SOCKOPT);
+	int r = REAL(setsockopt, "setsockopt")(fd, level, name, val, len);
+	if (!shim_guard)
+		forget(fd);
+	return r;
+}
+
+SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict alen)
+{
+	/* An unbound socket gets its port from its first send: that send must have happened. */
+	if (likely(!shim_guard))
+		point(fd, FLUSH_SOCKOPT);
+	return REAL(getsockname, "getsockname")(fd, addr.__sockaddr__, alen);
+}
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+SHIM_EXPORT pid_t fork(void)
+{
+	/* The atfork handlers (thread.c) flush this thread's batch and hold the registry lock
+	 * across the fork; the child's batches are empty in any case (MADV_WIPEONFORK). */
+	if (likely(!shim_guard))
+		point(-1, FLUSH_FORK);
+	return REAL(fork, "fork")();
+}
+
+/* A vfork child shares its parent's memory and thread state, and a vfork wrapper cannot
+ * return into its caller's frame safely: fork is a correct vfork (POSIX allows it). */
+SHIM_EXPORT pid_t vfork(void)
+{
+	return fork();
+}
+
+static void before_exec(void)
+{
+	if (unlikely(shim_guard))
+		return;
+	shim_guard = 1;
+	shim_init();
+	if (!off()) {
+		/* The new image starts with a new shim; this one's counts are reported now. (If
+		 * the exec fails, the report at exit repeats them.) */
+		int saved = errno;
+		if (shim_cfg.mode == SHIM_BATCH)
+			shim_flush_all(FLUSH_EXEC);
+		shim_report_write();
+		errno = saved;
+	}
+	shim_guard = 0;
+}
+
+SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return REAL(execve, "execve")(path, argv, envp);
+}
+
+SHIM_EXPORT int execv(const char *path, char *const argv[])
+{
+	before_exec();
+	return REAL(execv, "execv")(path, argv);
+}
+
+SHIM_EXPORT int execvp(const char *file, char *const argv[])
+{
+	before_exec();
+	return REAL(execvp, "execvp")(file, argv);
+}
+
+SHIM_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return REAL(execvpe, "execvpe")(file, argv, envp);
+}
+
+SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	before_exec();
+	return REAL(fexecve, "fexecve")(fd, argv, envp);
+}
+
+SHIM_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+			 int flags)
+{
+	before_exec();
+	return REAL(execveat, "execveat")(dirfd, path, argv, envp, flags);
+}
+
+/* execl, execlp and execle reach execve inside libc, past the shim: rebuild their argv and
+ * go through the wrappers above. */
+#define ARGS_MAX 4096
+#define COLLECT(first, ap, argv, n, fail)                    \
+	do {                                                     \
+		argv[0] = (char *)(first);                           \
+		for (n = 1; argv[n - 1]; n++) {                      \
+			if (n == ARGS_MAX) {                             \
+				va_end(ap);                                  \
+				errno = E2BIG;                               \
+				fail;                                        \
+			}                                                \
+			argv[n] = va_arg(ap, char *);                    \
+		}                                                    \
+	} while (0)
+
+SHIM_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char *argv[ARGS_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, arg);
+	COLLECT(arg, ap, argv, n, return -1);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+SHIM_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char *argv[ARGS_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, arg);
+	COLLECT(arg, ap, argv, n, return -1);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+SHIM_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char *argv[ARGS_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, arg);
+	COLLECT(arg, ap, argv, n, return -1);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+SHIM_EXPORT void exit(int status)
+{
+	/* The report waits for the shim's destructor, after the atexit handlers, which may
+	 * still send. */
+	if (likely(!shim_guard)) {
+		shim_guard = 1;
+		shim_init();
+		if (shim_cfg.mode == SHIM_BATCH)
+			shim_flush_all(FLUSH_EXIT);
+		shim_guard = 0;
+	}
+	REAL(exit, "exit")(status);
+	abort();
+}
+
+/* No atexit handlers or destructors will run: flush and report now. */
+static void before_exit_now(void)
+{
+	if (shim_guard)
+		return; /* a handler that interrupted the shim: the batch may be mid-update */
+	shim_guard = 1;
+	shim_init();
+	shim_guard = 0;
+	if (!off())
+		shim_exit_hook();
+}
+
+SHIM_EXPORT void _exit(int status)
+{
+	before_exit_now();
+	__typeof__(shim_real._exit) f = REAL(_exit, "_exit");
+	if (f)
+		f(status);
+	syscall(SYS_exit_group, status);
+	abort();
+}
+
+SHIM_EXPORT void _Exit(int status)
+{
+	before_exit_now();
+	__typeof__(shim_real._Exit) f = REAL(_Exit, "_Exit");
+	if (f)
+		f(status);
+	syscall(SYS_exit_group, status);
+	abort();
+}
+
+/* Process exit (exit() or a return from main): runs after every atexit handler. Does nothing
+ * in a process where the shim never ran. */
+__attribute__((destructor)) static void shim_fini(void)
+{
+	if (!shim_guard && shim_real.sendto && !off())
+		shim_exit_hook();
+}

@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The report at exit: totals, errors by errno, flush reasons, and one row per socket (a socket
+ * is an fd number and a generation, since numbers are reused). Text, or one JSON object on one
+ * line when MULTISEND_STATS ends in .json. The file is opened for appending, so every process
+ * of a run that sent something adds its own report (multisend-run empties the file first);
+ * "%p" in the path is replaced by the process id. A process that made no send writes nothing.
+ *
+ * No stdio and no malloc: the program may have either in any state at exit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "multisend.h"
+#include "shim.h"
+
+extern _Atomic uint64_t shim_reentered, shim_sigqueued; /* intercept.c */
+
+/* ---- rows of sockets that are gone (under the registry lock) -------------------------------- */
+
+#define RETIRED_MAX 4096
+#define ROWS_MAX 16384
+
+static struct shim_sockrow *rrows;
+static unsigned nrrows;
+
+static void merge_row(struct shim_sockrow *rows, unsigned *n, unsigned cap,
+		      const struct shim_sockrow *r)
+{
+	for (unsigned i = 0; i < *n; i++) {
+		if (rows[i].fd == r->fd && rows[i].gen == r->gen) {
+			shim_counts_add(&rows[i].c, &r->c);
+			rows[i].info |= r->info;
+			return;
+		}
+	}
+	if (*n < cap) {
+		rows[(*n)++] = *r;
+		return;
+	}
+	/* Out of room: the last row collects the rest, as "other sockets". */
+	rows[cap - 1].fd = -1;
+	rows[cap - 1].gen = 0;
+	shim_counts_add(&rows[cap - 1].c, &r->c);
+}
+
+void shim_report_retire_row(const struct shim_sockrow *r)
+{
+	if (!rrows) {
+		void *p = mmap(NULL, RETIRED_MAX * sizeof(*rrows), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (p == MAP_FAILED)
+			return;
+		rrows = p;
+	}
+	merge_row(rrows, &nrrows, RETIRED_MAX, r);
+}
+
+void shim_report_retire_rows(struct shim_thread *t)
+{
+	if (!t) {
+		nrrows = 0;
+		return;
+	}
+	for (unsigned i = 0; i <= SHIM_SOCK_SLOTS; i++)
+		if (t->rows[i].c.calls || t->rows[i].c.fsyscalls)
+			shim_report_retire_row(&t->rows[i]);
+}
+
+/* ---- a buffer to print into ----------------------------------------------------------------- */
+
+struct out {
+	char *buf;
+	size_t len, cap;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	if (o->len >= o->cap)
+		return;
+	va_start(ap, fmt);
+	int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->len = o->len + (size_t)n < o->cap ? o->len + (size_t)n : o->cap - 1;
+}
+
+/* ---- adding up ------------------------------------------------------------------------------ */
+
+struct totals {
+	struct shim_counts c;
+	uint64_t calls_by[CALL_N];
+	uint64_t errs[SHIM_ERRNO_MAX], ferrs[SHIM_ERRNO_MAX];
+	uint64_t flushes[FLUSH_N];
+	uint64_t sendmmsg_calls, single_sends;
+	bool any;
+};
+
+static void add_thread(struct totals *T, const struct shim_thread *t)
+{
+	if (!t || !t->counted)
+		return;
+	T->any = true;
+	for (int k = 0; k < CALL_N; k++)
+		T->calls_by[k] += t->calls_by[k];
+	for (int k = 0; k < SHIM_ERRNO_MAX; k++) {
+		T->errs[k] += t->errs[k];
+		T->ferrs[k] += t->ferrs[k];
+	}
+	for (int k = 0; k < FLUSH_N; k++)
+		T->flushes[k] += t->flushes[k];
+	T->sendmmsg_calls += t->sendmmsg_calls;
+	T->single_sends += t->single_sends;
+}
+
+/* What is still open at exit counts too: a fan-out run in progress, metrics mode's planned
+ * batch. (The counters themselves are left alone.) */
+static void add_open(struct shim_sockrow *rows, unsigned nrows, const struct shim_thread *t)
+{
+	uint64_t n = t->run_len;
+
+	for (unsigned i = 0; n >= 2 && t->run_row && i < nrows; i++) {
+		if (rows[i].fd == t->run_row->fd && rows[i].gen == t->run_row->gen) {
+			rows[i].c.runs++;
+			rows[i].c.run_dests += n;
+			if (n > rows[i].c.run_max)
+				rows[i].c.run_max = n;
+			break;
+		}
+	}
+	if (shim_cfg.mode == SHIM_METRICS)
+		for (uint32_t k = 0; k < t->est.nfds; k++)
+			for (unsigned i = 0; i < nrows; i++)
+				if (rows[i].fd == t->est.fds[k])
+					rows[i].c.syscalls_est++;
+}
+
+static const char *mode_name(enum shim_mode m)
+{
+	return m == SHIM_BATCH ? "batch" : m == SHIM_METRICS ? "metrics" : "off";
+}
+
+static const char *errname(int e)
+{
+	const char *n = e ? strerrorname_np(e) : NULL;
+	return n ? n : "other";
+}
+
+/* ---- the two formats ------------------------------------------------------------------------ */
+
+static void counts_json(struct out *o, const struct shim_counts *c)
+{
+	put(o, "\"calls\":%lu,\"datagrams\":%lu,\"bytes\":%lu,\"batched\":%lu,\"passed_through\":%lu,"
+	       "\"errors\":%lu,\"errors_at_flush\":%lu,\"syscalls\":%lu,"
+	       "\"syscalls_without_shim\":%lu",
+	    c->calls, c->datagrams, c->bytes, c->batched, c->passed, c->errors, c->flush_errors,
+	    c->syscalls + c->fsyscalls, c->calls);
+	if (shim_cfg.mode == SHIM_METRICS)
+		put(o, ",\"syscalls_if_batched\":%lu", c->syscalls_est);
+	put(o, ",\"fanout_runs\":%lu,\"fanout_destinations\":%lu,\"fanout_longest\":%lu",
+	    c->runs, c->run_dests, c->run_max);
+}
+
+static void errs_json(struct out *o, const char *name, const uint64_t *errs)
+{
+	const char *sep = "";
+	put(o, ",\"%s\":{", name);
+	for (int e = 0; e < SHIM_ERRNO_MAX; e++) {
+		if (errs[e]) {
+			put(o, "%s\"%s\":%lu", sep, errname(e), errs[e]);
+			sep = ",";
+		}
+	}
+	put(o, "}");
+}
+
+static void json(struct out *o, const struct totals *T, const struct shim_sockrow *rows,
+		 unsigned nrows, uint64_t reentered, uint64_t queued)
+{
+	put(o, "{\"shim\":\"" SHIM_NAME "\",\"version\":\"%s\",\"pid\":%d,\"program\":\"",
+	    ms_version_string(), (int)getpid());
+	for (const char *p = shim_cfg.program; *p; p++)
+		put(o, (*p == '"' || *p == '\\') ? "\\%c" : ((unsigned char)*p < 32 ? "?" : "%c"),
+		    *p);
+	put(o, "\",\"mode\":\"%s\",\"environment_ignored\":%s,\"batch_max\":%u,"
+	       "\"batch_delay_us\":%u,\"defer_errors\":%s,\"fanout_end\":%s,\"total\":{",
+	    mode_name(shim_cfg.mode), shim_cfg.secure ? "true" : "false", shim_cfg.batch_max,
+	    shim_cfg.delay_us, shim_cfg.defer_errors ? "true" : "false",
+	    shim_cfg.fanout_end ? "true" : "false");
+	counts_json(o, &T->c);
+	put(o, ",\"sendmmsg\":%lu,\"single_sends_at_flush\":%lu,\"reentered_calls\":%lu,"
+	       "\"reentered_queued\":%lu",
+	    T->sendmmsg_calls, T->single_sends, reentered, queued);
+	put(o, ",\"calls_by\":{");
+	for (int k = 0; k < CALL_N; k++)
+		put(o, "%s\"%s\":%lu", k ? "," : "", shim_call_name[k], T->calls_by[k]);
+	put(o, "}}");
+	errs_json(o, "errors", T->errs);
+	errs_json(o, "errors_at_flush", T->ferrs);
+	put(o, ",\"flushes\":{");
+	for (int k = 0; k < FLUSH_N; k++)
+		put(o, "%s\"%s\":%lu", k ? "," : "", shim_reason_name[k], T->flushes[k]);
+	put(o, "},\"sockets\":[");
+	for (unsigned i = 0; i < nrows; i++) {
+		const struct shim_sockrow *r = &rows[i];
+		put(o, "%s{\"fd\":%d,\"kind\":\"%s\",", i ? "," : "", r->fd,
+		    r->fd < 0 ? "other" : shim_fd_kind(r->info));
+		counts_json(o, &r->c);
+		put(o, ",\"last_errno\":\"%s\"}", r->c.last_errno ? errname(r->c.last_errno) : "");
+	}
+	put(o, "]}\n");
+}
+
+static void counts_text(struct out *o, const struct shim_counts *c)
+{
+	put(o, "%lu calls, %lu datagrams, %lu bytes; batched %lu, passed through %lu; "
+	       "system calls %lu (without the shim %lu",
+	    c->calls, c->datagrams, c->bytes, c->batched, c->passed, c->syscalls + c->fsyscalls,
+	    c->calls);
+	if (shim_cfg.mode == SHIM_METRICS)
+		put(o, ", if batched %lu", c->syscalls_est);
+	put(o, "); fan-out runs %lu (%lu destinations, longest %lu); errors %lu (at flush %lu)",
+	    c->runs, c->run_dests, c->run_max, c->errors + c->flush_errors, c->flush_errors);
+}
+
+static void errs_text(struct out *o, const char *title, const uint64_t *errs)
+{
+	bool any = false;
+	for (int e = 0; e < SHIM_ERRNO_MAX; e++) {
+		if (!errs[e])
+			continue;
+		put(o, "%s%s %lu (%s)", any ? ", " : title, errname(e), errs[e],
+		    e ? ms_strerror(e) : "errno above 159");
+		any = true;
+	}
+	if (any)
+		put(o, "\n");
+}
+
+static void text(struct out *o, const struct totals *T, const struct shim_sockrow *rows,
+		 unsigned nrows, uint64_t reentered, uint64_t queued)
+{
+	put(o, SHIM_NAME " %s: pid %d (%s), mode %s", ms_version_string(), (int)getpid(),
+	    shim_cfg.program, mode_name(shim_cfg.mode));
+	if (shim_cfg.mode == SHIM_BATCH)
+		put(o, " (batch max %u, delay %u us%s%s)", shim_cfg.batch_max, shim_cfg.delay_us,
+		    shim_cfg.fanout_end ? "" : ", no fan-out end detection",
+		    shim_cfg.defer_errors ? ", errors deferred" : "");
+	if (shim_cfg.secure)
+		put(o, ", environment ignored (AT_SECURE)");
+	put(o, "\n  total: ");
+	counts_text(o, &T->c);
+	put(o, "\n  calls:");
+	for (int k = 0; k < CALL_N; k++)
+		if (T->calls_by[k])
+			put(o, " %s %lu", shim_call_name[k], T->calls_by[k]);
+	if (shim_cfg.mode == SHIM_BATCH)
+		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->sendmmsg_calls,
+		    T->single_sends);
+	if (reentered)
+		put(o, "\n  sends re-entering the shim (from signal handlers): %lu, of which %lu "
+		       "queued behind the batch and %lu passed straight through",
+		    reentered, queued, reentered - queued);
+	put(o, "\n");
+	errs_text(o, "  errors seen by the program: ", T->errs);
+	errs_text(o, "  errors found at flush: ", T->ferrs);
+	bool any = false;
+	for (int k = 0; k < FLUSH_N; k++) {
+		if (!T->flushes[k])
+			continue;
+		put(o, "%s%s %lu", any ? ", " : "  flushes: ", shim_reason_name[k], T->flushes[k]);
+		any = true;
+	}
+	if (any)
+		put(o, "\n");
+	for (unsigned i = 0; i < nrows; i++) {
+		const struct shim_sockrow *r = &rows[i];
+		if (r->fd >= 0)
+			put(o, "  socket fd %d (%s): ", r->fd, shim_fd_kind(r->info));
+		else
+			put(o, "  other sockets: ");
+		counts_text(o, &r->c);
+		put(o, "\n");
+	}
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = shim_raw_write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* The path with every "%p" replaced by the pid. */
+static void expand(char *dst, size_t cap, const char *src)
+{
+	size_t n = 0;
+	for (; *src && n + 1 < cap; src++) {
+		if (src[0] == '%' && src[1] == 'p') {
+			int w = snprintf(dst + n, cap - n, "%d", (int)getpid());
+			n += w > 0 ? (size_t)w : 0;
+			src++;
+		} else {
+			dst[n++] = *src;
+		}
+	}
+	dst[n < cap ? n : cap - 1] = '\0';
+}
+
+void shim_report_write(void)
+{
+	struct totals *T;
+	struct shim_sockrow *rows;
+	size_t tsz = sizeof(*T), rsz = ROWS_MAX * sizeof(*rows), osz = 4u << 20;
+	char *mem = mmap(NULL, tsz + rsz + osz, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	unsigned nrows = 0;
+
+	if (mem == MAP_FAILED)
+		return;
+	rows = (struct shim_sockrow *)mem;
+	T = (struct totals *)(mem + rsz);
+	struct out o = { .buf = mem + rsz + tsz, .cap = osz };
+
+	pthread_mutex_lock(&shim_registry_lock);
+	add_thread(T, shim_retired());
+	for (unsigned i = 0; i < nrrows; i++)
+		merge_row(rows, &nrows, ROWS_MAX, &rrows[i]);
+	for (struct shim_thread *t = shim_registry; t; t = t->next) {
+		if (!t->in_use || !t->counted)
+			continue;
+		add_thread(T, t);
+		for (unsigned i = 0; i <= SHIM_SOCK_SLOTS; i++)
+			if (t->rows[i].c.calls || t->rows[i].c.fsyscalls)
+				merge_row(rows, &nrows, ROWS_MAX, &t->rows[i]);
+	}
+	for (struct shim_thread *t = shim_registry; t; t = t->next)
+		if (t->in_use && t->counted)
+			add_open(rows, nrows, t);
+	pthread_mutex_unlock(&shim_registry_lock);
+	for (unsigned i = 0; i < nrows; i++) {
+		if (shim_cfg.mode == SHIM_METRICS) {
+			/* Every call passed through as one system call (metrics.c's fast path
+			 * leaves these two to be filled in here). */
+			rows[i].c.passed = rows[i].c.calls;
+			rows[i].c.syscalls = rows[i].c.calls;
+		}
+		shim_counts_add(&T->c, &rows[i].c);
+	}
+
+	if (T->any) {
+		uint64_t re = atomic_load(&shim_reentered), q = atomic_load(&shim_sigqueued);
+		if (shim_cfg.json)
+			json(&o, T, rows, nrows, re, q);
+		else
+			text(&o, T, rows, nrows, re, q);
+
+		/* A program may have closed stderr and reused the number for a socket: the
+		 * report must never go into its data. */
+		struct shim_fd *e2 = shim_fd_get(2);
+		int fd = e2 && (shim_fd_info(2, e2) & FD_SOCKET) ? -1 : 2;
+		bool opened = false;
+		if (shim_cfg.stats_path[0]) {
+			char path[sizeof(shim_cfg.stats_path) + 32];
+			expand(path, sizeof(path), shim_cfg.stats_path);
+			int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (f < 0 && fd == 2)
+				shim_warn("cannot write the report to %s: %s; writing it here", path,
+					  strerror(errno));
+			if (f >= 0) {
+				fd = f;
+				opened = true;
+			}
+		}
+		if (fd >= 0)
+			write_all(fd, o.buf, o.len);
+		if (opened)
+			shim_raw_close(fd);
+	}
+	munmap(mem, tsz + rsz + osz);
+}

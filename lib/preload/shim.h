@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmultisend-preload: private declarations shared by the shim's files.
+ *
+ *   resolve.c    the real functions (dlsym RTLD_NEXT under pthread_once), raw fallbacks
+ *   config.c     MULTISEND_* variables, read lazily with secure_getenv, parsed strictly
+ *   fdtab.c      what each descriptor is (UDP? blocking? connected?), cached per fd number
+ *   thread.c     per-thread state: registry, thread exit, fork, exec, process exit
+ *   batch.c      batch mode: append, flush as sendmmsg per socket, the age-bound flusher
+ *   metrics.c    counters, fan-out runs, the system calls batching would need
+ *   report.c     the report at exit (text or JSON)
+ *   intercept.c  the exported wrappers, and nothing else is exported
+ *
+ * Rules every file keeps (they are why a shim survives other people's programs):
+ *  - Nothing runs before the first intercepted call: no constructor, no allocation, no thread,
+ *    no getenv. Memory comes from mmap, never malloc, so a send made from a signal handler
+ *    that interrupted malloc cannot deadlock in the shim.
+ *  - shim_guard (initial-exec TLS) is non-zero while this thread touches shim state. A call
+ *    that finds it set (a signal handler that interrupted the shim, or a call the shim itself
+ *    makes) takes no lock and touches no shared state: it goes straight to the real function,
+ *    or, for a send that must not overtake this thread's batch, into a lock-free per-thread
+ *    ring that the batch drains (batch.c).
+ *  - errno is saved at entry and restored whenever the program's call succeeds.
+ */
+#ifndef MS_SHIM_H
+#define MS_SHIM_H
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_TLS __thread __attribute__((tls_model("initial-exec")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define SHIM_NAME "libmultisend-preload"
+
+/* ---- resolve.c ------------------------------------------------------------------------------ */
+
+/* The next definition of every intercepted function (libc's, or another preload's). */
+struct shim_real {
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*sendmmsg)(int, struct mmsghdr *, unsigned int, int);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	int (*recvmmsg)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+		       const sigset_t *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *,
+			    const sigset_t *);
+	int (*nanosleep)(const struct timespec *, struct timespec *);
+	int (*clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+	int (*usleep)(useconds_t);
+	unsigned (*sleep)(unsigned);
+	int (*close)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*close_range)(unsigned, unsigned, int);
+	int (*socket)(int, int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*shutdown)(int, int);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execv)(const char *, char *const[]);
+	int (*execvp)(const char *, char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*execveat)(int, const char *, char *const[], char *const[], int);
+	void (*exit)(int) __attribute__((noreturn));
+	void (*_exit)(int) __attribute__((noreturn));
+	void (*_Exit)(int) __attribute__((noreturn));
+	ssize_t (*recv_chk)(int, void *, size_t, size_t, int);
+	ssize_t (*recvfrom_chk)(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*read_chk)(int, void *, size_t, size_t);
+	int (*poll_chk)(struct pollfd *, nfds_t, int, size_t);
+	int (*ppoll_chk)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *,
+			 size_t);
+};
+
+extern struct shim_real shim_real;
+extern SHIM_TLS int shim_guard;
+
+/* Resolve the real functions and read the configuration, once per process (pthread_once).
+ * Call only with shim_guard set. */
+void shim_init(void);
+/* Called by init: the thread-exit key and the atfork handlers (thread.c). */
+void shim_thread_setup(void);
+
+/* Re-entered paths (shim_guard set) must not wait for pthread_once: they use the resolved
+ * pointer when it is there, or the system call itself. */
+ssize_t shim_raw_sendto(int fd, const void *buf, size_t len, int flags,
+			const struct sockaddr *addr, socklen_t alen);
+ssize_t shim_raw_sendmsg(int fd, const struct msghdr *msg, int flags);
+int shim_raw_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags);
+ssize_t shim_raw_write(int fd, const void *buf, size_t len);
+ssize_t shim_raw_writev(int fd, const struct iovec *iov, int n);
+ssize_t shim_raw_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr,
+			  socklen_t *alen);
+ssize_t shim_raw_recvmsg(int fd, struct msghdr *msg, int flags);
+int shim_raw_recvmmsg(int fd, struct mmsghdr *m, unsigned n, int flags, struct timespec *t);
+ssize_t shim_raw_read(int fd, void *buf, size_t len);
+ssize_t shim_raw_readv(int fd, const struct iovec *iov, int n);
+int shim_raw_close(int fd);
+
+/* A function that is neither resolved nor a plain system call, needed from a re-entered
+ * path (a signal handler that interrupted the shim's own start-up): dlsym it now. */
+void *shim_resolve_one(const char *name);
+
+/* ---- config.c ------------------------------------------------------------------------------- */
+
+enum shim_mode { SHIM_OFF = 0, SHIM_METRICS = 1, SHIM_BATCH = 2 };
+
+#define SHIM_BATCH_MAX_LIMIT 1024u /* UIO_MAXIOV: one sendmmsg */
+#define SHIM_BATCH_MAX_DEFAULT 1024u
+#define SHIM_DELAY_US_DEFAULT 500u
+#define SHIM_DELAY_US_MIN 10u
+#define SHIM_DELAY_US_MAX 1000000u
+
+struct shim_config {
+	enum shim_mode mode;    /* after the program filter: SHIM_OFF for filtered programs */
+	enum shim_mode asked;   /* what MULTISEND_PRELOAD_MODE said */
+	unsigned batch_max;     /* messages per batch, 1..1024 */
+	unsigned delay_us;      /* age bound of a batch */
+	bool defer_errors;      /* MULTISEND_DEFER_ERRORS=1 */
+	bool fanout_end;        /* flush at a predicted fan-out's end (MULTISEND_BATCH_FANOUT_END) */
+	bool secure;            /* AT_SECURE: the environment was ignored */
+	bool json;              /* the stats path ends in .json */
+	char stats_path[1024];  /* "" = stderr */
+	char program[64];       /* the program's name, for the report */
+};
+
+extern struct shim_config shim_cfg;
+void shim_config_load(void);
+
+/* ---- fdtab.c -------------------------------------------------------------------------------- */
+
+/* What a descriptor is, cached per fd number (bits of struct shim_fd.info). */
+#define FD_KNOWN     (1u << 0)  /* classified */
+#define FD_SOCKET    (1u << 1)
+#define FD_UDP       (1u << 2)  /* AF_INET or AF_INET6, SOCK_DGRAM, IPPROTO_UDP */
+#define FD_V6        (1u << 3)
+#define FD_CONNECTED (1u << 4)
+#define FD_BATCHABLE (1u << 5)  /* UDP with no option that makes a send's outcome depend on
+                                   more than its size and address (see fdtab.c) */
+#define FD_STREAM    (1u << 6)
+#define FD_UNIX      (1u << 7)
+#define FD_INET      (1u << 8)  /* AF_INET or AF_INET6, any type */
+
+#define SHIM_FDTAB_MAX 65536 /* descriptors above are never batched, nor counted per socket */
+
+struct shim_thread;
+
+struct __attribute__((aligned(8))) shim_fd {
+	uint32_t info;                         /* FD_* bits; 0 = not classified yet */
+	uint32_t gen;                          /* bumped whenever the number may change meaning
+	                                          (info then gen, 8-byte aligned: see metrics.c) */
+	struct shim_thread *_Atomic pending;   /* a thread whose batch holds data for this fd */
+	_Atomic int deferred;                  /* an error found at flush, for the next send */
+};
+
+extern struct shim_fd *shim_fdtab;
+struct shim_fd *shim_fd_map(int fd);
+uint32_t shim_fd_classify(int fd, struct shim_fd *e);
+
+/* The entry for fd, or NULL when fd is out of range or the table could not be mapped. */
+static inline struct shim_fd *shim_fd_get(int fd)
+{
+	if (unlikely((unsigned)fd >= SHIM_FDTAB_MAX))
+		return NULL;
+	return likely(shim_fdtab != NULL) ? &shim_fdtab[fd] : shim_fd_map(fd);
+}
+
+/* The entry if the table exists (a flush point in a program that never sent maps nothing). */
+static inline struct shim_fd *shim_fd_peek(int fd)
+{
+	return (unsigned)fd < SHIM_FDTAB_MAX && shim_fdtab ? &shim_fdtab[fd] : NULL;
+}
+
+/* Classify fd now if needed; returns its FD_* bits (0 when fd is not open). */
+static inline uint32_t shim_fd_info(int fd, struct shim_fd *e)
+{
+	uint32_t info = e ? __atomic_load_n(&e->info, __ATOMIC_RELAXED) : 0;
+	return likely(info) ? info : shim_fd_classify(fd, e);
+}
+/* The number may now name another file (close, dup2, socket...): forget what it was. */
+void shim_fd_forget(int fd);
+void shim_fd_forget_range(unsigned first, unsigned last);
+/* "udp4", "tcp6", "unix", ... for the report. */
+const char *shim_fd_kind(uint32_t info);
+
+/* ---- metrics.c: counters -------------------------------------------------------------------- */
+
+enum shim_call { CALL_SEND, CALL_SENDTO, CALL_SENDMSG, CALL_SENDMMSG, CALL_WRITE, CALL_WRITEV,
+		 CALL_N };
+
+enum shim_reason {
+	FLUSH_FULL, FLUSH_ARENA, FLUSH_FANOUT, FLUSH_SOCKETS, FLUSH_SEND, FLUSH_RECV, FLUSH_READ,
+	FLUSH_POLL, FLUSH_SLEEP, FLUSH_CLOSE, FLUSH_WRITE, FLUSH_SOCKOPT, FLUSH_SOCKET,
+	FLUSH_OTHER_THREAD, FLUSH_AGE, FLUSH_FORK, FLUSH_EXEC, FLUSH_THREAD_EXIT, FLUSH_EXIT,
+	FLUSH_N
+};
+extern const char *const shim_reason_name[FLUSH_N];
+extern const char *const shim_call_name[CALL_N];
+
+#define SHIM_ERRNO_MAX 160 /* errs[0] counts anything larger */
+
+/* Counters of one socket (or of everything): written by one thread, added up at the end. */
+struct shim_counts {
+	uint64_t calls;         /* send-family calls the program made */
+	uint64_t datagrams;     /* messages in them (sendmmsg: vlen) */
+	uint64_t bytes;         /* bytes the program was told were sent */
+	uint64_t batched;       /* datagrams that went into a batch */
+	uint64_t passed;        /* calls passed through untouched */
+	uint64_t errors;        /* failures the program saw, plus failures found at flush */
+	uint64_t flush_errors;  /* ... of which found at flush (the program was told success) */
+	uint64_t syscalls;      /* send-family system calls made by passing calls through */
+	uint64_t fsyscalls;     /* ... and by flushing batches (written under the batch lock) */
+	uint64_t syscalls_est;  /* metrics mode: what batch mode would have made */
+	uint64_t runs;          /* fan-out runs: 2+ consecutive identical payloads, new dests */
+	uint64_t run_dests;     /* destinations in those runs */
+	uint64_t run_max;       /* the longest run */
+	int last_errno;
+};
+
+/* A socket's row in a thread's table. */
+struct shim_sockrow {
+	uint32_t info;          /* info and gen as in struct shim_fd, in the same order, so the */
+	uint32_t gen;           /* fast path compares both at once */
+	int fd;                 /* -1: the row of every fd past SHIM_SOCK_SLOTS */
+	struct shim_counts c;
+};
+
+#define SHIM_SOCK_SLOTS 1024 /* per-thread rows indexed by fd; larger fds share row "other" */
+
+/* ---- batch.c: the planner that both modes share --------------------------------------------- */
+
+#define SHIM_BATCH_FDS 16        /* sockets per batch; one more forces a flush */
+#define SHIM_ARENA (1u << 20)    /* payload bytes per batch */
+#define SHIM_PAYLOAD_MAX 65000u  /* larger datagrams pass through (close to the kernel's
+                                    limits, where its answer depends on IP options) */
+#define SHIM_LAST_MAX 65536u
+
+/* A destination as stored in a batch: the socket and its address (or none). */
+struct shim_dest {
+	int fd;
+	socklen_t alen; /* 0: the connected peer */
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+	} a;
+};
+
+/* One pending datagram. */
+struct shim_msg {
+	struct shim_dest d;
+	uint32_t off, len; /* payload in the arena */
+};
+
+/*
+ * Where a batch (or, in metrics mode, the batch that would have been) stands: its sockets,
+ * its size, and the fan-out predictor. Publishers send the same subscriber list over and
+ * over; once a cycle has been seen (the first destination comes round again), the batch is
+ * flushed as soon as the cycle's last destination is appended, so a fan-out goes out as one
+ * sendmmsg right after its last sendto, even when the program then spins without making any
+ * call the shim sees.
+ */
+struct shim_plan {
+	uint32_t n;
+	uint32_t nfds;
+	int fds[SHIM_BATCH_FDS];
+	uint32_t fdcount[SHIM_BATCH_FDS];
+	uint64_t cycle_first;         /* first destination of the current cycle (a key) */
+	uint64_t pred_last;           /* last destination of the previous cycle */
+	uint64_t last_seen;           /* the latest destination */
+	uint32_t cycle_len, pred_len;
+};
+
+/* A send made by a signal handler that interrupted this thread inside the shim, while the
+ * batch may hold earlier data for the same socket: it cannot touch the batch (the interrupted
+ * code may be half way through it) and must not overtake it, so it waits here, in a
+ * single-producer ring (the producer is only ever a handler on the owning thread; the
+ * consumer is whoever next holds the batch lock). */
+#define SHIM_SIGQ 64u
+#define SHIM_SIGQ_PAYLOAD 2048u
+struct shim_sigmsg {
+	struct shim_dest d;
+	uint64_t key;
+	uint32_t len;
+	uint8_t data[SHIM_SIGQ_PAYLOAD];
+};
+
+/* Per-thread batch header, in its own page mapped MADV_WIPEONFORK: in a child, however it was
+ * forked (fork, vfork, _Fork, a raw clone), the page reads as zeros, so the lock is free and
+ * the batch is empty. That is what guarantees the child never sends its parent's batch. */
+struct shim_batch {
+	pthread_mutex_t lock;
+	struct shim_plan plan;
+	uint64_t first_ns;          /* CLOCK_MONOTONIC of the first pending message */
+	uint32_t arena_used;
+	uint32_t last_off, last_len; /* the last payload appended (shared by identical ones) */
+	bool last_valid;
+	bool flushing;
+	_Atomic uint32_t sigq_head, sigq_tail; /* the signal queue (struct shim_sigmsg) */
+};
+
+/* ---- thread.c ------------------------------------------------------------------------------- */
+
+struct shim_thread {
+	struct shim_thread *next;     /* registry, under shim_registry_lock */
+	bool in_use;
+	bool counted;                 /* made at least one intercepted send */
+	struct shim_batch *b;         /* WIPEONFORK page; NULL until batch mode needs it */
+	struct shim_msg *msgs;        /* [SHIM_BATCH_MAX_LIMIT] */
+	uint8_t *arena;               /* [SHIM_ARENA] */
+	struct mmsghdr *mm;           /* flush scratch [SHIM_BATCH_MAX_LIMIT] */
+	struct iovec *iov;            /* flush scratch [SHIM_BATCH_MAX_LIMIT] */
+	struct shim_sigmsg *sigq;     /* [SHIM_SIGQ]; its indices are in the batch header */
+	volatile sig_atomic_t sigq_busy; /* a handler is enqueueing (a nested one passes) */
+
+	/* metrics, written by the owner (and by flushes, under b->lock); totals are the sum of
+	 * the rows */
+	uint64_t calls_by[CALL_N];
+	uint64_t errs[SHIM_ERRNO_MAX];  /* failures the program saw, by errno */
+	uint64_t ferrs[SHIM_ERRNO_MAX]; /* failures found at flush, by errno (batch lock) */
+	uint64_t flushes[FLUSH_N];
+	uint64_t sendmmsg_calls, single_sends;
+	struct shim_sockrow *rows;    /* [SHIM_SOCK_SLOTS + 1]; the last is "other" */
+
+	/* fan-out run detection: the previous payload and destination */
+	uint8_t *lastbuf;             /* [SHIM_LAST_MAX] */
+	size_t last_len;              /* SIZE_MAX: none yet */
+	uint64_t last_key;            /* destination key of the previous send */
+	uint64_t run_len;
+	struct shim_sockrow *run_row;
+	struct shim_plan est;         /* metrics mode: the batch batch mode would have */
+};
+
+extern pthread_mutex_t shim_registry_lock;
+extern struct shim_thread *shim_registry;
+extern SHIM_TLS struct shim_thread *shim_self;
+
+struct shim_thread *shim_thread_new(void);
+/* This thread's state, created on first use; NULL when memory could not be had (the shim then
+ * passes everything through). */
+static inline struct shim_thread *shim_thread(void)
+{
+	struct shim_thread *t = shim_self;
+	return likely(t != NULL) ? t : shim_thread_new();
+}
+/* Batch storage for t (batch mode); false if it cannot be had. */
+bool shim_thread_batch(struct shim_thread *t);
+/* The report's view: every thread's counters, including exited ones. */
+struct shim_thread *shim_retired(void);
+
+/* Flush every thread's batch (exec, exit). */
+void shim_flush_all(enum shim_reason why);
+/* Process exit: flush everything, stop batching, write the report. */
+void shim_exit_hook(void);
+/* fork: flush this thread's batch; the atfork handlers keep the registry consistent. */
+void shim_before_fork(void);
+void shim_after_fork_child(void);
+void shim_after_fork_parent(void);
+
+/* In a forked child: the flusher thread is gone (batch.c). */
+void shim_batch_after_fork_child(void);
+
+/* True once the process is exiting: everything passes through from then on. */
+extern _Atomic bool shim_exiting;
+
+/* ---- batch.c -------------------------------------------------------------------------------- */
+
+/* What the send wrappers pass to the shared send path. */
+struct shim_send {
+	enum shim_call call;
+	int fd;
+	int flags;
+	const struct iovec *iov;
+	int iovcnt;
+	size_t len;
+	const struct sockaddr *addr;
+	socklen_t alen;
+	bool control; /* sendmsg with control data */
+	const struct msghdr *msg; /* sendmsg: the program's header, passed on as is */
+};
+
+/* Try to take the send into this thread's batch (can: shim_batchable said yes). Returns 1 (batched: the program gets len),
+ * 0 (send it for real, after whatever had to be flushed first), or -1 with *err set (an error
+ * the program must see now: a synchronous one, or one deferred from a flush). */
+int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+		    uint32_t info, uint64_t key, bool can, int *err);
+/* Could this send be batched, as far as the cached socket facts tell (metrics mode's
+ * estimate; batch mode also asks the kernel whether the socket is blocking)? */
+bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok);
+
+/* A send re-entering the shim from a signal handler (shim_guard set). Returns 1 when it was
+ * queued behind this thread's batch (the caller reports len), 0 when it may go straight
+ * through. Async-signal-safe: no lock, no allocation. */
+int shim_batch_signal_send(const struct shim_send *s);
+
+/* Flush this thread's own batch, if it has anything. */
+void shim_flush_own(enum shim_reason why);
+/* Flush whatever any other thread has pending for fd (and this thread's own batch). */
+void shim_flush_fd(int fd, enum shim_reason why);
+/* Flush t's batch (any thread may call; takes t's lock). */
+void shim_flush_thread(struct shim_thread *t, enum shim_reason why);
+void shim_flush_locked(struct shim_thread *t, enum shim_reason why);
+
+
+/* Would adding a message for fd need a flush first (too many sockets)? */
+bool shim_plan_needs_room(const struct shim_plan *p, int fd);
+void shim_plan_reset(struct shim_plan *p);
+
+/* Would the kernel's answer for a send on a socket (FD_* info) to addr/alen (addr NULL: the
+ * connected peer) be known without a route lookup, so that the send may be batched? */
+bool shim_dest_ok(uint32_t info, const struct sockaddr *addr, socklen_t alen);
+/* The destination as a batch stores it (normalised); only for one shim_dest_ok accepted. */
+void shim_dest_make(struct shim_dest *d, int fd, uint32_t info, const struct sockaddr *addr,
+		    socklen_t alen);
+/* A 64-bit key that tells destinations apart (socket and address; exact for IPv4, hashed
+ * otherwise). Fan-out runs and the fan-out predictor compare keys: a collision costs a
+ * miscounted run or an early flush, never a wrong datagram. */
+uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen);
+
+/* memcmp for the short payloads of the hot path, inlined (16 bytes a step with SSE2). */
+static inline bool shim_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	if (n > 512)
+		return __builtin_memcmp(a, b, n) == 0;
+#ifdef __SSE2__
+	for (; n >= 16; a += 16, b += 16, n -= 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)a);
+		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)b);
+		if (_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) != 0xffff)
+			return false;
+	}
+#endif
+	for (; n >= 8; a += 8, b += 8, n -= 8) {
+		uint64_t x, y;
+		__builtin_memcpy(&x, a, 8);
+		__builtin_memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+	}
+	for (; n; n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
+
+/* Planner, shared with metrics mode's estimate. Returns true when the plan says "flush now"
+ * after this message (batch full, or the end of a predicted fan-out). *why says which. */
+#define CYCLE_MAX 65536u /* a "cycle" longer than this is no fan-out pattern: stop predicting */
+
+static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
+				 enum shim_reason *why)
+{
+	uint32_t k = 0;
+
+	if (likely(p->nfds == 1 && p->fds[0] == fd)) {
+		/* one socket: the common case */
+	} else {
+		for (k = 0; k < p->nfds; k++)
+			if (p->fds[k] == fd)
+				break;
+		if (k == p->nfds) {
+			p->fds[k] = fd;
+			p->fdcount[k] = 0;
+			p->nfds++;
+		}
+	}
+	p->fdcount[k]++;
+	p->n++;
+
+	/* The cycle's first destination came round again: the cycle before was one fan-out,
+	 * and it ended with the destination seen just before this one. */
+	if (p->cycle_len && key == p->cycle_first) {
+		p->pred_len = p->cycle_len;
+		p->pred_last = p->last_seen;
+		p->cycle_len = 0;
+	}
+	if (p->cycle_len == 0)
+		p->cycle_first = key;
+	if (unlikely(++p->cycle_len > CYCLE_MAX)) {
+		p->cycle_first = key;
+		p->cycle_len = 1;
+		p->pred_len = 0;
+	}
+	p->last_seen = key;
+	if (shim_cfg.fanout_end && p->pred_len && p->cycle_len == p->pred_len &&
+	    key == p->pred_last) {
+		*why = FLUSH_FANOUT;
+		return true;
+	}
+	if (p->n >= batch_max) {
+		*why = FLUSH_FULL;
+		return true;
+	}
+	return false;
+}
+
+/* ---- metrics.c ------------------------------------------------------------------------------ */
+
+/* metrics mode's fast path for send and sendto: the common case (a socket already seen, an
+ * IPv4 or connected destination) counted and passed through with no call the shim makes
+ * itself, so errno needs no saving. Returns SHIM_SLOW when the general path must run. */
+#define SHIM_SLOW (-2)
+ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
+			  const struct sockaddr *addr, socklen_t alen, enum shim_call call);
+
+/* Count one send the program made (before it is carried out or batched): fan-out runs and,
+ * in metrics mode, the estimate. Returns the socket's row. */
+struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_send *s,
+				     struct shim_fd *e, uint64_t key, uint32_t info,
+				     bool batchable);
+/* Count the outcome seen by the program: r >= 0 bytes, or -1 with err. */
+void shim_count_result(struct shim_thread *t, struct shim_sockrow *row, ssize_t r, int err,
+		       uint64_t datagrams, bool batched, uint64_t syscalls);
+/* Count a failure found at flush (under the batch lock; any thread). */
+void shim_count_flush_error(struct shim_thread *t, int fd, int err);
+/* Metrics mode: a call that would have flushed a batch ends the estimated batch. */
+void shim_count_boundary(struct shim_thread *t);
+/* The row for (fd, its generation) in t's table (e: fd's entry, or NULL). */
+struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t info);
+
+void shim_counts_add(struct shim_counts *to, const struct shim_counts *from);
+
+/* ---- report.c ------------------------------------------------------------------------------- */
+
+void shim_report_write(void);
+/* Keep the counts of a socket whose number now names another (registry lock held). */
+void shim_report_retire_row(const struct shim_sockrow *r);
+/* ... of all of t's sockets (thread exit); NULL: forget them all (forked child). */
+void shim_report_retire_rows(struct shim_thread *t);
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+
+uint64_t shim_now_ns(void);
+/* A one-line message to stderr, with the real write (no stdio: it may be locked). */
+void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

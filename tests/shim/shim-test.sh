@@ -1,0 +1,482 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The 'shim' suite's driver (registered by tests/shim/meson.build). Every run goes through
+# multisend-run, as a user would, and every datagram is checked by a real receiver:
+# examples/fanout-receiver (exactly once, byte for byte, in order per subscriber), or the
+# foreign program's own output compared with its input.
+#
+#   shim-test.sh fanout  MODE N M RATE plain|identical [multisend-run options]
+#   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
+#   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
+#   shim-test.sh setuid | run | exports
+#
+# The environment gives the programs: SHIM_DIR (where libmultisend-preload.so and
+# multisend-run are), EXAMPLES_DIR, TESTS_DIR, SHIM_MAP, SHIM_SRC.
+# Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
+set -u
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/shim-test.XXXXXX") || exit 1
+chmod 755 "$tmp"
+pids=
+
+cleanup() {
+	for _p in $pids; do
+		kill "$_p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+skip() {
+	echo "SKIP: $*" >&2
+	exit 77
+}
+
+show() {
+	for _f in "$@"; do
+		[ -s "$_f" ] && sed "s|^|  $(basename "$_f"): |" "$_f"
+	done
+	return 0
+}
+
+bg() {
+	"$@" &
+	bgpid=$!
+	pids="$pids $bgpid"
+}
+
+wait_line() { # FILE REGEX PID SECONDS
+	_n=$(($4 * 20))
+	while [ "$_n" -gt 0 ]; do
+		grep -q "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || break
+		sleep 0.05
+		_n=$((_n - 1))
+	done
+	grep -q "$2" "$1" 2>/dev/null
+}
+
+need() {
+	for _c in "$@"; do
+		command -v "$_c" >/dev/null 2>&1 || skip "$_c is not installed (scripts/install-deps)"
+	done
+}
+
+run=${SHIM_DIR:?}/multisend-run
+shim=$SHIM_DIR/libmultisend-preload.so
+recv_bin=${EXAMPLES_DIR:-}/fanout-receiver
+legacy_bin=${EXAMPLES_DIR:-}/legacy-fanout
+[ -x "$run" ] && [ -f "$shim" ] || fail "the shim is not built in $SHIM_DIR"
+# An AddressSanitizer build of the shim (scripts/test's ASan run) needs the ASan runtime first
+# in LD_PRELOAD, before the shim, in every program it is loaded into, including python3,
+# socat and nc, which are not built with ASan (their own leaks are not ours to report).
+if [ -z "${SHIM_TEST_PRELOAD:-}" ] && command -v ldd >/dev/null 2>&1; then
+	SHIM_TEST_PRELOAD=$(ldd "$shim" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' |
+		head -n1)
+fi
+if [ -n "${SHIM_TEST_PRELOAD:-}" ]; then
+	export LD_PRELOAD="$SHIM_TEST_PRELOAD"
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+
+# start_receiver N M [fanout-receiver options]: binds N consecutive free ports; sets $base.
+start_receiver() {
+	[ -x "$recv_bin" ] || skip "examples are not built (-Dexamples=false)"
+	_n=$1 _m=$2
+	shift 2
+	_tries=0
+	while :; do
+		_tries=$((_tries + 1))
+		_r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+		base=$((10000 + (_r + $$) % (22000 - _n)))
+		bg "$recv_bin" --listen "127.0.0.1:$base" --subscribers "$_n" --messages "$_m" \
+			--idle-timeout 10 "$@" >"$tmp/receiver" 2>"$tmp/receiver.err"
+		recvpid=$bgpid
+		wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 && return 0
+		wait "$recvpid"
+		_rc=$?
+		show "$tmp/receiver.err"
+		case $_rc in
+		3) [ "$_tries" -lt 20 ] && continue ;;
+		4) skip "not enough file descriptors for $_n sockets" ;;
+		esac
+		fail "fanout-receiver did not start (exit $_rc)"
+	done
+}
+
+# finish_receiver: waits for the receiver; fails unless it got everything exactly once.
+finish_receiver() {
+	wait "$recvpid" || { show "$tmp/receiver" "$tmp/receiver.err"; fail "receiver: exit $?"; }
+	show "$tmp/receiver"
+}
+
+# check_stats FILE PYTHON-CONDITIONS...: every report in FILE (one JSON object per line, one
+# per process that sent) is loaded; r is the list, t the first report's totals, f its flush
+# reasons, s its sockets. Each condition is a Python expression that must be true.
+check_stats() {
+	_f=$1
+	shift
+	python3 - "$_f" "$@" <<'PY' || { show "$_f"; fail "report check"; }
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+r = [json.loads(l) for l in lines]
+if not r:
+    sys.exit("no report was written")
+t, f, s = r[0]["total"], r[0]["flushes"], r[0]["sockets"]
+for cond in sys.argv[2:]:
+    if not eval(cond):
+        sys.exit("report check failed: " + cond)
+PY
+}
+
+# ---------------------------------------------------------------------------------------------
+
+fanout() { # MODE N M RATE VARIANT [multisend-run options]
+	mode=$1 n=$2 m=$3 rate=$4 variant=$5
+	shift 5
+	[ -x "$legacy_bin" ] || skip "examples are not built (-Dexamples=false)"
+	size=64 vopt=''
+	[ "$n" -eq 1 ] && size=1400
+	[ "$variant" = identical ] && vopt=--identical
+	start_receiver "$n" "$m" --size "$size" $vopt
+	"$run" --mode "$mode" --stats "$tmp/stats.json" "$@" -- \
+		"$legacy_bin" --dest "127.0.0.1:$base" --subscribers "$n" --messages "$m" \
+		--rate "$rate" --size "$size" $vopt >"$tmp/legacy" 2>&1 ||
+		{ show "$tmp/legacy"; fail "legacy-fanout exited with $?"; }
+	finish_receiver
+	show "$tmp/legacy"
+	grep -q ', errors 0,' "$tmp/legacy" || fail "legacy-fanout saw errors"
+	total=$((n * m))
+	check_stats "$tmp/stats.json" "len(r) == 1" "t['calls'] == $total" \
+		"t['datagrams'] == $total" "t['bytes'] == $total * $size" \
+		"t['errors'] == 0 and t['errors_at_flush'] == 0" "r[0]['mode'] == '$mode'"
+	if [ "$mode" = batch ]; then
+		# Counted, not timed: a fan-out costs at most ceil(N / batch max) sendmmsg, plus
+		# the first one, which goes out before the shim has seen the pattern, plus one
+		# for each time the age bound cut a fan-out (a loaded machine).
+		check_stats "$tmp/stats.json" "t['batched'] == $total" \
+			"t['syscalls'] <= ($m + 1) * -(-$n // r[0]['batch_max']) + 1 + f['age']"
+	else
+		check_stats "$tmp/stats.json" "t['passed_through'] == $total" \
+			"t['syscalls'] == $total" "t['syscalls_if_batched'] < $total or $n == 1"
+	fi
+	if [ "$variant" = identical ] && [ "$n" -gt 1 ]; then
+		check_stats "$tmp/stats.json" "t['fanout_runs'] == $m" "t['fanout_longest'] == $n"
+	fi
+	sed -n 's/^/  report: /p' "$tmp/stats.json" | cut -c1-400
+	echo "PASS: legacy-fanout under the shim, mode $mode, $n subscribers x $m ($variant)"
+}
+
+prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
+	mode=$1 name=$2 n=$3 m=$4
+	shift 4
+	args=''
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		args="$args $1"
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	bin=${TESTS_DIR:?}/shim-$name
+	[ -x "$bin" ] || fail "$bin is not built"
+	start_receiver "$n" "$m" --size 64 --identical
+	# shellcheck disable=SC2086 # $args is a word list
+	"$run" --mode "$mode" --stats "$tmp/stats.json" "$@" -- "$bin" "$base" "$n" "$m" $args \
+		>"$tmp/out" 2>&1
+	rc=$?
+	[ $rc = 0 ] || { show "$tmp/out"; fail "$name exited with $rc"; }
+	finish_receiver
+	show "$tmp/out"
+	total=$((n * m))
+	check_stats "$tmp/stats.json" "sum(x['total']['errors_at_flush'] for x in r) == 0"
+	if [ "$mode" = batch ]; then
+		case $name in
+		forkbatch)
+			case $args in
+			*raw*) check_stats "$tmp/stats.json" "len(r) == 1" ;; # the raw child sent nothing
+			*) check_stats "$tmp/stats.json" "len(r) == 2" \
+				"sum(x['flushes']['fork'] for x in r) >= 1" \
+				"sum(x['total']['batched'] for x in r) == $total" ;;
+			esac ;;
+		execbatch)
+			check_stats "$tmp/stats.json" "len(r) == 2" "f['exec'] >= 1" \
+				"sum(x['total']['batched'] for x in r) == $total" ;;
+		closepending)
+			case $args in
+			*other*) check_stats "$tmp/stats.json" "f['other_thread'] >= 1" "f['age'] == 0" ;;
+			*) check_stats "$tmp/stats.json" "f['close_dup'] >= 1" "f['age'] == 0" ;;
+			esac ;;
+		nonblock)
+			# The socket opened non-blocking (the first one) never batched anything.
+			check_stats "$tmp/stats.json" \
+				"[x['batched'] for x in s if x['kind'] == 'udp4'][0] == 0" \
+				"t['batched'] > 0" ;;
+		tcp)
+			check_stats "$tmp/stats.json" \
+				"all(x['batched'] == 0 for x in s if x['kind'] == 'tcp4')" \
+				"sum(x['calls'] for x in s if x['kind'] == 'tcp4') == 2000" \
+				"t['batched'] == $total" ;;
+		sigsend)
+			# A handler's send that re-enters the shim is not counted per socket.
+			# ... and the handler did interrupt the shim (3000 times it sent, with the
+			# main thread inside the shim most of the time).
+			check_stats "$tmp/stats.json" \
+				"t['calls'] + t['reentered_calls'] == $total" \
+				"t['reentered_calls'] > 0" ;;
+		threads)
+			check_stats "$tmp/stats.json" "t['calls'] == $total" "t['batched'] == $total" ;;
+		esac
+	else
+		check_stats "$tmp/stats.json" "all(x['total']['batched'] == 0 for x in r)"
+	fi
+	echo "PASS: $name under the shim, mode $mode, $n subscribers x $m$args"
+}
+
+errno_test() { # MODE
+	"$run" --mode "$1" --stats "$tmp/stats.json" -- "${TESTS_DIR:?}/shim-errno" \
+		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "errno test, mode $1"; }
+	show "$tmp/out"
+	if [ "$1" != off ]; then
+		check_stats "$tmp/stats.json" "t['calls'] >= 109"
+	fi
+	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] >= 100"
+	echo "PASS: errno kept and synchronous errors given at call time, mode $1"
+}
+
+deferred_test() { # off|metrics|batch|batch-defer
+	case $1 in
+	batch-defer) mode=batch want=deferred opt=--defer-errors ;;
+	batch) mode=batch want=batched opt='' ;;
+	*) mode=$1 want=immediate opt='' ;;
+	esac
+	# shellcheck disable=SC2086 # $opt is one option or nothing
+	"$run" --mode "$mode" $opt --stats "$tmp/stats.json" -- "${TESTS_DIR:?}/shim-deferred" \
+		"$want" >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "deferred, $1"; }
+	show "$tmp/out"
+	if [ "$mode" = batch ]; then
+		check_stats "$tmp/stats.json" "r[0]['errors_at_flush'] == {'EACCES': 1}" \
+			"t['errors_at_flush'] == 1"
+	fi
+	[ "$want" != deferred ] || check_stats "$tmp/stats.json" "r[0]['errors'] == {'EACCES': 1}"
+	echo "PASS: an error found at flush, mode $1: $want"
+}
+
+fortify() {
+	bin=${TESTS_DIR:?}/shim-fortify
+	if command -v nm >/dev/null 2>&1; then
+		for s in __recv_chk __recvfrom_chk __read_chk __poll_chk __ppoll_chk; do
+			nm -D "$bin" | grep -q " U $s" || fail "$bin does not call $s (not fortified?)"
+		done
+	fi
+	# A 1 s age bound: a call that failed to flush would make the run crawl and show up
+	# as 'age' flushes below.
+	"$run" --mode batch --batch-delay-us 1000000 --no-fanout-end --stats "$tmp/stats.json" \
+		-- "$bin" 50 >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "fortify"; }
+	show "$tmp/out"
+	check_stats "$tmp/stats.json" "t['batched'] == 200" "f['age'] == 0" "f['poll'] == 20" \
+		"f['recv'] + f['read'] == 30"
+	echo "PASS: the fortified calls flush the batch"
+}
+
+# ---- programs nobody here wrote --------------------------------------------------------------
+
+python_test() { # MODE
+	need python3
+	py=$(command -v python3)
+	[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+	n=16 m=200
+	start_receiver "$n" "$m" --size 64 --identical
+	cat >"$tmp/fanout.py" <<'PY'
+import socket, struct, sys
+port, n, m = (int(x) for x in sys.argv[1:4])
+def pattern(seq, count):
+    # lf_fill from examples/md-proto.h: xorshift64 seeded by seq
+    x = (seq * 0x9e3779b97f4a7c15 + 1) & (2**64 - 1)
+    out = bytearray()
+    for _ in range(count):
+        x ^= (x << 13) & (2**64 - 1)
+        x ^= x >> 7
+        x ^= (x << 17) & (2**64 - 1)
+        out.append((x >> 32) & 0xff)
+    return bytes(out)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for seq in range(1, m + 1):
+    msg = struct.pack("<IIQII", 0x3146474c, 0xffffffff, seq, 64, 0) + pattern(seq, 40)
+    for i in range(n):
+        s.sendto(msg, ("127.0.0.1", port + i))
+print(f"python: sent {m} x {n}")
+PY
+	"$run" --mode "$1" --stats "$tmp/stats.json" -- "$py" "$tmp/fanout.py" "$base" "$n" "$m" \
+		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "python3 exited with $?"; }
+	finish_receiver
+	show "$tmp/out"
+	check_stats "$tmp/stats.json" "t['calls_by']['sendto'] == $((n * m))" \
+		"t['errors'] == 0 and t['errors_at_flush'] == 0"
+	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] == $((n * m))"
+	[ "$1" != metrics ] || check_stats "$tmp/stats.json" "t['fanout_runs'] == $m"
+	sed -n 's/^/  report: /p' "$tmp/stats.json" | cut -c1-300
+	echo "PASS: $py sock.sendto loop under the shim, mode $1"
+}
+
+# A free UDP port on 127.0.0.1, as the kernel picks it (not held afterwards).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# udp_pair MODE NAME SENDER-COMMAND...: a socat receiver (also under the shim) writes what it
+# gets to a file; the sender reads $tmp/input on stdin; the output must equal the input.
+udp_pair() {
+	mode=$1 name=$2
+	shift 2
+	# 400 lines of 100 bytes; sent in 100-byte reads, so 400 datagrams.
+	awk 'BEGIN { for (i = 1; i <= 400; i++) printf "%-99s\n", "line " i " of the input" }' \
+		>"$tmp/input"
+	bg "$run" --mode "$mode" --stats "$tmp/recv.json" -- socat -u -T 2 \
+		"UDP-RECV:$port,bind=127.0.0.1,rcvbuf=1048576" "OPEN:$tmp/output,creat,trunc"
+	rpid=$bgpid
+	sleep 0.3
+	"$run" --mode "$mode" --stats "$tmp/stats.json" -- "$@" <"$tmp/input" \
+		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "$name exited with $?"; }
+	wait "$rpid" || fail "the socat receiver exited with $?"
+	show "$tmp/out"
+	cmp "$tmp/input" "$tmp/output" || fail "$name: output differs from input"
+	# How many datagrams depends on how the sender's reads split the input.
+	check_stats "$tmp/stats.json" "t['calls'] >= 100" "t['bytes'] == 40000" \
+		"t['errors'] == 0 and t['errors_at_flush'] == 0"
+	sed -n 's/^/  sender report: /p' "$tmp/stats.json" | cut -c1-300
+}
+
+socat_test() { # MODE
+	need socat python3 awk cmp
+	port=$(free_port)
+	udp_pair "$1" socat socat -u -b 100 - "UDP-SENDTO:127.0.0.1:$port"
+	echo "PASS: socat sender and receiver under the shim, mode $1, 400 datagrams intact"
+}
+
+nc_test() { # MODE
+	need nc socat python3 awk cmp
+	port=$(free_port)
+	# netcat-openbsd: connected UDP socket, write(2) per block read from stdin. -q: quit
+	# after EOF. 100-byte reads through a pipe of 100-byte lines.
+	udp_pair "$1" nc sh -c "while IFS= read -r l; do printf '%s\n' \"\$l\"; sleep 0.001; done | nc -u -q 1 127.0.0.1 $port"
+	echo "PASS: nc -u under the shim, mode $1, 400 datagrams intact"
+}
+
+# ---- setuid, multisend-run, exports ----------------------------------------------------------
+
+setuid_test() {
+	need setpriv
+	[ "$(id -u)" = 0 ] || skip "needs root to make a set-user-ID copy"
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	cp "${TESTS_DIR:?}/shim-setuid-probe" "$shim" "$tmp/" || fail "copy"
+	chmod 4755 "$tmp/shim-setuid-probe"
+	chmod 755 "$tmp/libmultisend-preload.so"
+	# multisend-run warns; the loader ignores LD_PRELOAD for it, so it runs without the shim.
+	"$run" --mode batch -- "$tmp/shim-setuid-probe" "$tmp/libmultisend-preload.so" \
+		>/dev/null 2>"$tmp/warn"
+	grep -q 'set-user-ID' "$tmp/warn" || { show "$tmp/warn"; fail "multisend-run did not warn"; }
+	# The shim loaded into a set-user-ID process run by another user (AT_SECURE) ignores
+	# every variable: no batch mode, no stats file.
+	MULTISEND_PRELOAD_MODE=batch MULTISEND_STATS="$tmp/must-not-exist.json" \
+		MULTISEND_BATCH_MAX=bogus setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$tmp/shim-setuid-probe" "$tmp/libmultisend-preload.so" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/out" "$tmp/err"
+	[ $rc = 77 ] && skip "AT_SECURE not set for a set-user-ID program here (nosuid mount?)"
+	[ $rc = 0 ] || fail "setuid-probe exited with $rc"
+	[ ! -e "$tmp/must-not-exist.json" ] || fail "the shim used MULTISEND_STATS under AT_SECURE"
+	grep -q 'mode metrics, environment ignored (AT_SECURE)' "$tmp/err" ||
+		fail "the report does not say the environment was ignored"
+	grep -q 'batched 0' "$tmp/err" || fail "the shim batched under AT_SECURE"
+	grep -q 'MULTISEND_BATCH_MAX' "$tmp/err" && fail "the shim read MULTISEND_BATCH_MAX"
+	echo "PASS: set-user-ID: multisend-run warns, the shim ignores the environment"
+}
+
+run_test() {
+	"$run" --help | grep -q '^usage: multisend-run' || fail "--help"
+	"$run" --mode fast -- true 2>/dev/null && fail "a bad --mode was accepted"
+	"$run" --batch-max 0 -- true 2>/dev/null && fail "--batch-max 0 was accepted"
+	"$run" --batch-delay-us 5x -- true 2>/dev/null && fail "a bad delay was accepted"
+	"$run" -- /nonexistent/program 2>/dev/null; [ $? = 127 ] || fail "missing program: not 127"
+	# The variables and LD_PRELOAD as the program sees them; an existing entry is kept.
+	first=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6 2>/dev/null || echo /lib/libc.so.6)
+	first="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$first"
+	LD_PRELOAD=$first "$run" --mode batch --batch-max 64 --batch-delay-us 200 --programs a,b \
+		--defer-errors --stats rel.json -- sh -c 'env' >"$tmp/env" || fail "env"
+	grep -qx "LD_PRELOAD=$first $shim" "$tmp/env" || { show "$tmp/env"; fail "LD_PRELOAD"; }
+	for v in MULTISEND_PRELOAD_MODE=batch MULTISEND_BATCH_MAX=64 \
+		MULTISEND_BATCH_DELAY_US=200 MULTISEND_PRELOAD_PROGRAMS=a,b \
+		MULTISEND_DEFER_ERRORS=1 "MULTISEND_STATS=$(pwd)/rel.json"; do
+		grep -qx "$v" "$tmp/env" || fail "multisend-run did not set $v"
+	done
+	rm -f rel.json
+	# Nested: the shim is not added twice.
+	"$run" -- "$run" -- sh -c 'echo "$LD_PRELOAD"' >"$tmp/nested"
+	[ "$(cat "$tmp/nested")" = "${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$shim" ] ||
+		fail "nested LD_PRELOAD: $(cat "$tmp/nested")"
+	# A statically linked program (Debian's ldconfig is static-pie): warned about.
+	for s in /sbin/ldconfig /usr/sbin/ldconfig; do
+		if [ -x "$s" ] && ! readelf -l "$s" 2>/dev/null | grep -q INTERP; then
+			"$run" -- "$s" --version >/dev/null 2>"$tmp/warn"
+			grep -q 'statically linked' "$tmp/warn" || fail "no warning for static $s"
+			break
+		fi
+	done
+	"$run" -- true 2>"$tmp/warn"
+	[ -s "$tmp/warn" ] && { show "$tmp/warn"; fail "a warning for a dynamic program"; }
+	# A bad variable set by hand: one line of warning, and the default.
+	MULTISEND_PRELOAD_MODE=batch MULTISEND_BATCH_MAX=2000 \
+		LD_PRELOAD="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$shim" \
+		"${TESTS_DIR:?}/shim-errno" >/dev/null 2>"$tmp/warn" || fail "errno with a bad variable"
+	grep -q "ignoring MULTISEND_BATCH_MAX='2000'.*using 1024" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "no warning for MULTISEND_BATCH_MAX=2000"; }
+	# The program filter: a program not named passes everything through (no report).
+	MULTISEND_STATS="$tmp/filtered.json" MULTISEND_PRELOAD_PROGRAMS=legacy-fanout \
+		"$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" >/dev/null || fail "filtered"
+	[ ! -s "$tmp/filtered.json" ] || fail "a filtered program reported"
+	# Installed: the script finds the shim under the installed tree (DESTDIR staging too).
+	if [ -n "${MESON_BUILD_ROOT:-}" ] && command -v meson >/dev/null 2>&1; then
+		meson install -C "$MESON_BUILD_ROOT" --no-rebuild --destdir "$tmp/inst" \
+			>"$tmp/install.log" 2>&1 || { show "$tmp/install.log"; fail "meson install"; }
+		irun=$(find "$tmp/inst" -name multisend-run -type f | head -n1)
+		ishim=$(find "$tmp/inst" -name libmultisend-preload.so | head -n1)
+		[ -x "$irun" ] && [ -f "$ishim" ] || fail "install: multisend-run or the shim missing"
+		case $ishim in */libmultisend/libmultisend-preload.so) ;; *) fail "shim at $ishim" ;; esac
+		"$irun" -- sh -c 'echo "$LD_PRELOAD"' >"$tmp/ild" || fail "installed multisend-run"
+		[ "$(cat "$tmp/ild")" = "${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$(readlink -f "$ishim")" ] ||
+			fail "installed multisend-run preloads '$(cat "$tmp/ild")', not $ishim"
+	fi
+	echo "PASS: multisend-run: options, variables, LD_PRELOAD kept, static warning, installed"
+}
+
+exports_test() {
+	need nm
+	nm -D --defined-only "$shim" | awk '{print $NF}' | sed 's/@.*//' | sort -u >"$tmp/binary"
+	sed -n '/global:/,/local:/p' "${SHIM_MAP:?}" | tr ';' '\n' | tr -d ' \t' |
+		grep -v -e '^$' -e ':$' | sort -u >"$tmp/map"
+	grep -o 'SHIM_EXPORT [a-z_ ]*[ *]\([_a-zA-Z0-9]*\)(' "${SHIM_SRC:?}" |
+		sed 's/.*[ *]\([_a-zA-Z0-9]*\)($/\1/' | sort -u >"$tmp/source"
+	diff "$tmp/map" "$tmp/binary" >"$tmp/d1" || { show "$tmp/d1"; fail "binary != map"; }
+	diff "$tmp/map" "$tmp/source" >"$tmp/d2" || { show "$tmp/d2"; fail "source != map"; }
+	echo "PASS: the shim exports exactly the $(wc -l <"$tmp/map") intercepted names"
+}
+
+case ${1:-} in
+fanout) shift; fanout "$@" ;;
+prog) shift; prog "$@" ;;
+errno) errno_test "$2" ;;
+deferred) deferred_test "$2" ;;
+fortify) fortify ;;
+python) python_test "$2" ;;
+socat) socat_test "$2" ;;
+nc) nc_test "$2" ;;
+setuid) setuid_test ;;
+run) run_test ;;
+exports) exports_test ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports ..." ;;
+esac
