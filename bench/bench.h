@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * multisend-bench: types shared by its files.
+ *
+ *   cli.c       the command line
+ *   main.c      signals, the sending thread, the namespace's lifetime, the progress line
+ *   env.c       the environment header (kernel, CPU, library, backends, sink)
+ *   workload.c  the backends under test (raw-sendto and the library's), destination sets,
+ *               and the inner send loops
+ *   run.c       throughput runs: warm-up, interleaved rounds, timing, per-run samples
+ *   latency.c   fixed-rate runs timed from each call's scheduled start
+ *   capacity.c  the a + b*N fit and the capacity answer
+ *   sink.c      loopback / deliver receivers; netns.c the netns-drop namespace
+ *   kstat.c     kernel drop counters; hist.c the latency histogram
+ *   report.c    table, JSON lines, CSV; charts.c the --report directory
+ */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <multisend.h>
+
+#include "hist.h"
+#include "kstat.h"
+#include "util.h"
+
+#define BENCH_VERSION "0.1.0"
+#define MAX_LIST 64
+#define MAX_ROUNDS 1000
+
+enum variant_id { V_RAW, V_LOOP, V_SENDMMSG, V_IO_URING, V_COUNT };
+enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER };
+enum {
+	MODE_COMPARE = 1,
+	MODE_SWEEP = 2,
+	MODE_LATENCY = 4,
+	MODE_CAPACITY = 8,
+};
+
+struct opts {
+	unsigned modes;
+	enum variant_id order[V_COUNT]; /* interleaving order */
+	unsigned nvariants;
+	uint64_t fanouts[MAX_LIST];
+	unsigned nfanouts; /* 0: the mode's default */
+	uint64_t sizes[MAX_LIST];
+	unsigned nsizes;
+	enum sink_kind sink;
+	bool connected;
+	double duration;     /* seconds per mode, 0: the mode's default */
+	uint64_t iterations; /* fan-outs per timed run, 0: from duration */
+	unsigned rounds;     /* 0: default */
+	uint64_t rates[MAX_LIST];
+	unsigned nrates;
+	int cpu; /* -1: not pinned */
+	const char *json, *csv, *report;
+	bool quick, progress;
+	double cpu_budget;   /* fraction of one core */
+	double p99_bound_us; /* 0: none */
+	uint64_t subscribers;
+	unsigned relay_cores;
+};
+
+/* A backend under test: raw-sendto (no library) or one of the library's. */
+struct variant {
+	const char *name;
+	bool wanted, available;
+	char detail[320]; /* ms_ctx_describe, or why it is unavailable */
+	struct ms_ctx *ctx;
+};
+
+/* One timed run of one backend. */
+struct sample {
+	uint64_t fanouts, dests, failed;
+	uint64_t wall_ns, proc_ns, thread_ns, rx_ns;
+	uint64_t syscalls;
+	uint64_t preempted; /* involuntary context switches of the sending thread while timed */
+	uint64_t softirqd_ns; /* ksoftirqd CPU time over the run (all CPUs) */
+	uint64_t drops; /* datagrams dropped: at the sink's sockets, or in netns-drop's namespace */
+	struct kstat k; /* namespace-wide counter deltas over the run */
+	uint64_t received, lost, late, bad; /* deliver */
+	int64_t unaccounted;                /* deliver: sent - received - kernel drops */
+};
+
+/* One backend at one configuration, over all rounds. */
+struct result {
+	unsigned mode;
+	enum variant_id v;
+	uint64_t n, size;
+	unsigned rounds;
+	uint64_t iterations; /* fan-outs per run */
+	struct sample *s;    /* rounds of them */
+	struct summary fanouts_s, dests_s, cpu_proc, cpu_caller, syscalls, wall_dest, softirqd;
+	bool have_ratio; /* raw-sendto ran in the same rounds */
+	struct summary r_fanouts_s, r_dests_s, r_cpu_proc, r_cpu_caller, r_syscalls;
+	struct kstat k; /* summed over rounds */
+	uint64_t failed, dests, received, lost, late, bad, preempted, drops;
+	int64_t unaccounted;
+};
+
+/* One backend at one configuration and offered rate. */
+struct lat_result {
+	enum variant_id v;
+	uint64_t n, size, rate;
+	unsigned rounds;
+	double achieved; /* fan-outs per second actually started */
+	struct hist lat; /* ns from scheduled start to return */
+	struct hist svc; /* ns from actual start to return */
+	uint64_t failed;
+	uint64_t preempted; /* involuntary context switches of the sending thread while running */
+	uint64_t drops;     /* as in struct sample */
+	struct kstat k;
+	char hgrm[128]; /* file name in the report directory, when written */
+};
+
+/* Capacity answer for one backend. */
+struct cap_row {
+	enum variant_id v;
+	double a, b, dev;        /* process CPU ns per fan-out = a + b*N; max relative deviation */
+	double aw, bw;           /* wall ns per fan-out, same form */
+	uint64_t n_cpu, n_lat;   /* limits from the CPU budget and from the p99 bound (model) */
+	uint64_t n_max;          /* the answer: largest N per core meeting both */
+	bool verified;           /* n_max was measured at the rate, not only modelled */
+	double p99_us;           /* measured p99 at n_max (verified) */
+	uint64_t preempted;      /* the sending thread's involuntary switches in that measurement */
+	char note[160];
+};
+
+struct capacity {
+	bool done;
+	uint64_t rate, size;
+	double budget, bound_us;
+	struct cap_row row[V_COUNT];
+	unsigned nrows;
+	int best; /* index into row, -1: none */
+	char sentence[768];
+};
+
+struct env_info {
+	char kernel[4 * 65 + 8]; /* four utsname fields */
+	char cpu_model[128];
+	long cores_online, cores_allowed;
+	char clocksource[32];
+	bool hypervisor;
+	char loadavg[64];
+	char date[32];
+	char lib_version[32];
+	uint64_t nofile;
+};
+
+struct session {
+	const struct opts *o;
+	struct variant var[V_COUNT];
+	struct env_info env;
+	const struct netns *ns; /* netns-drop only */
+	struct ksoftirqd ksoftirqd;
+	char sink_desc[512];
+	char shape_desc[160];
+	char method_desc[384];
+
+	struct result *res;
+	size_t nres, capres;
+	struct lat_result *lat;
+	size_t nlat, caplat;
+	struct capacity cap;
+
+	FILE *table; /* the human-readable output: stdout, or stderr under --json - */
+	FILE *json;
+	FILE *csv;
+	unsigned table_mode;  /* the mode whose table heading was printed last */
+	bool latency_heading; /* the latency table's heading was printed */
+
+	int *stop; /* read and written with request_stop() and stopped() only */
+	pthread_mutex_t out_lock; /* table output and the progress line share the terminal */
+	/* Progress, under out_lock: main draws it, the sending thread updates it between runs. */
+	double work_total, work_done; /* within the current mode */
+	unsigned mode_index, nmodes;  /* modes run so far, of */
+	uint64_t started_ns;
+	char progress_label[128];
+	bool progress_shown;
+	bool output_failed; /* writing the table, JSON or CSV failed: the run was stopped */
+};
+
+/* cli.c: 0 to run, 1 to exit successfully (--help, --version), -EINVAL for bad usage. */
+int parse_args(int argc, char **argv, struct opts *o);
+
+/* workload.c */
+const char *variant_name(enum variant_id v);
+int variant_from_name(const char *name);
+/* Create the library contexts for the wanted backends; unavailable ones get a reason. */
+int variants_open(struct session *s);
+void variants_close(struct session *s);
+
+/* run.c */
+int run_throughput(struct session *s, unsigned mode, const uint64_t *fanouts, unsigned nf,
+		   const uint64_t *sizes, unsigned ns);
+/* The mean wall ns per fan-out of each variant at (n, size), measured briefly (for default
+ * latency rates and capacity). */
+int run_probe_rate(struct session *s, uint64_t n, uint64_t size, double ns_per_fanout[V_COUNT]);
+/* Add planned work units for the progress line. */
+void progress_plan(struct session *s, double units);
+void progress_step(struct session *s, double units, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+bool stopped(const struct session *s);
+void request_stop(struct session *s);
+
+/* latency.c */
+int run_latency(struct session *s, const uint64_t *fanouts, unsigned nf, const uint64_t *sizes,
+		unsigned ns);
+/* Latency of one variant at (n, size, rate) for about seconds, for capacity's verification:
+ * the median p99 (ns) of three consecutive parts, and the sending thread's preemptions. */
+int latency_probe(struct session *s, enum variant_id v, uint64_t n, uint64_t size,
+		  uint64_t rate, double seconds, double *p99_ns, uint64_t *preempted);
+
+/* capacity.c */
+int run_capacity(struct session *s);
+
+/* env.c */
+void env_collect(struct env_info *e);
+
+/* report.c */
+void report_header(struct session *s);
+void report_result(struct session *s, const struct result *r);
+void report_results_done(struct session *s, unsigned mode, uint64_t size);
+void report_latency(struct session *s, const struct lat_result *l);
+void report_capacity(struct session *s);
+void report_skip(struct session *s, const char *what, const char *why);
+void report_legend(struct session *s);
+/* A "!" line under the table. */
+void report_note(struct session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void json_result(FILE *f, const struct session *s, const struct result *r);
+void json_latency(FILE *f, const struct session *s, const struct lat_result *l);
+void json_capacity(FILE *f, const struct session *s);
+void json_env(FILE *f, const struct session *s);
+void csv_header(FILE *f);
+void csv_result(FILE *f, const struct session *s, const struct result *r);
+void csv_latency(FILE *f, const struct session *s, const struct lat_result *l);
+void text_header(FILE *f, const struct session *s);
+const char *sink_name(enum sink_kind k);
+const char *mode_name(unsigned mode);
+
+/* charts.c */
+int report_dir_write(struct session *s);
+
+#endif

@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The --report directory: summary.csv, runs.jsonl, one .hgrm per latency result, the data and
+ * gnuplot script behind the charts (so anyone can re-render or restyle them), the SVG charts
+ * when gnuplot is installed, and index.html that shows it all with the environment header.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bench.h"
+
+static const char *const colour[V_COUNT] = {
+	[V_RAW] = "#222222",
+	[V_LOOP] = "#1f77b4",
+	[V_SENDMMSG] = "#ff7f0e",
+	[V_IO_URING] = "#2ca02c",
+};
+
+struct dir {
+	const char *path;
+	char err[4096 + 256];
+};
+
+static FILE *open_in(struct dir *d, const char *name, const char *mode)
+{
+	char p[4096];
+
+	snprintf(p, sizeof(p), "%s/%s", d->path, name);
+	FILE *f = fopen(p, mode);
+
+	if (!f && !d->err[0])
+		snprintf(d->err, sizeof(d->err), "%s: %s", p, strerror(errno));
+	return f;
+}
+
+static int close_checked(struct dir *d, FILE *f, const char *name)
+{
+	if (!f)
+		return -EIO;
+	bool bad = ferror(f);
+
+	if (fclose(f) || bad) {
+		if (!d->err[0])
+			snprintf(d->err, sizeof(d->err), "writing %s/%s failed", d->path, name);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Which throughput results to chart: the most detailed mode that ran. */
+static unsigned chart_mode(const struct session *s)
+{
+	static const unsigned pref[] = { MODE_SWEEP, MODE_COMPARE, MODE_CAPACITY };
+
+	for (size_t k = 0; k < ARRAY_SIZE(pref); k++)
+		for (size_t i = 0; i < s->nres; i++)
+			if (s->res[i].mode == pref[k])
+				return pref[k];
+	return 0;
+}
+
+static bool seen_size(const uint64_t *sizes, unsigned n, uint64_t x)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (sizes[i] == x)
+			return true;
+	return false;
+}
+
+/* ---- data files and the gnuplot script --------------------------------------------------- */
+
+/* One chart of each kind per message size, one line per backend: the median over rounds, with
+ * thin bars from min to max. */
+static int write_throughput(struct session *s, struct dir *d, FILE *gp)
+{
+	unsigned mode = chart_mode(s);
+	uint64_t sizes[MAX_LIST];
+	unsigned nsz = 0;
+	int err = 0;
+
+	if (!mode)
+		return 0;
+	for (size_t i = 0; i < s->nres; i++)
+		if (s->res[i].mode == mode && !seen_size(sizes, nsz, s->res[i].size) && nsz < MAX_LIST)
+			sizes[nsz++] = s->res[i].size;
+	const char *shape = s->o->connected ? "connected sockets" : "one unconnected socket";
+
+	fprintf(gp, "\n# Throughput and CPU per destination vs fan-out (%s mode)\n", mode_name(mode));
+	fprintf(gp, "set logscale x 2\nunset logscale y\nset yrange [0:*]\nset format y '%%g'\n");
+	fprintf(gp, "set format x '%%g'\nset xlabel 'fan-out N (destinations per call, log scale)'\n");
+	for (unsigned j = 0; j < nsz; j++) {
+		char plot_tp[4096] = "", plot_cpu[4096] = "";
+		size_t ltp = 0, lcpu = 0;
+
+		for (unsigned k = 0; k < s->o->nvariants; k++) {
+			enum variant_id v = s->o->order[k];
+			char name[128];
+			FILE *f;
+			unsigned rows = 0;
+
+			snprintf(name, sizeof(name), "data/tp-%s-%s-s%" PRIu64 ".dat", mode_name(mode),
+				 variant_name(v), sizes[j]);
+			if (!(f = open_in(d, name, "w")))
+				return -EIO;
+			fprintf(f, "# fan-out  dests/s median min max  CPU ns/dest (process) median min "
+				   "max  caller median\n");
+			for (size_t i = 0; i < s->nres; i++) {
+				const struct result *r = &s->res[i];
+
+				if (r->mode != mode || r->v != v || r->size != sizes[j])
+					continue;
+				fprintf(f, "%" PRIu64 " %.1f %.1f %.1f %.1f %.1f %.1f %.1f\n", r->n,
+					r->dests_s.median, r->dests_s.min, r->dests_s.max,
+					r->cpu_proc.median, r->cpu_proc.min, r->cpu_proc.max,
+					r->cpu_caller.median);
+				rows++;
+			}
+			if ((err = close_checked(d, f, name)))
+				return err;
+			if (!rows)
+				continue;
+			ltp += (size_t)snprintf(plot_tp + ltp, sizeof(plot_tp) - ltp,
+						"%s'%s' using 1:($2/1e3) with lines lw 2 lc rgb '%s' title "
+						"'%s', '' using 1:($2/1e3):($3/1e3):($4/1e3) with yerrorbars "
+						"lw 1 pt 7 ps 0.5 lc rgb '%s' notitle",
+						ltp ? ", \\\n     " : "", name, colour[v], variant_name(v),
+						colour[v]);
+			lcpu += (size_t)snprintf(plot_cpu + lcpu, sizeof(plot_cpu) - lcpu,
+						 "%s'%s' using 1:5 with lines lw 2 lc rgb '%s' title '%s', '' "
+						 "using 1:5:6:7 with yerrorbars lw 1 pt 7 ps 0.5 lc rgb '%s' "
+						 "notitle",
+						 lcpu ? ", \\\n     " : "", name, colour[v],
+						 variant_name(v), colour[v]);
+			if (ltp >= sizeof(plot_tp) || lcpu >= sizeof(plot_cpu))
+				return -E2BIG;
+		}
+		if (!ltp)
+			continue;
+		fprintf(gp, "set output 'throughput-s%" PRIu64 ".svg'\n", sizes[j]);
+		fprintf(gp, "set title 'Destinations per second vs fan-out, %" PRIu64 " B (%s sink, %s): "
+			    "median of interleaved rounds, bars min-max'\n",
+			sizes[j], sink_name(s->o->sink), shape);
+		fprintf(gp, "set ylabel 'thousand destinations per second'\nplot %s\n", plot_tp);
+		fprintf(gp, "set output 'cpu-per-dest-s%" PRIu64 ".svg'\n", sizes[j]);
+		fprintf(gp, "set title 'CPU per destination vs fan-out, %" PRIu64 " B (process CPU time, "
+			    "%s sink, %s): lower is cheaper'\n",
+			sizes[j], sink_name(s->o->sink), shape);
+		fprintf(gp, "set ylabel 'CPU ns per destination'\nplot %s\n", plot_cpu);
+	}
+	return 0;
+}
+
+struct spec_out {
+	FILE *f;
+};
+
+static void spec_line(double percent, uint64_t value, uint64_t count, void *arg)
+{
+	struct spec_out *o = arg;
+
+	(void)count;
+	if (percent < 100)
+		fprintf(o->f, "%.9f %.6f %.3f\n", percent, 1 / (1 - percent / 100), value / 1000.0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One spectrum chart and one latency-vs-rate chart per (fan-out, size). */
+static int write_latency(struct session *s, struct dir *d, FILE *gp)
+{
+	int err;
+
+	for (size_t i = 0; i < s->nlat; i++) {
+		struct lat_result *l = &s->lat[i];
+		FILE *f;
+
+		snprintf(l->hgrm, sizeof(l->hgrm), "latency-%s-n%" PRIu64 "-s%" PRIu64 "-r%" PRIu64
+						   ".hgrm",
+			 variant_name(l->v), l->n, l->size, l->rate);
+		if (!(f = open_in(d, l->hgrm, "w")))
+			return -EIO;
+		hist_write_hgrm(&l->lat, f, 1000, 5);
+		if ((err = close_checked(d, f, l->hgrm)))
+			return err;
+	}
+	for (size_t i = 0; i < s->nlat; i++) {
+		const struct lat_result *first = &s->lat[i];
+		bool done = false;
+
+		for (size_t j = 0; j < i; j++)
+			if (s->lat[j].n == first->n && s->lat[j].size == first->size)
+				done = true;
+		if (done)
+			continue;
+		/* The rates of this configuration; the spectrum is drawn at the middle one. */
+		uint64_t rates[MAX_LIST];
+		unsigned nr = 0;
+
+		for (size_t j = i; j < s->nlat; j++)
+			if (s->lat[j].n == first->n && s->lat[j].size == first->size &&
+			    !seen_size(rates, nr, s->lat[j].rate) && nr < MAX_LIST)
+				rates[nr++] = s->lat[j].rate;
+		qsort(rates, nr, sizeof(*rates), cmp_u64);
+		uint64_t mid = rates[(nr - 1) / 2];
+		char spec[8192] = "", vs[8192] = "";
+		size_t ls = 0, lv = 0;
+
+		for (unsigned k = 0; k < s->o->nvariants; k++) {
+			enum variant_id v = s->o->order[k];
+			char name[160], rname[160];
+			FILE *rf;
+
+			snprintf(rname, sizeof(rname), "data/latrate-%s-n%" PRIu64 "-s%" PRIu64 ".dat",
+				 variant_name(v), first->n, first->size);
+			if (!(rf = open_in(d, rname, "w")))
+				return -EIO;
+			fprintf(rf, "# offered/s achieved/s p50_us p90_us p99_us p99.9_us max_us\n");
+			unsigned rows = 0;
+
+			for (unsigned q = 0; q < nr; q++)
+				for (size_t j = i; j < s->nlat; j++) {
+					const struct lat_result *l = &s->lat[j];
+
+					if (l->v != v || l->n != first->n || l->size != first->size ||
+					    l->rate != rates[q])
+						continue;
+					fprintf(rf, "%" PRIu64 " %.0f %.3f %.3f %.3f %.3f %.3f\n", l->rate,
+						l->achieved, hist_percentile(&l->lat, 50) / 1000.0,
+						hist_percentile(&l->lat, 90) / 1000.0,
+						hist_percentile(&l->lat, 99) / 1000.0,
+						hist_percentile(&l->lat, 99.9) / 1000.0,
+						l->lat.max / 1000.0);
+					rows++;
+					if (l->rate != mid)
+						continue;
+					FILE *sf;
+					struct spec_out o;
+
+					snprintf(name, sizeof(name), "data/spectrum-%s-n%" PRIu64 "-s%" PRIu64
+								     "-r%" PRIu64 ".dat",
+						 variant_name(v), l->n, l->size, l->rate);
+					if (!(sf = open_in(d, name, "w"))) {
+						fclose(rf);
+						return -EIO;
+					}
+					fprintf(sf, "# percentile 1/(1-p) latency_us\n");
+					o.f = sf;
+					hist_walk_levels(&l->lat, 5, spec_line, &o);
+					if ((err = close_checked(d, sf, name))) {
+						fclose(rf);
+						return err;
+					}
+					ls += (size_t)snprintf(spec + ls, sizeof(spec) - ls,
+							       "%s'%s' using 2:3 with lines lw 2 lc rgb "
+							       "'%s' title '%s (%" PRIu64 " samples)'",
+							       ls ? ", \\\n     " : "", name, colour[v],
+							       variant_name(v), l->lat.total);
+				}
+			if ((err = close_checked(d, rf, rname)))
+				return err;
+			if (rows)
+				lv += (size_t)snprintf(vs + lv, sizeof(vs) - lv,
+						       "%s'%s' using 1:5 with linespoints lw 2 pt 7 "
+						       "lc rgb '%s' title '%s p99', '%s' using 1:3 with "
+						       "linespoints lw 1 dt 2 pt 6 lc rgb '%s' title '%s p50'",
+						       lv ? ", \\\n     " : "", rname, colour[v],
+						       variant_name(v), rname, colour[v], variant_name(v));
+			if (ls >= sizeof(spec) || lv >= sizeof(vs))
+				return -E2BIG;
+		}
+		fprintf(gp, "\n# Latency, fan-out %" PRIu64 ", %" PRIu64 " B\n", first->n, first->size);
+		if (ls) {
+			fprintf(gp, "set output 'latency-spectrum-n%" PRIu64 "-s%" PRIu64 ".svg'\n",
+				first->n, first->size);
+			fprintf(gp, "set title 'Latency by percentile, fan-out %" PRIu64 ", %" PRIu64
+				    " B, %" PRIu64 " fan-outs/s offered (from each call''s scheduled "
+				    "start)'\n",
+				first->n, first->size, mid);
+			fprintf(gp, "set logscale x 10\nset logscale y 10\nset yrange [*:*]\n"
+				    "set format y '%%g'\n");
+			/* Tic labels are format strings to gnuplot: a percent sign is written %%. */
+			fprintf(gp, "set xtics ('50%%%%' 2, '90%%%%' 10, '99%%%%' 100, '99.9%%%%' 1000, "
+				    "'99.99%%%%' 10000, '99.999%%%%' 100000)\n");
+			fprintf(gp, "set xlabel 'percentile'\nset ylabel 'latency, microseconds (log "
+				    "scale)'\n");
+			fprintf(gp, "plot %s\nset xtics autofreq\n", spec);
+		}
+		if (lv) {
+			fprintf(gp, "set output 'latency-vs-rate-n%" PRIu64 "-s%" PRIu64 ".svg'\n",
+				first->n, first->size);
+			fprintf(gp, "set title 'Latency vs offered rate, fan-out %" PRIu64 ", %" PRIu64
+				    " B: p99 solid, p50 dashed'\n",
+				first->n, first->size);
+			fprintf(gp, "unset logscale x\nset logscale y 10\nset xrange [0:*]\n"
+				    "set format x '%%g'\nset format y '%%g'\n");
+			fprintf(gp, "set xlabel 'offered rate, fan-outs per second'\n"
+				    "set ylabel 'latency, microseconds (log scale)'\n");
+			fprintf(gp, "plot %s\nset xrange [*:*]\n", vs);
+		}
+	}
+	return 0;
+}
+
+/* ---- index.html --------------------------------------------------------------------------- */
+
+static void html_results(FILE *f, const struct session *s)
+{
+	unsigned mode = 0;
+	char a[16], b[16];
+
+	for (size_t i = 0; i < s->nres; i++) {
+		const struct result *r = &s->res[i];
+
+		if (r->mode != mode) {
+			if (mode)
+				fputs("</table>\n", f);
+			mode = r->mode;
+			fprintf(f, "<h2>%s</h2>\n<table>\n<tr><th>fan-out</th><th>size B</th>"
+				   "<th>backend</th><th>fan-outs/s</th><th>dests/s</th><th>CPU ns/dest "
+				   "process<br>median [min-max]</th><th>caller</th><th>vs raw-sendto<br>"
+				   "CPU/dest</th><th>syscalls /fan-out</th><th>drops</th></tr>\n",
+				mode_name(mode));
+		}
+		fprintf(f, "<tr><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%s</td><td>%s</td>"
+			   "<td>%s</td><td>%.0f [%.0f-%.0f]</td><td>%.0f</td>",
+			r->n, r->size, variant_name(r->v), fmt_si(a, sizeof(a), r->fanouts_s.median),
+			fmt_si(b, sizeof(b), r->dests_s.median), r->cpu_proc.median, r->cpu_proc.min,
+			r->cpu_proc.max, r->cpu_caller.median);
+		if (r->have_ratio)
+			fprintf(f, "<td>%.2f [%.2f-%.2f]</td>", r->r_cpu_proc.median, r->r_cpu_proc.min,
+				r->r_cpu_proc.max);
+		else
+			fputs("<td>-</td>", f);
+		fprintf(f, "<td>%.2f</td><td>%" PRIu64 "</td></tr>\n", r->syscalls.median,
+			r->drops);
+	}
+	if (mode)
+		fputs("</table>\n", f);
+	if (s->nlat) {
+		fputs("<h2>latency</h2>\n<p>Microseconds from each call's scheduled start to its "
+		      "return, at a fixed offered rate (* fewer than 10 samples beyond).</p>\n<table>\n"
+		      "<tr><th>fan-out</th><th>size B</th><th>rate/s</th><th>backend</th>"
+		      "<th>achieved/s</th><th>samples</th><th>p50</th><th>p90</th><th>p99</th>"
+		      "<th>p99.9</th><th>p99.99</th><th>max</th><th>histogram</th></tr>\n",
+		      f);
+		for (size_t i = 0; i < s->nlat; i++) {
+			const struct lat_result *l = &s->lat[i];
+			static const double lv[] = { 50, 90, 99, 99.9, 99.99 };
+
+			fprintf(f, "<tr><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%" PRIu64
+				   "</td><td>%s</td><td>%.0f</td><td>%" PRIu64 "</td>",
+				l->n, l->size, l->rate, variant_name(l->v), l->achieved, l->lat.total);
+			for (size_t k = 0; k < ARRAY_SIZE(lv); k++)
+				fprintf(f, "<td>%.1f%s</td>", hist_percentile(&l->lat, lv[k]) / 1000.0,
+					(double)l->lat.total * (1 - lv[k] / 100) < 10 ? "*" : "");
+			fprintf(f, "<td>%.1f</td><td><a href=\"%s\">%s</a></td></tr>\n",
+				l->lat.max / 1000.0, l->hgrm, l->hgrm);
+		}
+		fputs("</table>\n", f);
+	}
+}
+
+static int chart_rank(const char *name)
+{
+	static const char *const order[] = { "throughput-", "cpu-per-dest-", "latency-spectrum-",
+					     "latency-vs-rate-" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(order); i++)
+		if (!strncmp(name, order[i], strlen(order[i])))
+			return (int)i;
+	return (int)ARRAY_SIZE(order);
+}
+
+static int cmp_chart(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+	int d = chart_rank(x) - chart_rank(y);
+
+	return d ? d : strverscmp(x, y);
+}
+
+/* Every SVG in the directory, by kind and then by name (sizes and fan-outs in numeric order). */
+static void show_charts(FILE *f, struct dir *d)
+{
+	DIR *dir = opendir(d->path);
+	struct dirent *e;
+	char *names[256];
+	size_t n = 0;
+
+	if (!dir)
+		return;
+	while ((e = readdir(dir)) && n < ARRAY_SIZE(names)) {
+		size_t len = strlen(e->d_name);
+
+		if (len > 4 && !strcmp(e->d_name + len - 4, ".svg") && (names[n] = strdup(e->d_name)))
+			n++;
+	}
+	closedir(dir);
+	qsort(names, n, sizeof(*names), cmp_chart);
+	if (n)
+		fputs("<h2>Charts</h2>\n", f);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "<img src=\"%s\" alt=\"%s\">\n", names[i], names[i]);
+		free(names[i]);
+	}
+}
+
+static int write_index(struct session *s, struct dir *d, bool charts)
+{
+	FILE *f = open_in(d, "index.html", "w");
+	char *hdr = NULL;
+	size_t hlen = 0;
+	FILE *m;
+
+	if (!f)
+		return -EIO;
+	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>multisend-bench "
+	      "report</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;"
+	      "padding:0 1em}pre{background:#f5f5f5;padding:1em;overflow-x:auto;white-space:pre-wrap}"
+	      "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;padding:"
+	      "2px 8px;text-align:right}img{max-width:100%;border:1px solid #ddd;margin:1em 0}"
+	      "</style></head><body>\n<h1>multisend-bench report</h1>\n",
+	      f);
+	m = open_memstream(&hdr, &hlen);
+	if (m) {
+		text_header(m, s);
+		fclose(m);
+		fputs("<h2>Environment</h2>\n<pre>", f);
+		html_str(f, hdr);
+		fputs("</pre>\n", f);
+		free(hdr);
+	}
+	fputs("<p>Absolute numbers drift on a shared or virtual machine; ratios to raw-sendto, "
+	      "taken round by round between interleaved runs, hold much better. Every figure is "
+	      "a median over rounds with its min and max.</p>\n",
+	      f);
+	if (s->cap.done) {
+		fputs("<h2>Capacity</h2>\n<p><b>", f);
+		html_str(f, s->cap.sentence);
+		fputs("</b></p>\n", f);
+	}
+	if (!charts)
+		fputs("<p>Charts were not drawn, or not all of them: gnuplot is not installed "
+		      "(Debian: apt-get install gnuplot-nox), or it failed (see gnuplot.log). "
+		      "charts.gp and data/ hold what they would show.</p>\n",
+		      f);
+	show_charts(f, d);
+	html_results(f, s);
+	fputs("<h2>Files</h2>\n<ul><li><a href=\"summary.csv\">summary.csv</a>: one row per "
+	      "result</li><li><a href=\"runs.jsonl\">runs.jsonl</a>: JSON lines, every run's raw "
+	      "figures</li><li>*.hgrm: latency histograms in HdrHistogram's percentile format "
+	      "(microseconds)</li><li><a href=\"charts.gp\">charts.gp</a> and data/: the charts' "
+	      "gnuplot script and data</li></ul>\n</body></html>\n",
+	      f);
+	return close_checked(d, f, "index.html");
+}
+
+int report_dir_write(struct session *s)
+{
+	struct dir d = { .path = s->o->report };
+	char p[4096];
+	FILE *f, *gp;
+	int err;
+
+	snprintf(p, sizeof(p), "%s/data", d.path);
+	if ((mkdir(d.path, 0755) && errno != EEXIST) || (mkdir(p, 0755) && errno != EEXIST)) {
+		fprintf(stderr, "multisend-bench: --report %s: %s\n", d.path, strerror(errno));
+		return -errno;
+	}
+	/* summary.csv and runs.jsonl: the same writers as --csv and --json. */
+	if (!(f = open_in(&d, "summary.csv", "w")))
+		goto fail;
+	csv_header(f);
+	for (size_t i = 0; i < s->nres; i++)
+		csv_result(f, s, &s->res[i]);
+	for (size_t i = 0; i < s->nlat; i++)
+		csv_latency(f, s, &s->lat[i]);
+	if (close_checked(&d, f, "summary.csv"))
+		goto fail;
+
+	if (!(gp = open_in(&d, "charts.gp", "w")))
+		goto fail;
+	fprintf(gp, "# Written by multisend-bench; render with: cd %s && gnuplot charts.gp\n", d.path);
+	fprintf(gp, "set terminal svg size 980,560 dynamic noenhanced font 'Helvetica,12' "
+		    "background rgb 'white'\nset grid\nset key outside right top\n"
+		    "set bars small\n");
+	err = write_throughput(s, &d, gp);
+	if (!err)
+		err = write_latency(s, &d, gp); /* also writes the .hgrm files */
+	if (close_checked(&d, gp, "charts.gp") || err)
+		goto fail;
+
+	if (!(f = open_in(&d, "runs.jsonl", "w")))
+		goto fail;
+	json_env(f, s);
+	for (size_t i = 0; i < s->nres; i++)
+		json_result(f, s, &s->res[i]);
+	for (size_t i = 0; i < s->nlat; i++)
+		json_latency(f, s, &s->lat[i]);
+	if (s->cap.done)
+		json_capacity(f, s);
+	if (close_checked(&d, f, "runs.jsonl"))
+		goto fail;
+
+	bool charts = false;
+
+	if (have_program("gnuplot")) {
+		char *argv[] = { "gnuplot", "charts.gp", NULL };
+		char log[4096];
+
+		snprintf(log, sizeof(log), "%s/gnuplot.log", d.path);
+		int rc = run_command(argv, d.path, log);
+
+		if (rc)
+			fprintf(stderr, "multisend-bench: gnuplot failed (status %d), see %s\n", rc, log);
+		else
+			charts = true;
+	}
+	if (write_index(s, &d, charts))
+		goto fail;
+	return 0;
+fail:
+	fprintf(stderr, "multisend-bench: --report: %s\n", d.err[0] ? d.err : "write failed");
+	return -EIO;
+}

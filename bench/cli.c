@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/* The command line: --help, parsing, and validation. Bad usage exits 2 with a message. */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "sink.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: multisend-bench [OPTION]...\n"
+	      "Measure libmultisend's backends side by side against a plain sendto loop, and plan\n"
+	      "capacity. With no options: the default comparison (about one minute).\n"
+	      "\n"
+	      "What to run:\n"
+	      "  -m, --mode LIST        compare (default), sweep, latency, capacity, or all (= sweep,\n"
+	      "                         latency, capacity); a comma-separated list runs each, in the\n"
+	      "                         order compare, sweep, latency, capacity\n"
+	      "                           compare   every backend at fan-outs 1,16,256,1024 and\n"
+	      "                                     sizes 64,512 B\n"
+	      "                           sweep     a fan-out x size grid (1..1024 x 64..1472 B),\n"
+	      "                                     with the fit cost per fan-out = a + b*N\n"
+	      "                           latency   a fixed offered rate; each call's latency from\n"
+	      "                                     its scheduled start (p50..p99.99, max)\n"
+	      "                           capacity  the largest fan-out per core for --rate,\n"
+	      "                                     --size, --cpu-budget, --p99-bound\n"
+	      "  -b, --backends LIST    raw-sendto,loop,sendmmsg,io_uring (default: all available,\n"
+	      "                         in this order, which is also the interleaving order).\n"
+	      "                         raw-sendto is the baseline every ratio is taken against\n"
+	      "  -n, --fanout LIST      destinations per call, e.g. 1,16,256,1024\n"
+	      "  -s, --size LIST        message sizes in bytes (1..65507), e.g. 64,512\n"
+	      "      --sink NAME        loopback (default): receivers on 127.0.0.1, drained between\n"
+	      "                           timed batches; the loopback receive path is in the cost\n"
+	      "                         netns-drop: (root) a private namespace whose veth drops\n"
+	      "                           every datagram: the sender's cost alone\n"
+	      "                         deliver: receiver threads read and verify every datagram;\n"
+	      "                           reports sent = received + kernel drops\n"
+	      "      --connected        one connected UDP socket per destination (default: one\n"
+	      "                         unconnected socket with N addresses)\n"
+	      "\n"
+	      "How long:\n"
+	      "  -t, --duration SEC     approximate seconds per mode (default 60; --quick 3)\n"
+	      "  -i, --iterations N     fan-outs per timed run (compare, sweep, capacity), instead of\n"
+	      "                         sizing runs from --duration\n"
+	      "      --rounds N         interleaved rounds (default 7; latency 3; --quick 3 and 2)\n"
+	      "  -q, --quick            a few seconds per mode, fewer fan-outs and sizes (smoke test)\n"
+	      "  -r, --rate LIST        latency: offered fan-outs per second (default: 20%, 50% and\n"
+	      "                         80% of what raw-sendto sustains); capacity: the message rate\n"
+	      "                         (first value, default 10000). Suffixes k and m\n"
+	      "      --cpu N            pin the sending thread to CPU N (receivers avoid it)\n"
+	      "\n"
+	      "Capacity (sweeps --fanout, default 1,4,16,64,256,1024, at the first --size, default\n"
+	      "64, then measures latency at the answer):\n"
+	      "      --cpu-budget F     fraction of one core the fan-out may use (default 0.7)\n"
+	      "      --p99-bound US     bound on the p99 latency of a whole fan-out call, from its\n"
+	      "                         scheduled start, in microseconds (default: none)\n"
+	      "      --subscribers N    also say how many cores or relay hosts N subscribers need\n"
+	      "      --relay-cores N    cores per relay host (default: this host's)\n"
+	      "\n"
+	      "Output (the table always goes to stdout, or to stderr with --json -):\n"
+	      "  -J, --json FILE|-      one JSON object per line: env, then one per backend and\n"
+	      "                         configuration (all runs' raw figures inside), latency,\n"
+	      "                         capacity, skip\n"
+	      "      --csv FILE         one row per result\n"
+	      "      --report DIR       summary.csv, runs.jsonl, .hgrm histograms, SVG charts\n"
+	      "                         (with gnuplot) and index.html\n"
+	      "      --no-progress      no progress line (it is shown only on a terminal, for runs\n"
+	      "                         longer than a few seconds)\n"
+	      "  -h, --help             this text\n"
+	      "  -V, --version          versions of the bench and the library\n"
+	      "\n"
+	      "Exit status: 0 done, 1 failed, 2 bad usage, 130/143 interrupted (cleaned up).\n",
+	      f);
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "multisend-bench: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'multisend-bench --help'.\n");
+	return -EINVAL;
+}
+
+static int parse_modes(const char *arg, unsigned *modes)
+{
+	char buf[128];
+	char *save, *tok;
+
+	if (strlen(arg) >= sizeof(buf))
+		return bad("--mode: too long: %s", arg);
+	strcpy(buf, arg);
+	*modes = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "compare"))
+			*modes |= MODE_COMPARE;
+		else if (!strcmp(tok, "sweep"))
+			*modes |= MODE_SWEEP;
+		else if (!strcmp(tok, "latency"))
+			*modes |= MODE_LATENCY;
+		else if (!strcmp(tok, "capacity"))
+			*modes |= MODE_CAPACITY;
+		else if (!strcmp(tok, "all"))
+			*modes |= MODE_SWEEP | MODE_LATENCY | MODE_CAPACITY;
+		else
+			return bad("--mode: unknown mode '%s' (compare, sweep, latency, capacity, all)",
+				   tok);
+	}
+	return *modes ? 0 : bad("--mode: empty list '%s'", arg);
+}
+
+static int parse_backends(const char *arg, struct opts *o)
+{
+	char buf[128];
+	char *save, *tok;
+	bool seen[V_COUNT] = { false };
+
+	if (strlen(arg) >= sizeof(buf))
+		return bad("--backends: too long: %s", arg);
+	strcpy(buf, arg);
+	o->nvariants = 0;
+	if (!strcmp(buf, "all")) {
+		for (int v = 0; v < V_COUNT; v++)
+			o->order[o->nvariants++] = (enum variant_id)v;
+		return 0;
+	}
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int v = variant_from_name(tok);
+
+		if (v < 0)
+			return bad("--backends: unknown backend '%s' (raw-sendto, loop, sendmmsg, "
+				   "io_uring, all)",
+				   tok);
+		if (seen[v])
+			return bad("--backends: '%s' given twice", tok);
+		seen[v] = true;
+		o->order[o->nvariants++] = (enum variant_id)v;
+	}
+	return o->nvariants ? 0 : bad("--backends: empty list '%s'", arg);
+}
+
+enum {
+	OPT_SINK = 256,
+	OPT_CONNECTED,
+	OPT_ROUNDS,
+	OPT_CPU,
+	OPT_CSV,
+	OPT_REPORT,
+	OPT_BUDGET,
+	OPT_P99,
+	OPT_SUBS,
+	OPT_RELAY,
+	OPT_NO_PROGRESS,
+};
+
+static const struct option long_opts[] = {
+	{ "mode", required_argument, NULL, 'm' },
+	{ "backends", required_argument, NULL, 'b' },
+	{ "fanout", required_argument, NULL, 'n' },
+	{ "size", required_argument, NULL, 's' },
+	{ "sink", required_argument, NULL, OPT_SINK },
+	{ "connected", no_argument, NULL, OPT_CONNECTED },
+	{ "duration", required_argument, NULL, 't' },
+	{ "iterations", required_argument, NULL, 'i' },
+	{ "rounds", required_argument, NULL, OPT_ROUNDS },
+	{ "quick", no_argument, NULL, 'q' },
+	{ "rate", required_argument, NULL, 'r' },
+	{ "cpu", required_argument, NULL, OPT_CPU },
+	{ "cpu-budget", required_argument, NULL, OPT_BUDGET },
+	{ "p99-bound", required_argument, NULL, OPT_P99 },
+	{ "subscribers", required_argument, NULL, OPT_SUBS },
+	{ "relay-cores", required_argument, NULL, OPT_RELAY },
+	{ "json", required_argument, NULL, 'J' },
+	{ "csv", required_argument, NULL, OPT_CSV },
+	{ "report", required_argument, NULL, OPT_REPORT },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ NULL, 0, NULL, 0 },
+};
+
+int parse_args(int argc, char **argv, struct opts *o)
+{
+	uint64_t u;
+	int c, n;
+
+	memset(o, 0, sizeof(*o));
+	o->modes = MODE_COMPARE;
+	o->cpu = -1;
+	o->cpu_budget = 0.7;
+	o->progress = true;
+	for (int v = 0; v < V_COUNT; v++)
+		o->order[o->nvariants++] = (enum variant_id)v;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":m:b:n:s:t:i:qr:J:hV", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			if (parse_modes(optarg, &o->modes))
+				return -EINVAL;
+			break;
+		case 'b':
+			if (parse_backends(optarg, o))
+				return -EINVAL;
+			break;
+		case 'n':
+			n = parse_u64_list(optarg, 1, 1000000, true, o->fanouts, MAX_LIST);
+			if (n < 0)
+				return bad("--fanout: expected a list of numbers 1..1000000, got '%s'",
+					   optarg);
+			o->nfanouts = (unsigned)n;
+			break;
+		case 's':
+			n = parse_u64_list(optarg, 1, 65507, false, o->sizes, MAX_LIST);
+			if (n < 0)
+				return bad("--size: expected a list of sizes 1..65507 (bytes), got '%s'",
+					   optarg);
+			o->nsizes = (unsigned)n;
+			break;
+		case OPT_SINK:
+			if (!strcmp(optarg, "loopback"))
+				o->sink = SINK_LOOPBACK;
+			else if (!strcmp(optarg, "netns-drop"))
+				o->sink = SINK_NETNS_DROP;
+			else if (!strcmp(optarg, "deliver"))
+				o->sink = SINK_DELIVER;
+			else
+				return bad("--sink: unknown sink '%s' (loopback, netns-drop, deliver)",
+					   optarg);
+			break;
+		case OPT_CONNECTED:
+			o->connected = true;
+			break;
+		case 't':
+			if (parse_double(optarg, 0.1, 86400, &o->duration))
+				return bad("--duration: expected seconds 0.1..86400, got '%s'", optarg);
+			break;
+		case 'i':
+			if (parse_u64(optarg, 1, UINT64_C(1) << 40, &o->iterations))
+				return bad("--iterations: expected a positive count, got '%s'", optarg);
+			break;
+		case OPT_ROUNDS:
+			if (parse_u64(optarg, 1, MAX_ROUNDS, &u))
+				return bad("--rounds: expected 1..1000, got '%s'", optarg);
+			o->rounds = (unsigned)u;
+			break;
+		case 'q':
+			o->quick = true;
+			break;
+		case 'r':
+			n = parse_u64_list(optarg, 1, 100000000, true, o->rates, MAX_LIST);
+			if (n < 0)
+				return bad("--rate: expected a list of rates per second (1..100m), got '%s'",
+					   optarg);
+			o->nrates = (unsigned)n;
+			break;
+		case OPT_CPU:
+			if (parse_u64(optarg, 0, CPU_SETSIZE - 1, &u))
+				return bad("--cpu: expected a CPU number, got '%s'", optarg);
+			o->cpu = (int)u;
+			break;
+		case OPT_BUDGET:
+			if (parse_double(optarg, 0.001, 1, &o->cpu_budget))
+				return bad("--cpu-budget: expected a fraction of a core in (0, 1], got '%s'",
+					   optarg);
+			break;
+		case OPT_P99:
+			if (parse_double(optarg, 0.001, 1e9, &o->p99_bound_us))
+				return bad("--p99-bound: expected microseconds > 0, got '%s'", optarg);
+			break;
+		case OPT_SUBS:
+			if (parse_u64(optarg, 1, UINT64_C(1) << 40, &o->subscribers))
+				return bad("--subscribers: expected a positive count, got '%s'", optarg);
+			break;
+		case OPT_RELAY:
+			if (parse_u64(optarg, 1, 4096, &u))
+				return bad("--relay-cores: expected 1..4096, got '%s'", optarg);
+			o->relay_cores = (unsigned)u;
+			break;
+		case 'J':
+			o->json = optarg;
+			break;
+		case OPT_CSV:
+			o->csv = optarg;
+			break;
+		case OPT_REPORT:
+			o->report = optarg;
+			break;
+		case OPT_NO_PROGRESS:
+			o->progress = false;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("multisend-bench %s, libmultisend %s\n", BENCH_VERSION,
+			       ms_version_string());
+			return 1;
+		case ':':
+			return bad("option '%s' needs a value", argv[optind - 1]);
+		default:
+			if (optopt)
+				fprintf(stderr, "multisend-bench: unknown option '-%c'\n", optopt);
+			else
+				fprintf(stderr, "multisend-bench: unknown option '%s'\n",
+					argv[optind - 1]);
+			fprintf(stderr, "Try 'multisend-bench --help'.\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s' (options only)", argv[optind]);
+	if (o->sink == SINK_DELIVER)
+		for (unsigned i = 0; i < o->nsizes; i++)
+			if (o->sizes[i] < sizeof(struct msg_head)) {
+				char num[24];
+
+				snprintf(num, sizeof(num), "%llu", (unsigned long long)o->sizes[i]);
+				return bad("--sink deliver needs messages of at least 16 bytes (sequence "
+					   "number and magic), not %s",
+					   num);
+			}
+	if (o->cpu >= 0) {
+		cpu_set_t set;
+
+		if (!sched_getaffinity(0, sizeof(set), &set) && !CPU_ISSET(o->cpu, &set)) {
+			char num[16];
+
+			snprintf(num, sizeof(num), "%d", o->cpu);
+			return bad("--cpu %s: that CPU is not available to this process", num);
+		}
+	}
+	return 0;
+}

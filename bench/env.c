@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* What a reader needs to judge the numbers: kernel, CPU, cores, clock, load, versions. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static void cpu_info(struct env_info *e)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[1024];
+
+	snprintf(e->cpu_model, sizeof(e->cpu_model), "unknown CPU");
+	if (!f)
+		return;
+	bool model = false;
+
+	while (fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+
+		if (!colon)
+			continue;
+		char *v = colon + 1;
+
+		while (*v == ' ' || *v == '\t')
+			v++;
+		v[strcspn(v, "\n")] = 0;
+		if (!model && (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5))) {
+			snprintf(e->cpu_model, sizeof(e->cpu_model), "%s", v);
+			model = true;
+		}
+		if (!strncmp(line, "flags", 5) && strstr(v, " hypervisor"))
+			e->hypervisor = true;
+	}
+	fclose(f);
+}
+
+void env_collect(struct env_info *e)
+{
+	struct utsname u;
+	cpu_set_t set;
+	struct rlimit rl;
+	char buf[64];
+
+	memset(e, 0, sizeof(*e));
+	if (!uname(&u))
+		snprintf(e->kernel, sizeof(e->kernel), "%s %s %s %s", u.sysname, u.release, u.version,
+			 u.machine);
+	cpu_info(e);
+	e->cores_online = sysconf(_SC_NPROCESSORS_ONLN);
+	e->cores_allowed = sched_getaffinity(0, sizeof(set), &set) ? e->cores_online
+								   : CPU_COUNT(&set);
+	if (read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		      e->clocksource, sizeof(e->clocksource)))
+		snprintf(e->clocksource, sizeof(e->clocksource), "unknown");
+	if (!read_file("/proc/loadavg", buf, sizeof(buf))) {
+		/* The first three fields: 1, 5 and 15 minute averages. */
+		char *p = buf;
+
+		for (int i = 0; i < 3 && (p = strchr(p + 1, ' ')); i++)
+			;
+		if (p)
+			*p = 0;
+		snprintf(e->loadavg, sizeof(e->loadavg), "%s", buf);
+	}
+	time_t t = time(NULL);
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm))
+		strftime(e->date, sizeof(e->date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(e->lib_version, sizeof(e->lib_version), "%s", ms_version_string());
+	if (!getrlimit(RLIMIT_NOFILE, &rl))
+		e->nofile = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : rl.rlim_cur;
+}

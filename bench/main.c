@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * multisend-bench: the threads around the measurement.
+ *
+ * All measuring happens on one "sending thread": it owns the library contexts (io_uring ties a
+ * ring to the thread that sends on it), is the thread --cpu pins, and is the only thread that
+ * enters the netns-drop namespace. The main thread keeps every signal to itself: it waits for
+ * SIGINT/SIGTERM/SIGHUP with sigtimedwait, asks the sending thread to stop, draws the progress
+ * line, and deletes the namespace on every way out.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "netns.h"
+#include "sink.h"
+
+#define EXIT_USAGE 2
+
+/* Set by the main thread (signals) or the sending thread (output failed); atomic accesses. */
+static int stop_flag;
+
+/* ---- the sending thread -------------------------------------------------------------------- */
+
+struct worker {
+	struct session *s;
+	struct netns *ns;
+	volatile int done;
+	int err;
+};
+
+static const uint64_t cmp_fan[] = { 1, 16, 256, 1024 }, cmp_fan_q[] = { 1, 16, 256 };
+static const uint64_t cmp_size[] = { 64, 512 }, cmp_size_q[] = { 64 };
+static const uint64_t sw_fan[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+static const uint64_t sw_fan_q[] = { 1, 4, 16, 64, 256 };
+static const uint64_t sw_size[] = { 64, 256, 512, 1024, 1472 }, sw_size_q[] = { 64, 512 };
+static const uint64_t lat_fan[] = { 16, 256 }, lat_fan_q[] = { 16 };
+static const uint64_t lat_size[] = { 64 };
+
+/* The user's list, else the mode's quick or full default. */
+#define PICK(o, user, nuser, full_list, quick_list, outp, outn)                                 \
+	do {                                                                                    \
+		if (nuser) {                                                                    \
+			outp = user;                                                            \
+			outn = nuser;                                                           \
+		} else if ((o)->quick) {                                                        \
+			outp = quick_list;                                                      \
+			outn = ARRAY_SIZE(quick_list);                                          \
+		} else {                                                                        \
+			outp = full_list;                                                       \
+			outn = ARRAY_SIZE(full_list);                                           \
+		}                                                                               \
+	} while (0)
+
+/* The progress line counts modes as equal shares: each has the same duration budget. */
+static void next_mode(struct session *s)
+{
+	pthread_mutex_lock(&s->out_lock);
+	if (s->work_total > 0)
+		s->mode_index++;
+	s->work_total = s->work_done = 0;
+	pthread_mutex_unlock(&s->out_lock);
+}
+
+static int run_modes(struct session *s)
+{
+	const struct opts *o = s->o;
+	const uint64_t *f, *z;
+	unsigned nf, nz;
+	int err = 0;
+
+	s->nmodes = (unsigned)__builtin_popcount(o->modes);
+
+	if (o->modes & MODE_COMPARE) {
+		PICK(o, o->fanouts, o->nfanouts, cmp_fan, cmp_fan_q, f, nf);
+		PICK(o, o->sizes, o->nsizes, cmp_size, cmp_size_q, z, nz);
+		err = run_throughput(s, MODE_COMPARE, f, nf, z, nz);
+	}
+	if (!err && (o->modes & MODE_SWEEP)) {
+		next_mode(s);
+		PICK(o, o->fanouts, o->nfanouts, sw_fan, sw_fan_q, f, nf);
+		PICK(o, o->sizes, o->nsizes, sw_size, sw_size_q, z, nz);
+		err = run_throughput(s, MODE_SWEEP, f, nf, z, nz);
+	}
+	if (!err && (o->modes & MODE_LATENCY)) {
+		next_mode(s);
+		PICK(o, o->fanouts, o->nfanouts, lat_fan, lat_fan_q, f, nf);
+		PICK(o, o->sizes, o->nsizes, lat_size, lat_size, z, nz);
+		err = run_latency(s, f, nf, z, nz);
+	}
+	if (!err && (o->modes & MODE_CAPACITY)) {
+		next_mode(s);
+		err = run_capacity(s);
+	}
+	return err;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct session *s = w->s;
+	const struct opts *o = s->o;
+	int err = 0;
+
+	if (w->ns && (err = netns_enter(w->ns))) {
+		fprintf(stderr, "multisend-bench: entering namespace %s: %s\n", w->ns->name,
+			strerror(-err));
+		goto out;
+	}
+	if (o->cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(o->cpu, &set);
+		if ((err = -pthread_setaffinity_np(pthread_self(), sizeof(set), &set))) {
+			fprintf(stderr, "multisend-bench: --cpu %d: %s\n", o->cpu, strerror(-err));
+			goto out;
+		}
+	}
+	if (variants_open(s)) {
+		fprintf(stderr, "multisend-bench: no backend to measure:\n");
+		for (unsigned i = 0; i < o->nvariants; i++)
+			fprintf(stderr, "  %s: %s\n", s->var[o->order[i]].name,
+				s->var[o->order[i]].detail);
+		err = -ENOTSUP;
+		goto out;
+	}
+	report_header(s);
+	err = run_modes(s);
+	if (err && err != -EINTR) {
+		const char *why = err == -EXDEV ? "a sending socket was outside the namespace"
+						: strerror(-err);
+		fprintf(stderr, "multisend-bench: measurement failed: %s\n", why);
+	}
+out:
+	variants_close(s);
+	w->err = err;
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ---- the main thread ----------------------------------------------------------------------- */
+
+static double planned_seconds(const struct opts *o)
+{
+	double per = o->duration > 0 ? o->duration : o->quick ? 3 : 60;
+	int modes = __builtin_popcount(o->modes);
+
+	return per * modes;
+}
+
+static void draw_progress(struct session *s)
+{
+	pthread_mutex_lock(&s->out_lock);
+	if (s->work_total > 0 && s->work_done > 0 && s->nmodes) {
+		double in_mode = s->work_done / s->work_total;
+		double frac = (s->mode_index + (in_mode > 1 ? 1 : in_mode)) / s->nmodes;
+		double el = (double)(now_ns() - s->started_ns) / 1e9;
+		double left = frac > 0.01 ? el * (1 - frac) / frac : 0;
+
+		if (frac > 1)
+			frac = 1;
+		fprintf(stderr, "\r\033[K[%3.0f%%] %.60s", frac * 100, s->progress_label);
+		if (left >= 1)
+			fprintf(stderr, "  ~%.0f s left", left);
+		s->progress_shown = true;
+	}
+	pthread_mutex_unlock(&s->out_lock);
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	/* A fan-out of 1024 needs over 1024 descriptors; the soft limit is often exactly 1024.
+	 * The hard limit is ours to use. */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			fprintf(stderr, "multisend-bench: could not raise RLIMIT_NOFILE: %s\n",
+				strerror(errno));
+	}
+}
+
+static void free_session(struct session *s)
+{
+	for (size_t i = 0; i < s->nres; i++)
+		free(s->res[i].s);
+	free(s->res);
+	for (size_t i = 0; i < s->nlat; i++) {
+		hist_free(&s->lat[i].lat);
+		hist_free(&s->lat[i].svc);
+	}
+	free(s->lat);
+}
+
+static void describe(struct session *s, const struct netns *ns)
+{
+	const struct opts *o = s->o;
+	char order[96] = "";
+
+	for (unsigned i = 0; i < o->nvariants; i++)
+		snprintf(order + strlen(order), sizeof(order) - strlen(order), "%s%s", i ? " " : "",
+			 variant_name(o->order[i]));
+	if (ns)
+		netns_describe(ns, s->sink_desc, sizeof(s->sink_desc));
+	else
+		sink_describe(o->sink, s->sink_desc, sizeof(s->sink_desc));
+	snprintf(s->shape_desc, sizeof(s->shape_desc), "%s",
+		 o->connected ? "one connected UDP socket per destination (sendto without address)"
+			      : "one unconnected UDP socket, one address per destination");
+	snprintf(s->method_desc, sizeof(s->method_desc),
+		 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
+		 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "
+		 "by round",
+		 order);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct session s;
+	struct netns ns;
+	struct worker w = { 0 };
+	sigset_t sigs;
+	pthread_t tid;
+	int rc, status = 0, sig = 0;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc > 0 ? 0 : EXIT_USAGE;
+
+	memset(&s, 0, sizeof(s));
+	memset(&ns, 0, sizeof(ns));
+	s.o = &o;
+	s.stop = &stop_flag;
+	pthread_mutex_init(&s.out_lock, NULL);
+	for (unsigned i = 0; i < o.nvariants; i++)
+		s.var[o.order[i]].wanted = true;
+	raise_nofile();
+	env_collect(&s.env);
+	ksoftirqd_find(&s.ksoftirqd);
+	s.table = stdout;
+	if (o.json && !strcmp(o.json, "-")) {
+		s.json = stdout;
+		s.table = stderr; /* stdout carries nothing but JSON lines */
+	} else if (o.json && !(s.json = fopen(o.json, "we"))) {
+		fprintf(stderr, "multisend-bench: --json %s: %s\n", o.json, strerror(errno));
+		return 1;
+	}
+	if (o.csv) {
+		if (!(s.csv = fopen(o.csv, "we"))) {
+			fprintf(stderr, "multisend-bench: --csv %s: %s\n", o.csv, strerror(errno));
+			status = 1;
+			goto out_files;
+		}
+		csv_header(s.csv);
+	}
+
+	/* Signals are taken by sigtimedwait below, never by handlers: block them everywhere
+	 * (threads inherit the mask) before any thread or namespace exists. A closed pipe must
+	 * not kill us before the namespace is gone: writes then fail with EPIPE instead. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (o.sink == SINK_NETNS_DROP) {
+		char why[512];
+		int err = netns_create(&ns, why, sizeof(why));
+
+		if (err) {
+			fprintf(stderr, "multisend-bench: %s\n", why);
+			status = 1;
+			goto out_ns;
+		}
+		s.ns = &ns;
+	}
+	describe(&s, s.ns);
+
+	w.s = &s;
+	w.ns = s.ns ? &ns : NULL;
+	s.started_ns = now_ns();
+	if ((rc = pthread_create(&tid, NULL, worker_main, &w))) {
+		fprintf(stderr, "multisend-bench: pthread_create: %s\n", strerror(rc));
+		status = 1;
+		goto out_ns;
+	}
+	bool tty = o.progress && isatty(STDERR_FILENO) && planned_seconds(&o) >= 5;
+
+	while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
+		struct timespec tick = { 0, 200000000 };
+		int got = sigtimedwait(&sigs, NULL, &tick);
+
+		if (got > 0 && !sig) {
+			sig = got;
+			request_stop(&s);
+		}
+		if (tty && !sig && now_ns() - s.started_ns > 1000000000ull)
+			draw_progress(&s);
+	}
+	pthread_join(tid, NULL);
+	pthread_mutex_lock(&s.out_lock);
+	if (s.progress_shown)
+		fputs("\r\033[K", stderr);
+	pthread_mutex_unlock(&s.out_lock);
+
+	if (!sig && !w.err && s.nres)
+		report_legend(&s);
+	if (sig)
+		fprintf(stderr, "multisend-bench: interrupted by %s; stopped%s\n", strsignal(sig),
+			s.ns ? ", removing the namespace" : "");
+	else if (s.output_failed)
+		fprintf(stderr, "multisend-bench: writing the output failed (%s); stopped\n",
+			"closed pipe or full disk");
+	else if (w.err)
+		status = 1;
+	else if (o.report && report_dir_write(&s))
+		status = 1;
+	else if (o.report)
+		fprintf(s.table, "\nreport written to %s/index.html\n", o.report);
+
+out_ns:
+	if (ns.created) {
+		int err = netns_destroy(&ns);
+
+		if (err) {
+			fprintf(stderr, "multisend-bench: could not delete namespace %s (%s); remove it "
+					"with: ip netns delete %s\n",
+				ns.name, strerror(-err), ns.name);
+			status = 1;
+		}
+	}
+out_files:
+	if (s.csv && fclose(s.csv)) {
+		fprintf(stderr, "multisend-bench: --csv %s: %s\n", o.csv, strerror(errno));
+		status = 1;
+	}
+	if (s.json && s.json != stdout && fclose(s.json)) {
+		fprintf(stderr, "multisend-bench: --json %s: %s\n", o.json, strerror(errno));
+		status = 1;
+	}
+	if (fflush(stdout) && !status)
+		status = 1;
+	free_session(&s);
+	pthread_mutex_destroy(&s.out_lock);
+	if (sig)
+		return 128 + sig;
+	return status;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The netns-drop sink's private network namespace.
+ *
+ * netns_create (main thread, root) makes a uniquely named namespace "msbench-<pid>" with a
+ * veth pair inside it: NETNS_DEV is up and has NETNS_LOCAL/24, its peer NETNS_PEER stays
+ * down, and NETNS_REMOTE has a permanent neighbour entry to a locally administered MAC that
+ * nothing owns. Every datagram sent to NETNS_REMOTE therefore leaves the UDP/IP stack
+ * normally and is dropped by the veth driver (its peer is down): the sender pays its whole
+ * path, and nothing is received anywhere. The addresses exist only inside the namespace; the
+ * host's interfaces, routes and neighbours are never touched.
+ *
+ * The sending thread enters it with netns_enter (setns(2), this thread only) before it opens
+ * any socket, and netns_check_socket proves each sending socket lives there.
+ * netns_destroy deletes it; main calls it on every exit path, including SIGINT/SIGTERM.
+ */
+#ifndef BENCH_NETNS_H
+#define BENCH_NETNS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define NETNS_DEV "msb0"
+#define NETNS_PEER "msb1"
+#define NETNS_LOCAL "10.213.0.1"
+#define NETNS_REMOTE "10.213.0.2"
+#define NETNS_PREFIX "msbench-"
+
+struct netns {
+	char name[64];
+	char path[128]; /* /run/netns/<name> */
+	bool created;
+};
+
+/* Create it. Returns 0, or -errno with a reason in err. */
+int netns_create(struct netns *ns, char *err, size_t errlen);
+/* Move the calling thread into it and check that it is there. 0 or -errno. */
+int netns_enter(const struct netns *ns);
+/* 0 if socket fd belongs to the namespace, -EXDEV if it does not, other -errno on failure. */
+int netns_check_socket(const struct netns *ns, int fd);
+/* Delete it if it was created. 0 or -errno (the name stays for the message). */
+int netns_destroy(struct netns *ns);
+/* A one-line description for the environment header. */
+void netns_describe(const struct netns *ns, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,443 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Throughput runs: for each configuration, a warm-up of every backend (which also sizes the
+ * runs), then rounds in which every backend runs once, always in the same order
+ * (A B C A B C ...), so slow drift of a shared machine hits all of them alike. Each backend's
+ * figure is the median over rounds, with min and max, and its ratio to raw-sendto is taken
+ * round by round (runs seconds apart, not minutes) before the median is taken.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "netns.h"
+#include "run.h"
+
+/* Share of the duration budget spent in timed sending; the rest goes to setting up, warming
+ * up, draining and the deliver sink's catching up. */
+#define TIMED_SHARE 0.7
+#define MIN_RUN_NS 2000000ull      /* 2 ms: far above the cost of reading the clocks */
+#define MAX_BURST_NS 100000000ull  /* bursts of at most 100 ms keep Ctrl-C and progress lively */
+#define SETTLE_IDLE_NS 500000000ull /* deliver: give up waiting after 0.5 s without progress */
+
+bool stopped(const struct session *s)
+{
+	return __atomic_load_n(s->stop, __ATOMIC_RELAXED) != 0;
+}
+
+void request_stop(struct session *s)
+{
+	__atomic_store_n(s->stop, 1, __ATOMIC_RELAXED);
+}
+
+void progress_plan(struct session *s, double units)
+{
+	pthread_mutex_lock(&s->out_lock);
+	s->work_total += units;
+	pthread_mutex_unlock(&s->out_lock);
+}
+
+void progress_step(struct session *s, double units, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&s->out_lock);
+	s->work_done += units;
+	va_start(ap, fmt);
+	vsnprintf(s->progress_label, sizeof(s->progress_label), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&s->out_lock);
+}
+
+unsigned active_variants(const struct session *s, enum variant_id out[V_COUNT])
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < s->o->nvariants; i++)
+		if (s->var[s->o->order[i]].available)
+			out[n++] = s->o->order[i];
+	return n;
+}
+
+const char *kstat_dev(const struct session *s)
+{
+	return s->o->sink == SINK_NETNS_DROP ? NETNS_DEV : NULL;
+}
+
+int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
+{
+	uint64_t lim = sink_burst_limit(r->sink);
+
+	if (lim == UINT64_MAX || r->pending + want <= lim)
+		return (int64_t)want;
+	int err = sink_drain(r->sink);
+
+	if (err)
+		return err;
+	r->pending = 0;
+	if (lim > 1) {
+		rig_send(r, v, 1);
+		lim--;
+	}
+	return (int64_t)(want < lim ? want : lim);
+}
+
+/* Deliver: wait until every datagram this run handed to the kernel was either received or
+ * counted as dropped, or until nothing moves any more. */
+static void settle(struct rig *r, uint64_t accepted0, const struct deliver_count *d0,
+		   uint64_t drops0, struct sample *out)
+{
+	uint64_t want = r->accepted - accepted0, last = UINT64_MAX, idle_since = now_ns(), drops;
+	struct deliver_count d;
+
+	for (;;) {
+		sink_count(r->sink, &d);
+		drops = sink_drops(r->sink) - drops0;
+		uint64_t seen = d.received - d0->received + drops;
+
+		if (seen >= want)
+			break;
+		if (seen != last) {
+			last = seen;
+			idle_since = now_ns();
+		} else if (now_ns() - idle_since > SETTLE_IDLE_NS) {
+			break;
+		}
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, NULL);
+	}
+	out->received = d.received - d0->received;
+	out->lost = d.lost - d0->lost;
+	out->late = d.late - d0->late;
+	out->bad = d.bad - d0->bad;
+	out->unaccounted = (int64_t)want - (int64_t)out->received - (int64_t)drops;
+}
+
+/* Drops that belong to this run: our receivers' own counters where there are receivers (other
+ * programs' traffic cannot leak in), else the private namespace's UDP counters. */
+uint64_t run_drops(const struct session *s, const struct rig *r, const struct kstat *dk,
+		   uint64_t sink0)
+{
+	return s->o->sink == SINK_NETNS_DROP ? kstat_udp_drops(dk) : sink_drops(r->sink) - sink0;
+}
+
+int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iterations,
+	      uint64_t max_burst, struct sample *out)
+{
+	const bool deliver = s->o->sink == SINK_DELIVER;
+	uint64_t lim = sink_burst_limit(r->sink);
+	struct kstat k0, k1;
+	struct deliver_count d0;
+	uint64_t accepted0 = r->accepted;
+
+	memset(out, 0, sizeof(*out));
+	if (lim != UINT64_MAX && max_burst > lim - 1)
+		max_burst = lim > 1 ? lim - 1 : 1;
+	if (!max_burst)
+		max_burst = 1;
+	/* Equal bursts, so no run ends with a sliver whose clock reads would weigh. */
+	uint64_t nb = (iterations + max_burst - 1) / max_burst;
+
+	if (kstat_read(&k0, kstat_dev(s)))
+		memset(&k0, 0, sizeof(k0));
+	if (deliver)
+		sink_count(r->sink, &d0);
+	uint64_t soft0 = ksoftirqd_ns(&s->ksoftirqd), sink0 = sink_drops(r->sink);
+
+	for (uint64_t b = 0; b < nb; b++) {
+		uint64_t want = iterations / nb + (b < iterations % nb);
+
+		while (want) {
+			if (stopped(s))
+				return -EINTR;
+			int64_t room = rig_room(r, v, want);
+
+			if (room < 0)
+				return (int)room;
+			uint64_t sys0 = variant_syscalls(s, v);
+			uint64_t pre0 = thread_preemptions(), rx0 = 0, rx1 = 0;
+			struct clocks a, z;
+
+			/* Receiver CPU (deliver) is read just inside the process interval, so what is
+			 * taken out of the process figure never exceeds what is in it. */
+			a.proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+			if (deliver)
+				rx0 = sink_rx_cpu_ns(r->sink);
+			a.thread = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			a.wall = now_ns();
+			out->failed += rig_send(r, v, (uint64_t)room);
+			z.wall = now_ns();
+			z.thread = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+			if (deliver)
+				rx1 = sink_rx_cpu_ns(r->sink);
+			z.proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+			out->preempted += thread_preemptions() - pre0;
+			out->wall_ns += z.wall - a.wall;
+			out->proc_ns += z.proc - a.proc;
+			out->thread_ns += z.thread - a.thread;
+			out->rx_ns += rx1 - rx0;
+			out->syscalls += v == V_RAW ? (uint64_t)room * r->n
+						    : variant_syscalls(s, v) - sys0;
+			out->fanouts += (uint64_t)room;
+			want -= (uint64_t)room;
+		}
+	}
+	out->dests = out->fanouts * r->n;
+	out->softirqd_ns = ksoftirqd_ns(&s->ksoftirqd) - soft0;
+	if (deliver)
+		settle(r, accepted0, &d0, sink0, out);
+	if (kstat_read(&k1, kstat_dev(s)))
+		memset(&k1, 0, sizeof(k1));
+	kstat_delta(&k1, &k0, &out->k);
+	out->drops = run_drops(s, r, &out->k, sink0);
+	return 0;
+}
+
+double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns)
+{
+	uint64_t count = 1, fanouts = 0, wall = 0;
+
+	/* Double the batch until the time is spent: the first calls (page faults, cold caches,
+	 * io_uring's first-send setup) weigh less and less. */
+	while (wall < min_ns) {
+		struct sample smp;
+		int err = timed_run(s, r, v, count, count, &smp);
+
+		if (err)
+			return err;
+		wall += smp.wall_ns;
+		fanouts += smp.fanouts;
+		if (smp.wall_ns < min_ns / 4)
+			count *= 2;
+	}
+	return (double)wall / (double)fanouts;
+}
+
+/* Per-round figures of one sample. */
+static double per(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+static void summarize_one(struct result *res, const struct result *raw)
+{
+	double v[MAX_ROUNDS], w[MAX_ROUNDS];
+	unsigned n = res->rounds;
+
+#define SUMMARY(field, expr)                                                                    \
+	do {                                                                                    \
+		for (unsigned i = 0; i < n; i++) {                                              \
+			const struct sample *x = &res->s[i];                                    \
+			v[i] = (expr);                                                          \
+		}                                                                               \
+		summarize(v, n, &res->field);                                                   \
+	} while (0)
+#define RATIO(field, expr)                                                                      \
+	do {                                                                                    \
+		for (unsigned i = 0; i < n; i++) {                                              \
+			const struct sample *x = &res->s[i];                                    \
+			w[i] = (expr);                                                          \
+			x = &raw->s[i];                                                         \
+			double base = (expr);                                                   \
+			w[i] = base > 0 ? w[i] / base : 0;                                      \
+		}                                                                               \
+		summarize(w, n, &res->field);                                                   \
+	} while (0)
+
+	SUMMARY(fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
+	SUMMARY(dests_s, per(x->dests * 1000000000ull, x->wall_ns));
+	SUMMARY(cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+	SUMMARY(cpu_caller, per(x->thread_ns, x->dests));
+	SUMMARY(syscalls, per(x->syscalls, x->fanouts));
+	SUMMARY(wall_dest, per(x->wall_ns, x->dests));
+	SUMMARY(softirqd, per(x->softirqd_ns, x->dests));
+	if (raw) {
+		res->have_ratio = true;
+		RATIO(r_fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
+		RATIO(r_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
+		RATIO(r_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(r_cpu_caller, per(x->thread_ns, x->dests));
+		RATIO(r_syscalls, per(x->syscalls, x->fanouts));
+	}
+#undef SUMMARY
+#undef RATIO
+	for (unsigned i = 0; i < n; i++) {
+		const struct sample *x = &res->s[i];
+
+		res->k.udp_out += x->k.udp_out;
+		res->k.udp_in_errors += x->k.udp_in_errors;
+		res->k.udp_rcvbuf_errors += x->k.udp_rcvbuf_errors;
+		res->k.udp_sndbuf_errors += x->k.udp_sndbuf_errors;
+		res->k.udp_no_ports += x->k.udp_no_ports;
+		res->k.udp_mem_errors += x->k.udp_mem_errors;
+		res->k.dev_tx_dropped += x->k.dev_tx_dropped;
+		res->failed += x->failed;
+		res->dests += x->dests;
+		res->received += x->received;
+		res->lost += x->lost;
+		res->late += x->late;
+		res->bad += x->bad;
+		res->preempted += x->preempted;
+		res->drops += x->drops;
+		res->unaccounted += x->unaccounted;
+	}
+}
+
+static int store_result(struct session *s, const struct result *r)
+{
+	if (s->nres == s->capres) {
+		size_t cap = s->capres ? s->capres * 2 : 32;
+		struct result *n = realloc(s->res, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->res = n;
+		s->capres = cap;
+	}
+	s->res[s->nres++] = *r;
+	return 0;
+}
+
+/* Measure one configuration: warm-up, rounds, results. */
+static int measure(struct session *s, unsigned mode, struct rig *r, double run_ns,
+		   unsigned rounds)
+{
+	enum variant_id act[V_COUNT];
+	unsigned nv = active_variants(s, act);
+	double est[V_COUNT];
+	struct result res[V_COUNT];
+	int err = 0;
+
+	memset(res, 0, sizeof(res));
+	for (unsigned i = 0; i < nv; i++) {
+		double e = rig_calibrate(s, r, act[i], (uint64_t)(run_ns > MIN_RUN_NS ? run_ns
+										: MIN_RUN_NS));
+		if (e < 0)
+			return (int)e;
+		est[i] = e;
+		progress_step(s, 1, "%s fan-out %llu, %llu B: warm-up %s", mode_name(mode),
+			      (unsigned long long)r->n, (unsigned long long)r->size,
+			      variant_name(act[i]));
+	}
+	struct summary sm;
+
+	summarize(est, nv, &sm); /* reorders est; only the median is used */
+	/* The same work for every backend: they are compared on equal terms. */
+	uint64_t iters = s->o->iterations;
+
+	if (!iters) {
+		double t = run_ns > MIN_RUN_NS ? run_ns : MIN_RUN_NS;
+
+		iters = (uint64_t)(t / sm.median);
+		if (!iters)
+			iters = 1;
+	}
+	uint64_t burst = (uint64_t)(MAX_BURST_NS / sm.median);
+
+	for (unsigned i = 0; i < nv; i++) {
+		res[i].mode = mode;
+		res[i].v = act[i];
+		res[i].n = r->n;
+		res[i].size = r->size;
+		res[i].rounds = rounds;
+		res[i].iterations = iters;
+		res[i].s = calloc(rounds, sizeof(struct sample));
+		if (!res[i].s) {
+			err = -ENOMEM;
+			goto out;
+		}
+	}
+	for (unsigned k = 0; k < rounds; k++)
+		for (unsigned i = 0; i < nv; i++) {
+			err = timed_run(s, r, act[i], iters, burst ? burst : 1, &res[i].s[k]);
+			if (err)
+				goto out;
+			progress_step(s, 1, "%s fan-out %llu, %llu B: round %u/%u %s",
+				      mode_name(mode), (unsigned long long)r->n,
+				      (unsigned long long)r->size, k + 1, rounds, variant_name(act[i]));
+		}
+	const struct result *raw = NULL;
+
+	for (unsigned i = 0; i < nv; i++)
+		if (act[i] == V_RAW)
+			raw = &res[i];
+	for (unsigned i = 0; i < nv; i++)
+		summarize_one(&res[i], raw);
+	double spread = 0;
+
+	for (unsigned i = 0; i < nv; i++) {
+		const struct summary *c = &res[i].cpu_proc;
+
+		if (c->median > 0 && (c->max - c->min) / c->median > spread)
+			spread = (c->max - c->min) / c->median;
+	}
+	for (unsigned i = 0; i < nv; i++) {
+		err = store_result(s, &res[i]);
+		if (err)
+			goto out;
+		report_result(s, &s->res[s->nres - 1]);
+		res[i].s = NULL; /* owned by s->res now */
+	}
+	/* A wide min-max in CPU per destination while the thread was on the CPU the whole time
+	 * means the machine itself changed speed (a busy host under a virtual machine, frequency
+	 * scaling): the ratios, taken within each round, are what still holds. */
+	if (spread > 0.25)
+		report_note(s, "CPU per destination varied by up to %.0f%% between rounds: the machine's "
+			       "speed changed during this configuration; trust the ratios more than the "
+			       "absolute figures",
+			    spread * 100);
+out:
+	for (unsigned i = 0; i < nv; i++)
+		free(res[i].s);
+	return err;
+}
+
+static unsigned default_rounds(const struct session *s)
+{
+	return s->o->rounds ? s->o->rounds : s->o->quick ? 3 : 7;
+}
+
+int run_throughput(struct session *s, unsigned mode, const uint64_t *fanouts, unsigned nf,
+		   const uint64_t *sizes, unsigned nsz)
+{
+	enum variant_id act[V_COUNT];
+	unsigned nv = active_variants(s, act);
+	unsigned rounds = default_rounds(s);
+	double duration = s->o->duration > 0 ? s->o->duration : s->o->quick ? 3 : 60;
+	double runs = (double)nf * nsz * nv * (rounds + 1);
+	double run_ns = duration * 1e9 * TIMED_SHARE / runs;
+	int err = 0;
+
+	progress_plan(s, runs);
+	for (unsigned j = 0; j < nsz && !err; j++) {
+		for (unsigned i = 0; i < nf && !err; i++) {
+			struct rig r;
+			char why[256];
+
+			if (stopped(s))
+				return -EINTR;
+			err = rig_open(s, &r, fanouts[i], sizes[j], why, sizeof(why));
+			if (err) {
+				char what[96];
+
+				snprintf(what, sizeof(what), "fan-out %llu, %llu B",
+					 (unsigned long long)fanouts[i], (unsigned long long)sizes[j]);
+				report_skip(s, what, why);
+				progress_step(s, nv * (rounds + 1.0), "skipped %s", what);
+				/* A namespace breach is never skipped over. */
+				if (err == -EXDEV)
+					return err;
+				err = 0;
+				continue;
+			}
+			err = measure(s, mode, &r, run_ns, rounds);
+			rig_close(&r);
+		}
+		if (!err)
+			report_results_done(s, mode, sizes[j]);
+	}
+	return err;
+}

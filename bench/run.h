@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* Timed runs on a rig, shared by the throughput, latency and capacity modes. */
+#ifndef BENCH_RUN_H
+#define BENCH_RUN_H
+
+#include "workload.h"
+
+/*
+ * Before sending up to want fan-outs: if the sink's queues could overflow, drain them and
+ * send one untimed fan-out of v so the next timed call does not pay for the drain's cold
+ * caches. Returns how many fan-outs may be sent now (1..want), or -errno.
+ */
+int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want);
+
+/*
+ * One timed run: iterations fan-outs of v in bursts of at most max_burst, with the clocks,
+ * library counters and (deliver) receiver CPU read around each burst only. Kernel counters
+ * are read around the whole run and, for deliver, after the receivers have caught up.
+ * Returns 0, -EINTR when stopped, or -errno.
+ */
+int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iterations,
+	      uint64_t max_burst, struct sample *out);
+
+/* Send with v until at least min_ns of timed sending has passed (a warm-up that also
+ * measures). Returns wall ns per fan-out, or a negative errno. */
+double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns);
+
+/* Drops over a run: the sink's own receivers' counters since sink0 (= sink_drops at the start),
+ * or for netns-drop the namespace's UDP counters dk. */
+uint64_t run_drops(const struct session *s, const struct rig *r, const struct kstat *dk,
+		   uint64_t sink0);
+
+/* The variants that will run, in interleaving order. */
+unsigned active_variants(const struct session *s, enum variant_id out[V_COUNT]);
+
+/* The device whose drops kstat reads (netns-drop), else NULL. */
+const char *kstat_dev(const struct session *s);
+
+#endif

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sock_diag.h>
+
+#include "netns.h"
+#include "sink.h"
+
+#define RCVBUF_WANTED (32 << 20) /* per receiver; memory is only used by what is queued */
+/* All queues together may hold at most this much before a drain, and at most a quarter of the
+ * kernel's UDP memory pressure threshold (net.ipv4.udp_mem), above which queueing a datagram
+ * costs something else. */
+#define INFLIGHT_BUDGET (64ull << 20)
+#define RECV_BATCH 64
+#define NETNS_FIRST_PORT 10000u
+#define MAX_RX_THREADS 4
+
+struct rx_thread {
+	struct sink *s;
+	pthread_t tid;
+	bool started;
+	int ep;
+	clockid_t cpu_clock;
+	/* Written by the receiver, read by the sender: relaxed atomics, since only totals matter. */
+	uint64_t received, lost, late, bad;
+};
+
+struct sink {
+	enum sink_kind kind;
+	size_t n, size;
+	struct sockaddr_in *dests;
+	int *rx;            /* n receiving sockets (loopback, deliver) or NULL */
+	uint64_t *next_seq; /* deliver: next sequence number expected per destination */
+	int rcvbuf;         /* effective SO_RCVBUF */
+	unsigned truesize;  /* kernel memory per queued datagram, measured */
+	uint64_t burst;     /* fan-outs between drains */
+	struct rx_thread th[MAX_RX_THREADS];
+	unsigned nth;
+	volatile int stop;
+};
+
+static int rx_socket(struct sink *s, struct sockaddr_in *a, char *err, size_t errlen)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "socket: %s%s", strerror(e),
+			 e == EMFILE ? " (too many open files: raise ulimit -n)" : "");
+		return -e;
+	}
+	int want = RCVBUF_WANTED;
+
+	/* FORCE passes net.core.rmem_max (root only); otherwise the kernel caps at rmem_max. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want)) &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)))
+		goto fail;
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(*a);
+
+	if (bind(fd, (struct sockaddr *)a, sizeof(*a)) ||
+	    getsockname(fd, (struct sockaddr *)a, &len))
+		goto fail;
+	return fd;
+fail:;
+	int e = errno;
+
+	snprintf(err, errlen, "receiver socket on 127.0.0.1: %s", strerror(e));
+	close(fd);
+	return -e;
+}
+
+/* Receive and discard everything queued on fd; returns datagrams read or -errno. The 16
+ * bytes copied per datagram keep the drain cheap; MSG_TRUNC still reports full lengths. */
+static long drain_fd(int fd, struct mmsghdr *m, struct iovec *iov, char (*buf)[16])
+{
+	long total = 0;
+
+	for (int i = 0; i < RECV_BATCH; i++) {
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof(buf[i]);
+		memset(&m[i].msg_hdr, 0, sizeof(m[i].msg_hdr));
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+	}
+	for (;;) {
+		int r = recvmmsg(fd, m, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+
+		if (r < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return total;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		total += r;
+		if (r < RECV_BATCH)
+			return total;
+	}
+}
+
+static int drain_all(struct sink *s)
+{
+	struct mmsghdr m[RECV_BATCH];
+	struct iovec iov[RECV_BATCH];
+	char buf[RECV_BATCH][16];
+
+	for (size_t i = 0; i < s->n; i++) {
+		long r = drain_fd(s->rx[i], m, iov, buf);
+
+		if (r < 0)
+			return (int)r;
+	}
+	return 0;
+}
+
+int sink_drain(struct sink *s)
+{
+	return s->kind == SINK_LOOPBACK ? drain_all(s) : 0;
+}
+
+/* How much kernel memory one queued datagram of this size takes (skb truesize), from
+ * SO_MEMINFO after queueing a few: it decides how many fit before a drain. */
+static int measure_truesize(struct sink *s, char *err, size_t errlen)
+{
+	enum { PROBES = 32 };
+	int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	char *msg = calloc(1, s->size);
+	int ret = 0;
+
+	if (tx < 0 || !msg) {
+		ret = tx < 0 ? -errno : -ENOMEM;
+		snprintf(err, errlen, "measuring receive memory: %s", strerror(-ret));
+		goto out;
+	}
+	for (int i = 0; i < PROBES; i++)
+		if (sendto(tx, msg, s->size, 0, (struct sockaddr *)&s->dests[0],
+			   sizeof(s->dests[0])) != (ssize_t)s->size) {
+			ret = -errno;
+			snprintf(err, errlen, "sending to 127.0.0.1: %s", strerror(errno));
+			goto out;
+		}
+	uint32_t mem[SK_MEMINFO_VARS];
+	socklen_t len = sizeof(mem);
+
+	if (getsockopt(s->rx[0], SOL_SOCKET, SO_MEMINFO, mem, &len)) {
+		ret = -errno;
+		snprintf(err, errlen, "SO_MEMINFO: %s", strerror(errno));
+		goto out;
+	}
+	s->truesize = mem[SK_MEMINFO_RMEM_ALLOC] / PROBES;
+	/* Never trust a figure below what a datagram must at least take. */
+	if (s->truesize < s->size + 256)
+		s->truesize = (unsigned)s->size + 256;
+	ret = drain_all(s);
+	if (ret)
+		snprintf(err, errlen, "draining: %s", strerror(-ret));
+out:
+	free(msg);
+	if (tx >= 0)
+		close(tx);
+	return ret;
+}
+
+static void verify(struct sink *s, struct rx_thread *t, size_t idx, const char *buf, size_t len)
+{
+	struct msg_head h;
+
+	if (len != s->size) {
+		t->bad++;
+		return;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != MSG_MAGIC || h.size != s->size) {
+		t->bad++;
+		return;
+	}
+	uint64_t want = s->next_seq[idx];
+
+	if (h.seq >= want) {
+		t->lost += h.seq - want;
+		s->next_seq[idx] = h.seq + 1;
+	} else {
+		t->late++;
+		if (t->lost)
+			t->lost--; /* it was counted missing when its successor came */
+	}
+	t->received++;
+}
+
+static void *rx_main(void *arg)
+{
+	struct rx_thread *t = arg;
+	struct sink *s = t->s;
+	struct mmsghdr m[RECV_BATCH];
+	struct iovec iov[RECV_BATCH];
+	char buf[RECV_BATCH][sizeof(struct msg_head)];
+	struct epoll_event ev[64];
+	struct rx_thread local = { 0 };
+
+	for (int i = 0; i < RECV_BATCH; i++) {
+		iov[i].iov_base = buf[i];
+		iov[i].iov_len = sizeof(buf[i]);
+		memset(&m[i].msg_hdr, 0, sizeof(m[i].msg_hdr));
+		m[i].msg_hdr.msg_iov = &iov[i];
+		m[i].msg_hdr.msg_iovlen = 1;
+	}
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		int ne = epoll_wait(t->ep, ev, 64, 50);
+
+		for (int e = 0; e < ne; e++) {
+			size_t idx = ev[e].data.u32;
+			int r;
+
+			do {
+				r = recvmmsg(s->rx[idx], m, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
+				for (int i = 0; i < r; i++)
+					verify(s, &local, idx, buf[i], m[i].msg_len);
+			} while (r == RECV_BATCH);
+		}
+		__atomic_store_n(&t->received, local.received, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->lost, local.lost, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->late, local.late, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->bad, local.bad, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t errlen)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+	bool pin = false;
+
+	s->nth = cpus > 1 ? (unsigned)(cpus - 1) : 1;
+	if (s->nth > MAX_RX_THREADS)
+		s->nth = MAX_RX_THREADS;
+	if (s->nth > s->n)
+		s->nth = (unsigned)s->n;
+	s->next_seq = calloc(s->n, sizeof(*s->next_seq));
+	if (!s->next_seq) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		s->next_seq[i] = 1;
+	/* Keep receivers off a pinned sender's CPU when another is allowed. */
+	if (sender_cpu >= 0 && !sched_getaffinity(0, sizeof(set), &set)) {
+		CPU_CLR(sender_cpu, &set);
+		pin = CPU_COUNT(&set) > 0;
+	}
+	for (unsigned k = 0; k < s->nth; k++) {
+		struct rx_thread *t = &s->th[k];
+
+		t->s = s;
+		t->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (t->ep < 0)
+			goto fail;
+		for (size_t i = k; i < s->n; i += s->nth) {
+			struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+
+			if (epoll_ctl(t->ep, EPOLL_CTL_ADD, s->rx[i], &ev))
+				goto fail;
+		}
+		int e = pthread_create(&t->tid, NULL, rx_main, t);
+
+		if (e) {
+			errno = e;
+			goto fail;
+		}
+		t->started = true;
+		if (pin && (e = pthread_setaffinity_np(t->tid, sizeof(set), &set))) {
+			errno = e;
+			goto fail;
+		}
+		if ((e = pthread_getcpuclockid(t->tid, &t->cpu_clock))) {
+			errno = e;
+			goto fail;
+		}
+	}
+	return 0;
+fail:;
+	int e = errno;
+
+	snprintf(err, errlen, "starting receiver threads: %s", strerror(e));
+	return -e;
+}
+
+static uint64_t inflight_budget(void)
+{
+	char buf[128];
+	unsigned long long low;
+	uint64_t budget = INFLIGHT_BUDGET;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!read_file("/proc/sys/net/ipv4/udp_mem", buf, sizeof(buf)) &&
+	    sscanf(buf, "%llu", &low) == 1 && page > 0 && low * (uint64_t)page / 4 < budget)
+		budget = low * (uint64_t)page / 4;
+	return budget;
+}
+
+int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int sender_cpu,
+	      char *err, size_t errlen)
+{
+	struct sink *s = calloc(1, sizeof(*s));
+	int ret;
+
+	*out = NULL;
+	if (!s || !(s->dests = calloc(n, sizeof(*s->dests)))) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (unsigned k = 0; k < MAX_RX_THREADS; k++)
+		s->th[k].ep = -1;
+	s->kind = kind;
+	s->n = n;
+	s->size = size;
+	s->burst = UINT64_MAX;
+
+	if (kind == SINK_NETNS_DROP) {
+		if (n > 65535 - NETNS_FIRST_PORT) {
+			snprintf(err, errlen, "netns-drop supports at most %u destinations",
+				 65535 - NETNS_FIRST_PORT);
+			ret = -E2BIG;
+			goto fail;
+		}
+		for (size_t i = 0; i < n; i++) {
+			s->dests[i].sin_family = AF_INET;
+			s->dests[i].sin_port = htons((uint16_t)(NETNS_FIRST_PORT + i));
+			if (inet_pton(AF_INET, NETNS_REMOTE, &s->dests[i].sin_addr) != 1) {
+				ret = -EINVAL;
+				snprintf(err, errlen, "bad address " NETNS_REMOTE);
+				goto fail;
+			}
+		}
+		*out = s;
+		return 0;
+	}
+
+	s->rx = malloc(n * sizeof(*s->rx));
+	if (!s->rx) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++)
+		s->rx[i] = -1;
+	for (size_t i = 0; i < n; i++) {
+		s->rx[i] = rx_socket(s, &s->dests[i], err, errlen);
+		if (s->rx[i] < 0) {
+			ret = s->rx[i];
+			goto fail;
+		}
+	}
+	socklen_t len = sizeof(s->rcvbuf);
+
+	if (getsockopt(s->rx[0], SOL_SOCKET, SO_RCVBUF, &s->rcvbuf, &len)) {
+		ret = -errno;
+		snprintf(err, errlen, "SO_RCVBUF: %s", strerror(errno));
+		goto fail;
+	}
+	if ((ret = measure_truesize(s, err, errlen)))
+		goto fail;
+	if (kind == SINK_LOOPBACK) {
+		/* Three quarters of a queue: the kernel's limit check is not exact to the byte. */
+		uint64_t per_queue = (uint64_t)s->rcvbuf * 3 / 4 / s->truesize;
+		uint64_t all = inflight_budget() / s->truesize / n;
+
+		s->burst = per_queue < all ? per_queue : all;
+		if (!s->burst)
+			s->burst = 1;
+	} else if ((ret = start_receivers(s, sender_cpu, err, errlen))) {
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	sink_close(s);
+	return ret;
+}
+
+void sink_close(struct sink *s)
+{
+	if (!s)
+		return;
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < MAX_RX_THREADS; k++) {
+		if (s->th[k].started)
+			pthread_join(s->th[k].tid, NULL);
+		if (s->th[k].ep >= 0)
+			close(s->th[k].ep);
+	}
+	if (s->rx)
+		for (size_t i = 0; i < s->n; i++)
+			if (s->rx[i] >= 0)
+				close(s->rx[i]);
+	free(s->rx);
+	free(s->next_seq);
+	free(s->dests);
+	free(s);
+}
+
+const struct sockaddr_in *sink_dests(const struct sink *s)
+{
+	return s->dests;
+}
+
+uint64_t sink_burst_limit(const struct sink *s)
+{
+	return s->burst;
+}
+
+uint64_t sink_drops(const struct sink *s)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; s->rx && i < s->n; i++) {
+		uint32_t mem[SK_MEMINFO_VARS];
+		socklen_t len = sizeof(mem);
+
+		if (!getsockopt(s->rx[i], SOL_SOCKET, SO_MEMINFO, mem, &len))
+			sum += mem[SK_MEMINFO_DROPS];
+	}
+	return sum;
+}
+
+void sink_count(const struct sink *s, struct deliver_count *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (unsigned k = 0; k < s->nth; k++) {
+		c->received += __atomic_load_n(&s->th[k].received, __ATOMIC_RELAXED);
+		c->lost += __atomic_load_n(&s->th[k].lost, __ATOMIC_RELAXED);
+		c->late += __atomic_load_n(&s->th[k].late, __ATOMIC_RELAXED);
+		c->bad += __atomic_load_n(&s->th[k].bad, __ATOMIC_RELAXED);
+	}
+}
+
+uint64_t sink_rx_cpu_ns(const struct sink *s)
+{
+	uint64_t sum = 0;
+
+	for (unsigned k = 0; k < s->nth; k++)
+		if (s->th[k].started)
+			sum += clock_ns(s->th[k].cpu_clock);
+	return sum;
+}
+
+void sink_describe(enum sink_kind kind, char *buf, size_t len)
+{
+	/* What a receiver's buffer will be, from a throwaway socket set up like the real ones. */
+	int rcvbuf = 0, want = RCVBUF_WANTED;
+	bool forced = false;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0) {
+		socklen_t l = sizeof(rcvbuf);
+
+		forced = !setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof(want));
+		if (!forced && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)))
+			rcvbuf = 0;
+		if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &l))
+			rcvbuf = 0;
+		close(fd);
+	}
+	switch (kind) {
+	case SINK_LOOPBACK:
+		snprintf(buf, len,
+			 "loopback: one UDP receiver per destination on 127.0.0.1, SO_RCVBUF %d KiB%s. "
+			 "Not read while a batch is timed; the sender drains the queues between "
+			 "batches, untimed, before they can fill, so every datagram is queued and none "
+			 "dropped. The cost includes the loopback receive path up to the socket queue "
+			 "(the kernel runs it on the sending CPU), not the receiver's read",
+			 rcvbuf / 1024, forced ? " (forced)" : " (capped by net.core.rmem_max)");
+		break;
+	case SINK_DELIVER:
+		snprintf(buf, len,
+			 "deliver: one UDP receiver per destination on 127.0.0.1, SO_RCVBUF %d KiB, "
+			 "read concurrently by receiver threads that check length, magic and "
+			 "per-destination sequence numbers (a datagram that finds its receiver asleep also pays "
+			 "the wake-up); sent = received + kernel drops is checked "
+			 "per run; receiver CPU is reported apart, not charged to the sender",
+			 rcvbuf / 1024);
+		break;
+	case SINK_NETNS_DROP:
+		snprintf(buf, len, "netns-drop");
+		break;
+	}
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A "rig": one configuration made concrete. N destinations from the sink, the sending
+ * sockets in the chosen shape (one unconnected socket with N addresses, or N connected
+ * sockets), one library group per available backend over those same sockets, and the message.
+ * rig_send is the inner loop every measurement times.
+ */
+#ifndef BENCH_WORKLOAD_H
+#define BENCH_WORKLOAD_H
+
+#include "bench.h"
+#include "sink.h"
+
+struct rig {
+	uint64_t n, size;
+	bool connected;
+	struct sink *sink;
+	const struct sockaddr_in *dests;
+	int shared;   /* the unconnected sending socket, or -1 */
+	int *conn;    /* n connected sending sockets, or NULL */
+	struct ms_group *g[V_COUNT];
+	unsigned char *msg;
+	uint64_t seq;     /* last sequence number stamped into msg */
+	uint64_t pending; /* fan-outs since the sink was last drained */
+	uint64_t accepted;/* destinations that took a datagram, since the rig opened */
+};
+
+/* Build a rig. Returns 0; -EMFILE/-E2BIG/-ENOSPC-style errors come with a reason in err that
+ * the caller reports as a skipped configuration. */
+int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *err,
+	     size_t errlen);
+void rig_close(struct rig *r);
+
+/*
+ * Send count fan-outs with backend v: nothing but the sends themselves (no allocation, no
+ * other system call). Stamps each fan-out's sequence number into the message. Returns the
+ * number of destinations that did not accept the datagram.
+ */
+uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
+
+/* System calls the library has made on v's context so far (raw-sendto: not tracked here). */
+uint64_t variant_syscalls(const struct session *s, enum variant_id v);
+
+/* Descriptors a configuration needs, so it can be refused up front with a clear reason. */
+uint64_t rig_fds_needed(const struct session *s, uint64_t n);
+
+#endif

@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Smoke tests for multisend-bench: the SHAPE of what it prints and writes, never a timing.
+
+usage: smoke.py TEST BENCH
+  json          --quick --json -: every available backend at every configuration, ratios
+                present, figures positive, the table on stderr
+  report        --quick --mode all --report DIR: the files exist and parse; charts when
+                gnuplot is installed
+  usage         bad flags exit 2 with a message; --help documents every flag
+  deliver       --sink deliver: sent = received + kernel drops, nothing unaccounted
+  netns         --sink netns-drop (root): the veth dropped what was sent; namespace removed
+  netns-sigint  SIGINT during a netns-drop run: exit 130 and the namespace is removed
+Exit 77 = skipped.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, file=sys.stderr)
+    return cond
+
+
+def run(bench, *args, timeout=120):
+    p = subprocess.run([bench, *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def parse_lines(text):
+    objs = []
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            objs.append(json.loads(line))
+        except ValueError as e:
+            check(False, f"stdout line {n} is not JSON ({e}): {line[:120]!r}")
+    return objs
+
+
+def positive(d, key):
+    v = d.get(key)
+    return isinstance(v, dict) and isinstance(v.get("median"), (int, float)) and v["median"] > 0 \
+        and v["min"] > 0 and v["max"] >= v["min"]
+
+
+def check_results(objs, modes=("compare",)):
+    env = [o for o in objs if o.get("type") == "env"]
+    if not check(len(env) == 1, f"expected one env object, got {len(env)}"):
+        return [], []
+    env = env[0]
+    for k in ("kernel", "cpu_model", "cores_online", "library_version", "sink", "backends"):
+        check(k in env, f"env lacks {k}")
+    avail = [b["name"] for b in env["backends"] if b["available"]]
+    for b in env["backends"]:
+        if not b["available"]:
+            check(b.get("reason"), f"unavailable backend {b['name']} has no reason")
+    check("raw-sendto" in avail, "raw-sendto (the baseline) is not among the backends")
+    check("loop" in avail and "sendmmsg" in avail, f"loop/sendmmsg missing: {avail}")
+    results = [o for o in objs if o.get("type") == "result" and o.get("mode") in modes]
+    check(results, "no results")
+    configs = {}
+    for r in results:
+        configs.setdefault((r["mode"], r["fanout"], r["size"]), []).append(r["backend"])
+        for k in ("fanouts_per_s", "dests_per_s", "cpu_ns_per_dest_process",
+                  "cpu_ns_per_dest_caller", "syscalls_per_fanout", "wall_ns_per_dest"):
+            check(positive(r, k), f"{r['backend']} N={r['fanout']} {k} not positive: {r.get(k)}")
+        ratio = r.get("ratio_to_raw_sendto")
+        if check(isinstance(ratio, dict), f"{r['backend']} N={r['fanout']}: no ratio"):
+            for k in ("dests_per_s", "cpu_ns_per_dest_process", "cpu_ns_per_dest_caller",
+                      "syscalls_per_fanout", "fanouts_per_s"):
+                check(positive(ratio, k), f"{r['backend']} ratio {k} not positive")
+            if r["backend"] == "raw-sendto":
+                check(abs(ratio["cpu_ns_per_dest_process"]["median"] - 1) < 1e-9,
+                      "raw-sendto's ratio to itself is not 1")
+        check(len(r["runs"]) == r["rounds"] and r["rounds"] >= 1, "runs array != rounds")
+        for run_ in r["runs"]:
+            check(run_["fanouts"] == r["fanouts_per_run"], "a run did not do its fan-outs")
+        if r["backend"] == "raw-sendto":
+            check(r["syscalls_per_fanout"]["median"] == r["fanout"],
+                  "raw-sendto must make one system call per destination")
+        check(r["dests_sent"] == sum(x["fanouts"] for x in r["runs"]) * r["fanout"],
+              "dests_sent != fan-outs x fan-out")
+        check(isinstance(r["kernel"]["udp_drops"], int) and isinstance(r["drops"], int),
+              "no drop counts")
+    for cfg, backends in configs.items():
+        check(sorted(backends) == sorted(avail),
+              f"configuration {cfg}: backends {backends}, available {avail}")
+    return avail, results
+
+
+def t_json(bench):
+    rc, out, err = run(bench, "--quick", "--json", "-")
+    check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check("compare:" in err and "raw-sendto" in err, "the table did not go to stderr")
+    print(f"{len(results)} results, backends {avail}")
+
+
+def t_report(bench):
+    d = tempfile.mkdtemp(prefix="msbench-report-")
+    try:
+        rc, out, err = run(bench, "--quick", "--mode", "all", "--report", d, timeout=180)
+        check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+        files = set(os.listdir(d))
+        print("report files:", sorted(files))
+        for f in ("summary.csv", "runs.jsonl", "index.html", "charts.gp"):
+            check(f in files and os.path.getsize(os.path.join(d, f)) > 0, f"{f} missing or empty")
+        with open(os.path.join(d, "runs.jsonl")) as f:
+            objs = parse_lines(f.read())
+        types = {o.get("type") for o in objs}
+        check({"env", "result", "latency", "capacity"} <= types, f"runs.jsonl types {types}")
+        check_results(objs, modes=("sweep", "capacity"))
+        cap = [o for o in objs if o.get("type") == "capacity"]
+        if cap:
+            check(cap[0]["answer"].startswith("At "), "capacity answer missing")
+            check(cap[0]["backends"], "capacity table empty")
+        with open(os.path.join(d, "summary.csv")) as f:
+            rows = f.read().splitlines()
+        check(len(rows) > 1, "summary.csv has no rows")
+        ncol = len(rows[0].split(","))
+        for r in rows[1:]:
+            check(len(r.split(",")) == ncol, f"summary.csv row has {len(r.split(','))} of {ncol} "
+                  f"columns: {r[:80]}")
+        hgrms = [f for f in files if f.endswith(".hgrm")]
+        check(hgrms, "no .hgrm files")
+        lat = [o for o in objs if o.get("type") == "latency"]
+        check(len(hgrms) == len(lat), f"{len(hgrms)} .hgrm files for {len(lat)} latency results")
+        for h in hgrms:
+            with open(os.path.join(d, h)) as f:
+                text = f.read()
+            check(text.startswith("       Value     Percentile TotalCount 1/(1-Percentile)"),
+                  f"{h}: not HdrHistogram's header")
+            check("#[Mean" in text and "#[Max" in text, f"{h}: no footer")
+        for o in lat:
+            check(o["samples"] > 0 and o["latency_us"]["p50"] > 0, "latency without samples")
+            check(o["latency_us"]["p50"] <= o["latency_us"]["p99"] <= o["latency_us"]["max"],
+                  "latency percentiles out of order")
+        if shutil.which("gnuplot"):
+            svgs = [f for f in files if f.endswith(".svg")]
+            for want in ("throughput-s", "cpu-per-dest-s"):
+                check(any(f.startswith(want) for f in svgs), f"no {want}*.svg chart")
+            check(any(f.startswith("latency-spectrum-") for f in svgs), "no spectrum chart")
+            check(any(f.startswith("latency-vs-rate-") for f in svgs), "no latency-vs-rate chart")
+            index = open(os.path.join(d, "index.html")).read()
+            for s in svgs:
+                check(open(os.path.join(d, s)).read(200).find("<svg") >= 0, f"{s} is not SVG")
+                check(s in index, f"index.html does not show {s}")
+        else:
+            print("gnuplot not installed: charts not checked")
+    finally:
+        if not failures:
+            shutil.rmtree(d)
+        else:
+            print("report kept in", d)
+
+
+def t_usage(bench):
+    for args, what in ((["--bogus"], "unknown option"), (["--fanout", "0"], "--fanout"),
+                       (["--size", "64,x"], "--size"), (["--sink", "nowhere"], "--sink"),
+                       (["--backends", "loop,loop"], "twice"), (["--mode", "fast"], "--mode"),
+                       (["--rounds"], "needs a value"), (["--cpu-budget", "1.5"], "--cpu-budget"),
+                       (["--rate", "-5"], "--rate"), (["extra"], "unexpected argument"),
+                       (["--sink", "deliver", "--size", "8"], "16 bytes")):
+        rc, out, err = run(bench, *args)
+        check(rc == 2, f"{args}: exit {rc}, expected 2")
+        check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
+        check(out == "", f"{args}: printed to stdout")
+    rc, out, err = run(bench, "--help")
+    check(rc == 0, "--help failed")
+    for flag in ("--mode", "--backends", "--fanout", "--size", "--sink", "--connected",
+                 "--duration", "--iterations", "--rounds", "--quick", "--rate", "--cpu ",
+                 "--cpu-budget", "--p99-bound", "--subscribers", "--relay-cores", "--json",
+                 "--csv", "--report", "--no-progress", "--help", "--version",
+                 "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
+        check(flag in out, f"--help does not mention {flag}")
+    rc, out, err = run(bench, "--version")
+    check(rc == 0 and "libmultisend" in out, "--version")
+
+
+def t_deliver(bench):
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "1,16,256",
+                       "--json", "-")
+    check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+    avail, results = check_results(parse_lines(out))
+    for r in results:
+        dv = r.get("deliver", {})
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(dv.get("unaccounted") == 0, f"{r['backend']} N={r['fanout']}: {dv}")
+        check(dv.get("malformed") == 0, f"{r['backend']}: malformed datagrams {dv}")
+        check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+              f"{r['backend']} N={r['fanout']}: sent {sent} != received + drops {dv}")
+
+
+def have_netns():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("skipped: netns-drop needs root and iproute2")
+        return False
+    return True
+
+
+def namespaces():
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def t_netns(bench):
+    if not have_netns():
+        return SKIP
+    p = subprocess.Popen([bench, "--quick", "--sink", "netns-drop", "--fanout", "1,64",
+                          "--json", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    out, err = p.communicate(timeout=120)
+    check(p.returncode == 0, f"exit status {p.returncode}; stderr:\n{err}")
+    avail, results = check_results(parse_lines(out))
+    for r in results:
+        # Every datagram sent must die at the veth; a stray packet of the kernel's own may add one.
+        sent = r["dests_sent"] - r["dests_failed"]
+        dropped = r["kernel"].get("veth_tx_dropped", -1)
+        check(sent <= dropped <= sent + 8,
+              f"{r['backend']} N={r['fanout']}: veth dropped {dropped} of {sent} sent")
+    check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
+
+
+def t_netns_sigint(bench):
+    if not have_netns():
+        return SKIP
+    p = subprocess.Popen([bench, "--sink", "netns-drop", "--fanout", "16", "--size", "64",
+                          "--duration", "60", "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = f"msbench-{p.pid}"
+    deadline = time.time() + 10
+    while name not in namespaces() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    check(name in namespaces(), f"{name} never appeared")
+    time.sleep(1.0)  # well inside the measurement
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        check(False, "did not stop within 20 s of SIGINT")
+    check(p.returncode == 130, f"exit status {p.returncode}, expected 130; stderr:\n{err}")
+    check("interrupted" in err, "no message about the interruption")
+    check(name not in namespaces(), f"{name} left behind after SIGINT")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
+             "netns": t_netns, "netns-sigint": t_netns_sigint}
+    rc = tests[sys.argv[1]](sys.argv[2])
+    if rc == SKIP:
+        return SKIP
+    if failures:
+        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
