@@ -25,55 +25,8 @@ else
 	esac
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-examples.XXXXXX") || exit 1
-pids=
-
-cleanup() {
-	for _p in $pids; do
-		kill "$_p" 2>/dev/null
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
-skip() {
-	echo "SKIP: $*" >&2
-	exit 77
-}
-
-# Start a command in the background; its pid is in $bgpid and killed on exit.
-bg() {
-	"$@" &
-	bgpid=$!
-	pids="$pids $bgpid"
-}
-
-# wait_line FILE REGEX PID SECONDS: until FILE has a line matching REGEX, PID is gone or
-# SECONDS pass. Background jobs are reaped by the shell while it runs `sleep`, so kill -0
-# stops succeeding once PID has exited. (Helpers use _names: sh has no local variables.)
-wait_line() {
-	_n=$(($4 * 20))
-	while [ "$_n" -gt 0 ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$3" 2>/dev/null || break
-		sleep 0.05
-		_n=$((_n - 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
-}
-
-show() {
-	for _f in "$@"; do
-		[ -s "$_f" ] && sed "s|^|  $(basename "$_f"): |" "$_f"
-	done
-	return 0
-}
+. "$(dirname "$0")/../harness.sh"
+harness_init test-examples
 
 need_exe() {
 	for _f in "$@"; do

@@ -15,52 +15,9 @@
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/shim-test.XXXXXX") || exit 1
+. "$(dirname "$0")/../harness.sh"
+harness_init shim-test
 chmod 755 "$tmp"
-pids=
-
-cleanup() {
-	for _p in $pids; do
-		kill "$_p" 2>/dev/null
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
-
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
-skip() {
-	echo "SKIP: $*" >&2
-	exit 77
-}
-
-show() {
-	for _f in "$@"; do
-		[ -s "$_f" ] && sed "s|^|  $(basename "$_f"): |" "$_f"
-	done
-	return 0
-}
-
-bg() {
-	"$@" &
-	bgpid=$!
-	pids="$pids $bgpid"
-}
-
-wait_line() { # FILE REGEX PID SECONDS
-	_n=$(($4 * 20))
-	while [ "$_n" -gt 0 ]; do
-		grep -q "$2" "$1" 2>/dev/null && return 0
-		kill -0 "$3" 2>/dev/null || break
-		sleep 0.05
-		_n=$((_n - 1))
-	done
-	grep -q "$2" "$1" 2>/dev/null
-}
 
 need() {
 	for _c in "$@"; do
