@@ -207,6 +207,14 @@ def have_netns():
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("skipped: netns-drop needs root and iproute2")
         return False
+    # Root is not always enough: a chroot (where / is no mount point) or a container without
+    # the right capabilities cannot make namespaces. That is the environment, not the bench.
+    probe = f"msbench-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        print(f"skipped: this environment cannot create a network namespace: {made.stderr.strip()}")
+        return False
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True)
     return True
 
 
