@@ -45,14 +45,15 @@ bg() {
 
 # wait_line FILE REGEX PID SECONDS: until FILE has a line matching REGEX, PID is gone or
 # SECONDS pass. Background jobs are reaped by the shell while it runs `sleep`, so kill -0
-# stops succeeding once PID has exited.
+# stops succeeding once PID has exited. (Its counter has its own name: sh has no local
+# variables, and callers keep counts of their own in _n.)
 wait_line() {
-	_n=$(($4 * 20))
-	while [ "$_n" -gt 0 ]; do
+	_wl_left=$(($4 * 20))
+	while [ "$_wl_left" -gt 0 ]; do
 		grep -q "$2" "$1" 2>/dev/null && return 0
 		kill -0 "$3" 2>/dev/null || break
 		sleep 0.05
-		_n=$((_n - 1))
+		_wl_left=$((_wl_left - 1))
 	done
 	grep -q "$2" "$1" 2>/dev/null
 }
