@@ -100,15 +100,8 @@ static int lat_init(struct lat_result *l, enum variant_id v, const struct rig *r
 
 static int store(struct session *s, const struct lat_result *l)
 {
-	if (s->nlat == s->caplat) {
-		size_t cap = s->caplat ? s->caplat * 2 : 16;
-		struct lat_result *n = realloc(s->lat, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		s->lat = n;
-		s->caplat = cap;
-	}
+	if (grow((void **)&s->lat, &s->caplat, s->nlat, sizeof(*s->lat), 16))
+		return -ENOMEM;
 	s->lat[s->nlat++] = *l;
 	return 0;
 }

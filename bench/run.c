@@ -288,15 +288,8 @@ static void summarize_one(struct result *res, const struct result *raw)
 
 static int store_result(struct session *s, const struct result *r)
 {
-	if (s->nres == s->capres) {
-		size_t cap = s->capres ? s->capres * 2 : 32;
-		struct result *n = realloc(s->res, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		s->res = n;
-		s->capres = cap;
-	}
+	if (grow((void **)&s->res, &s->capres, s->nres, sizeof(*s->res), 32))
+		return -ENOMEM;
 	s->res[s->nres++] = *r;
 	return 0;
 }

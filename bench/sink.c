@@ -84,17 +84,23 @@ fail:;
 
 /* Receive and discard everything queued on fd; returns datagrams read or -errno. The 16
  * bytes copied per datagram keep the drain cheap; MSG_TRUNC still reports full lengths. */
-static long drain_fd(int fd, struct mmsghdr *m, struct iovec *iov, char (*buf)[16])
+/* recvmmsg vectors over RECV_BATCH buffers of `each` bytes starting at buf. */
+static void rx_vectors(struct mmsghdr *m, struct iovec *iov, char *buf, size_t each)
 {
-	long total = 0;
-
 	for (int i = 0; i < RECV_BATCH; i++) {
-		iov[i].iov_base = buf[i];
-		iov[i].iov_len = sizeof(buf[i]);
+		iov[i].iov_base = buf + (size_t)i * each;
+		iov[i].iov_len = each;
 		memset(&m[i].msg_hdr, 0, sizeof(m[i].msg_hdr));
 		m[i].msg_hdr.msg_iov = &iov[i];
 		m[i].msg_hdr.msg_iovlen = 1;
 	}
+}
+
+static long drain_fd(int fd, struct mmsghdr *m, struct iovec *iov, char (*buf)[16])
+{
+	long total = 0;
+
+	rx_vectors(m, iov, buf[0], sizeof(buf[0]));
 	for (;;) {
 		int r = recvmmsg(fd, m, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
 
@@ -210,13 +216,7 @@ static void *rx_main(void *arg)
 	struct epoll_event ev[64];
 	struct rx_thread local = { 0 };
 
-	for (int i = 0; i < RECV_BATCH; i++) {
-		iov[i].iov_base = buf[i];
-		iov[i].iov_len = sizeof(buf[i]);
-		memset(&m[i].msg_hdr, 0, sizeof(m[i].msg_hdr));
-		m[i].msg_hdr.msg_iov = &iov[i];
-		m[i].msg_hdr.msg_iovlen = 1;
-	}
+	rx_vectors(m, iov, buf[0], sizeof(buf[0]));
 	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 		int ne = epoll_wait(t->ep, ev, 64, 50);
 

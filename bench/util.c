@@ -252,3 +252,16 @@ int read_file(const char *path, char *buf, size_t len)
 		buf[--n] = 0;
 	return 0;
 }
+
+int grow(void **v, size_t *cap, size_t n, size_t size, size_t first)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : first;
+	void *p = realloc(*v, ncap * size);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = ncap;
+	return 0;
+}

@@ -96,4 +96,8 @@ bool have_program(const char *name);
 /* Read a small file into buf (NUL-terminated, trailing newline removed). 0 or -errno. */
 int read_file(const char *path, char *buf, size_t len);
 
+/* Make room for one more element in a growing array (*v holds *n of *cap, each `size` bytes;
+ * the first allocation holds `first`). 0 or -ENOMEM (the array is then unchanged). */
+int grow(void **v, size_t *cap, size_t n, size_t size, size_t first);
+
 #endif
