@@ -180,7 +180,9 @@ MS_EXPORT void ms_group_free(struct ms_group *g);
  *                  addresses, as sendto allows).
  *   -EEXIST        this connected socket is already in the group.
  *   -ENOSPC        the group already holds INT32_MAX destinations.
- *   -ENOMEM        out of memory. Errors from io_uring file registration are returned as is.
+ *   -ENOMEM        out of memory. (io_uring: if the kernel refuses to register the socket
+ *                  in the ring's file table, that is not an error; the socket is then used
+ *                  by its plain fd.)
  * On error the group is unchanged.
  */
 MS_EXPORT int ms_group_add(struct ms_group *g, const struct ms_dest *d);
