@@ -203,17 +203,30 @@ MS_EXPORT size_t ms_group_size(const struct ms_group *g);
 #define MS_SEND_DONTWAIT (1u << 0)
 #define MS_SEND_ALL_FLAGS (MS_SEND_DONTWAIT)
 
+/* ms_result.flags: what a slow-consumer policy (ms_group_set_slow) did for a destination. */
+#define MS_RES_QUEUED (1u << 0)  /* all or the rest of this message waits in the destination's
+                                    backlog; later calls send it, in order, before anything
+                                    newer */
+#define MS_RES_DROPPED (1u << 1) /* the policy skipped this message for this destination
+                                    (status -EAGAIN); nothing of it was sent */
+#define MS_RES_REMOVED (1u << 2) /* the policy removed the destination from the group (status
+                                    says why); its id may be reused once the call returns */
+
 /* What happened to one destination in one call. */
 struct ms_result {
-	int id;     /* the destination's id, as ms_group_add returned it */
-	int status; /* bytes the kernel accepted (== the message length unless a stream socket
-	               took only part of it), or -errno */
+	int id;           /* the destination's id, as ms_group_add returned it */
+	int status;       /* bytes of this message the kernel accepted in this call (== the
+	                     message length unless a stream socket took only part of it), or
+	                     -errno */
+	uint32_t flags;   /* MS_RES_*; 0 unless the group has a slow-consumer policy */
+	uint32_t backlog; /* bytes the destination holds in its backlog after the call */
 };
 
 /*
  * Send the len bytes at buf to every destination of g, each attempted exactly once: never
- * skipped, never sent twice. One destination's failure never stops the others and is never
- * reported against another destination.
+ * skipped, never sent twice (a slow-consumer policy may queue or skip the message for one
+ * destination, and says so in its result). One destination's failure never stops the others
+ * and is never reported against another destination.
  *
  * Returns the number of destinations that accepted the WHOLE message (0 for an empty group),
  * or a negative errno only when the call itself is invalid and nothing was attempted:
@@ -231,8 +244,11 @@ struct ms_result {
  *   -ECONNREFUSED a connected UDP socket's peer had no listener for an earlier message;
  *   -EPIPE, -ECONNRESET  a stream's peer went away (never SIGPIPE: MSG_NOSIGNAL is set).
  * Interrupted calls (EINTR) are retried inside the library. A stream socket may accept part
- * of the message (a positive status below len); the library does not send the rest. A status
- * always fits in an int: the kernel takes at most 0x7ffff000 bytes in one call.
+ * of the message (a status below len; a blocking socket does so only when interrupted by a
+ * signal); without a slow-consumer policy the library does not send the rest, and the stream
+ * is no longer framed; with one (ms_group_set_slow) the rest is always sent first, before any
+ * later message. A status always fits in an int: the kernel takes at most 0x7ffff000 bytes in
+ * one call.
  *
  * The backends agree on what is sent; on a transient error (EAGAIN, ENOBUFS) they may not
  * agree on the status: when sendmmsg stops inside a batch the kernel does not say why, so the
@@ -257,6 +273,77 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
 		       struct ms_result *res);
 
 /* ---------------------------------------------------------------------------------------------
+ * Slow consumers
+ *
+ * A destination on a connection-oriented socket (SOCK_STREAM, SOCK_SEQPACKET) whose socket
+ * buffer is full either blocks the whole fan-out (a blocking socket) or takes part or none of a
+ * message (a non-blocking one, or MS_SEND_DONTWAIT), which leaves a byte stream cut in the
+ * middle of a message. A group's slow-consumer policy decides instead, per destination, and
+ * never blocks: with a policy set, every send to such a destination is non-blocking, and a
+ * message the kernel took only part of is always completed (from a backlog, before anything
+ * newer) unless the destination is removed, so a stream stays framed message by message.
+ * Datagram destinations are not affected: a full datagram socket already drops (-EAGAIN).
+ */
+enum ms_slow_policy {
+	MS_SLOW_BLOCK = 0,      /* no policy (the default): the socket's own mode decides */
+	MS_SLOW_DROP = 1,       /* skip the message for a destination that cannot take it now
+	                           (status -EAGAIN, MS_RES_DROPPED); a message it took part of is
+	                           completed first */
+	MS_SLOW_QUEUE = 2,      /* keep what it cannot take in a per-destination backlog of at
+	                           most queue_limit bytes (plus the rest of one message begun
+	                           within it); a message that does not fit gets the overflow
+	                           action */
+	MS_SLOW_DISCONNECT = 3, /* remove the destination (MS_RES_REMOVED) as soon as it cannot
+	                           take a whole message, or its stream fails */
+};
+
+/* Size-versioned; zero-initialise, set .size and what you need. */
+struct ms_slow_config {
+	uint32_t size;        /* sizeof(struct ms_slow_config) */
+	uint32_t policy;      /* enum ms_slow_policy */
+	uint32_t overflow;    /* MS_SLOW_QUEUE: MS_SLOW_DROP (also 0) or MS_SLOW_DISCONNECT, for a
+	                         message that would take the backlog past queue_limit */
+	uint32_t queue_limit; /* MS_SLOW_QUEUE: bytes per destination, 1..1 GiB; 0 = 4 MiB */
+};
+
+/*
+ * Set the group's slow-consumer policy, for the connection-oriented destinations it has and
+ * will have. Returns 0, or:
+ *   -EINVAL  g or cfg NULL; cfg->size too small, larger than 4096, or with non-zero bytes past
+ *            the struct this library knows; policy, overflow or queue_limit out of range;
+ *   -EBUSY   a destination still holds a backlog (flush it, or remove it, first).
+ *
+ * How the calls report it: ms_send's result for a destination says, in flags and backlog,
+ * what the policy did; its status counts only the bytes of this message the kernel took in
+ * this call (0 when all of it was queued), and ms_send's return value counts only the
+ * destinations that took the whole message. A destination removed by MS_SLOW_DISCONNECT (also
+ * when its stream fails, e.g. -EPIPE, or queue overflow with overflow MS_SLOW_DISCONNECT) is
+ * reported once, with MS_RES_REMOVED; the library does not close its socket. Under
+ * MS_SLOW_DROP and MS_SLOW_QUEUE a failed stream stays in the group, reporting its error, and
+ * its backlog is discarded (counted in backlog_discarded). If the library cannot allocate room
+ * for the rest of a message begun (the stream would lose its framing), it removes the
+ * destination, status -ENOMEM, whatever the policy.
+ *
+ * Backlogs are memory the library allocates on the send path, as needed (up to the limit);
+ * ms_group_remove and ms_group_free discard a backlog (counted in backlog_discarded).
+ */
+MS_EXPORT int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg);
+
+/*
+ * Send what the group's backlogs hold, without blocking and without a new message (ms_send does
+ * the same, first, for each destination it sends to). res, if not NULL, must have room for
+ * ms_group_size(g) entries and gets one entry, packed from res[0], per destination that held a
+ * backlog: status = bytes sent from its backlog in this call or -errno, flags MS_RES_QUEUED
+ * while some remains, MS_RES_REMOVED if the policy removed it. Returns the number of entries
+ * (0 when no destination held a backlog), or -EINVAL (g NULL). Call it when a backlogged
+ * destination's socket polls writable (POLLOUT), or on a timer.
+ */
+MS_EXPORT int ms_group_flush(struct ms_group *g, struct ms_result *res);
+
+/* Bytes the group's destinations hold in their backlogs (0 for NULL). */
+MS_EXPORT size_t ms_group_backlog(const struct ms_group *g);
+
+/* ---------------------------------------------------------------------------------------------
  * Statistics and errors
  */
 
@@ -279,6 +366,12 @@ struct ms_stats {
 	uint64_t err_conn;        /* EPIPE, ECONNRESET, ENOTCONN, EDESTADDRREQ */
 	uint64_t err_badf;        /* EBADF, ENOTSOCK */
 	uint64_t err_other;       /* anything else */
+	/* Slow-consumer policies (see ms_group_set_slow); these overlap the counts above: */
+	uint64_t slow_queued;     /* messages put, whole or in part, in a destination's backlog */
+	uint64_t slow_dropped;    /* messages a policy skipped for a destination */
+	uint64_t slow_removed;    /* destinations a policy removed */
+	uint64_t backlog_bytes;   /* bytes held in backlogs now, over all groups */
+	uint64_t backlog_discarded; /* bytes discarded from backlogs: failed or removed streams */
 };
 
 /*

@@ -38,7 +38,7 @@ struct uring_state {
 	uint32_t nfiles;    /* slots in the registered table */
 	uint32_t *refs;     /* per fd < nrefs: buckets (over all groups) using it */
 	uint32_t nrefs;
-	size_t *retry;      /* destinations to submit again after -EINTR (depth entries) */
+	uint64_t *retry;    /* user_data of requests to submit again after -EINTR (depth) */
 };
 
 /* ---- process-wide probe --------------------------------------------------------------------- */
@@ -235,12 +235,16 @@ static int make_ready(struct uring_state *st)
 	return 0;
 }
 
+/* A request's user_data: the destination's index in group order, or, for a destination a
+ * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. */
+#define UD_BUCKET (1ull << 63)
+
 static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *b, uint32_t j,
 		 size_t i)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
 	const struct ms__dest *d = &b->dests[j];
-	int flags = s->msg_flags;
+	int flags = s->msg_flags | b->xflags;
 
 	/* send(2) on a blocking stream socket returns when all is sent; io_uring does the same
 	 * only with MSG_WAITALL (otherwise it may complete short). */
@@ -256,15 +260,26 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 	}
 	if (b->fixed && st->files_ok)
 		sqe->flags |= IOSQE_FIXED_FILE;
+	if (s->managed && b->managed) {
+		sqe->user_data = (uint64_t)(uintptr_t)b | UD_BUCKET;
+		return;
+	}
 	sqe->user_data = i;
-	if (s->res)
+	if (s->res) {
 		s->res[i].id = d->id;
+		s->res[i].flags = 0;
+		s->res[i].backlog = 0;
+	}
 }
 
-static void record_status(struct ms__send *s, size_t i, int status)
+static void record_status(struct ms__send *s, uint64_t ud, int status)
 {
+	if (ud & UD_BUCKET) {
+		((struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET))->st = status;
+		return;
+	}
 	if (s->res)
-		s->res[i].status = status; /* the id was written by prep */
+		s->res[ud].status = status; /* the id was written by prep */
 	ms__account(s, status);
 }
 
@@ -276,7 +291,7 @@ static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int
 	struct io_uring_sq *sq = &st->ring.sq;
 	unsigned head = io_uring_smp_load_acquire(sq->khead);
 	for (unsigned k = head; k != sq->sqe_tail; k++)
-		record_status(s, (size_t)sq->sqes[k & *sq->kring_mask].user_data, err);
+		record_status(s, sq->sqes[k & *sq->kring_mask].user_data, err);
 	sq->sqe_head = sq->sqe_tail = head;
 	io_uring_smp_store_release(sq->ktail, head);
 }
@@ -308,11 +323,11 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&st->ring, head, cqe) {
-			size_t i = (size_t)cqe->user_data;
+			uint64_t ud = cqe->user_data;
 			if (cqe->res == -EINTR)
-				st->retry[(*nretry)++] = i;
+				st->retry[(*nretry)++] = ud;
 			else
-				record_status(s, i, cqe->res);
+				record_status(s, ud, cqe->res);
 			n++;
 		}
 		io_uring_cq_advance(&st->ring, n);
@@ -330,9 +345,15 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 	return err;
 }
 
-/* Position of the i-th destination (rare path: resubmitting after -EINTR). */
-static void locate(struct ms_group *g, size_t i, struct ms__bucket **b, uint32_t *j)
+/* The destination a request was for (rare path: resubmitting after -EINTR). */
+static void locate(struct ms_group *g, uint64_t ud, struct ms__bucket **b, uint32_t *j)
 {
+	if (ud & UD_BUCKET) {
+		*b = (struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET);
+		*j = 0;
+		return;
+	}
+	size_t i = (size_t)ud;
 	for (uint32_t k = 0;; k++) {
 		if (i < g->buckets[k]->n) {
 			*b = g->buckets[k];
@@ -372,6 +393,10 @@ static int uring_send(struct ms__send *s)
 
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		struct ms__bucket *b = g->buckets[k];
+		if (b->stalled) { /* its backlog goes first: lib/slow.c */
+			i += b->n;
+			continue;
+		}
 		for (uint32_t j = 0; j < b->n; j++, i++) {
 			if (err) {
 				ms__record(s, i, b->dests[j].id, err);

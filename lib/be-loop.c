@@ -12,6 +12,11 @@ static int loop_send(struct ms__send *s)
 
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		struct ms__bucket *b = g->buckets[k];
+		int flags = s->msg_flags | b->xflags;
+		if (b->stalled) { /* its backlog goes first: lib/slow.c */
+			i += b->n;
+			continue;
+		}
 		for (uint32_t j = 0; j < b->n; j++, i++) {
 			const struct ms__dest *d = &b->dests[j];
 			ssize_t r;
@@ -19,12 +24,12 @@ static int loop_send(struct ms__send *s)
 				s->syscalls++;
 				if (s->iovcnt == 1)
 					r = ms__sys.sendto(b->fd, s->iov[0].iov_base, s->iov[0].iov_len,
-							   s->msg_flags,
+							   flags,
 							   d->addrlen ? (const struct sockaddr *)&d->addr
 								      : NULL,
 							   d->addrlen);
 				else
-					r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, s->msg_flags);
+					r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, flags);
 			} while (r < 0 && errno == EINTR);
 			ms__record(s, i, d->id, r < 0 ? -errno : (int)r);
 		}

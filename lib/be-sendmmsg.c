@@ -20,12 +20,14 @@ static int mmsg_send(struct ms__send *s)
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		struct ms__bucket *b = g->buckets[k];
 		uint32_t off = 0;
+		if (b->stalled) /* its backlog goes first: lib/slow.c */
+			off = b->n;
 		while (off < b->n) {
 			uint32_t chunk = b->n - off;
 			if (chunk > MS__MMSG_MAX)
 				chunk = MS__MMSG_MAX;
 			s->syscalls++;
-			int r = ms__sys.sendmmsg(b->fd, b->msgs + off, chunk, s->msg_flags);
+			int r = ms__sys.sendmmsg(b->fd, b->msgs + off, chunk, s->msg_flags | b->xflags);
 			if (r < 0) {
 				if (errno == EINTR)
 					continue;

@@ -294,6 +294,11 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 	s.err_conn = ctx->c.err[MS__ERR_CONN];
 	s.err_badf = ctx->c.err[MS__ERR_BADF];
 	s.err_other = ctx->c.err[MS__ERR_OTHER];
+	s.slow_queued = ctx->c.slow_queued;
+	s.slow_dropped = ctx->c.slow_dropped;
+	s.slow_removed = ctx->c.slow_removed;
+	s.backlog_bytes = ctx->c.backlog_bytes;
+	s.backlog_discarded = ctx->c.backlog_discarded;
 	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
 	return 0;
 }

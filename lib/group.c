@@ -168,6 +168,7 @@ static int bucket_reserve(struct ms__bucket *b)
 
 static void bucket_free(struct ms__bucket *b)
 {
+	free(b->bl.buf);
 	free(b->dests);
 	free(b->msgs);
 	free(b);
@@ -198,6 +199,7 @@ static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
 {
 	if (g->ctx->be->bucket_removed)
 		g->ctx->be->bucket_removed(g->ctx, b);
+	ms__slow_bucket_fini(g, b);
 	fdmap_delete(&g->fdmap, b->fd);
 	struct ms__bucket *last = g->buckets[--g->nbuckets];
 	g->buckets[b->list_pos] = last;
@@ -279,6 +281,7 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, struct m
 		bucket_free(b);
 		return err;
 	}
+	ms__slow_bucket_init(g, b);
 	b->list_pos = g->nbuckets;
 	g->buckets[g->nbuckets++] = b;
 	fdmap_insert(&g->fdmap, b);

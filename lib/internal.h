@@ -34,6 +34,18 @@ struct ms__bucket {
 	uint32_t list_pos; /* index in group->buckets */
 	struct ms__dest *dests;
 	struct mmsghdr *msgs;
+	/* Slow-consumer policy (lib/slow.c); only connection-oriented sockets, which have one
+	 * destination per bucket, are managed. */
+	bool managed;   /* the group's policy applies: sends are non-blocking, results go to st */
+	bool stalled;   /* backlog not empty: the backends skip this bucket, slow.c sends */
+	bool doomed;    /* the policy removes it at the end of this call */
+	int xflags;     /* extra send flags (MSG_DONTWAIT when managed) */
+	int st;         /* managed: this call's status from the backend */
+	struct {
+		char *buf;
+		size_t off, len, cap; /* pending bytes are buf[off, off + len) */
+		size_t held;          /* message bytes among them (lib/slow.c) */
+	} bl;
 };
 
 struct ms__idslot {
@@ -60,6 +72,9 @@ struct ms_group {
 	uint32_t nfreeids;
 	struct iovec *iov;          /* IOV_MAX entries; every msg_hdr.msg_iov points here */
 	int iovlen;                 /* current msg_iovlen of every msg_hdr */
+	struct ms_slow_config slow; /* policy; .size unused */
+	uint32_t nmanaged;          /* buckets the policy manages */
+	size_t backlog;             /* bytes held in the buckets' backlogs */
 };
 
 /* Counters kept per context; ms_ctx_stats copies them out. */
@@ -77,6 +92,7 @@ enum ms__errclass {
 struct ms__counters {
 	uint64_t fanouts, attempted, accepted, partial, failed, bytes, syscalls;
 	uint64_t err[MS__ERR_NCLASSES];
+	uint64_t slow_queued, slow_dropped, slow_removed, backlog_bytes, backlog_discarded;
 };
 
 /* One ms_send call in progress: what the backend needs and what it reports. */
@@ -87,13 +103,24 @@ struct ms__send {
 	size_t len;              /* total message length */
 	int msg_flags;           /* MSG_NOSIGNAL, plus MSG_DONTWAIT for MS_SEND_DONTWAIT */
 	struct ms_result *res;   /* may be NULL */
+	bool managed;            /* the group has buckets a slow-consumer policy manages */
 	uint32_t accepted, partial, failed;
 	uint64_t bytes, syscalls;
 	uint64_t err[MS__ERR_NCLASSES];
+	uint64_t slow_queued, slow_dropped, slow_removed;
 };
 
 enum ms__errclass ms__errclass(int err);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
+/* Add a call's counts to its context's counters. */
+void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);
+
+/* Slow-consumer policy (lib/slow.c). */
+void ms__slow_bucket_init(struct ms_group *g, struct ms__bucket *b);
+void ms__slow_bucket_fini(struct ms_group *g, struct ms__bucket *b);
+/* After the backend: apply the policy to the managed buckets, record their results, remove
+ * the destinations the policy disconnects. be_err: the backend's own failure, or 0. */
+void ms__slow_after(struct ms__send *s, int be_err);
 
 /* Count one destination's outcome: bytes accepted or -errno. */
 static inline void ms__account(struct ms__send *s, int status)
@@ -114,9 +141,18 @@ static inline void ms__account(struct ms__send *s, int status)
  * recorded exactly once: the backends' loops are built so, and the tests count it. */
 static inline void ms__record(struct ms__send *s, size_t i, int id, int status)
 {
+	if (s->managed) {
+		struct ms__bucket *b = s->g->ids[id].b;
+		if (b->managed) {
+			b->st = status; /* ms__slow_after records it */
+			return;
+		}
+	}
 	if (s->res) {
 		s->res[i].id = id;
 		s->res[i].status = status;
+		s->res[i].flags = 0;
+		s->res[i].backlog = 0;
 	}
 	ms__account(s, status);
 }

@@ -36,6 +36,22 @@ enum ms__errclass ms__errclass(int err)
 	}
 }
 
+void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
+{
+	struct ms__counters *c = &ctx->c;
+	c->attempted += s->accepted + s->partial + s->failed;
+	c->accepted += s->accepted;
+	c->partial += s->partial;
+	c->failed += s->failed;
+	c->bytes += s->bytes;
+	c->syscalls += s->syscalls;
+	for (int k = 0; k < MS__ERR_NCLASSES; k++)
+		c->err[k] += s->err[k];
+	c->slow_queued += s->slow_queued;
+	c->slow_dropped += s->slow_dropped;
+	c->slow_removed += s->slow_removed;
+}
+
 static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
 		   unsigned flags, struct ms_result *res)
 {
@@ -56,20 +72,14 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 		.len = len,
 		.msg_flags = MSG_NOSIGNAL | ((flags & MS_SEND_DONTWAIT) ? MSG_DONTWAIT : 0),
 		.res = res,
+		.managed = g->nmanaged > 0,
 	};
 	struct ms_ctx *ctx = g->ctx;
 	int err = ctx->be->send(&s);
-
-	struct ms__counters *c = &ctx->c;
-	c->fanouts++;
-	c->attempted += s.accepted + s.partial + s.failed;
-	c->accepted += s.accepted;
-	c->partial += s.partial;
-	c->failed += s.failed;
-	c->bytes += s.bytes;
-	c->syscalls += s.syscalls;
-	for (int k = 0; k < MS__ERR_NCLASSES; k++)
-		c->err[k] += s.err[k];
+	if (s.managed)
+		ms__slow_after(&s, err);
+	ctx->c.fanouts++;
+	ms__commit(ctx, &s);
 
 	if (err < 0 && !s.accepted && !s.partial)
 		return err;

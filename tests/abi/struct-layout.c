@@ -30,7 +30,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, flags, 8),
 	OFF(struct ms_config, queue_depth, 12),
 
-	SIZE(struct ms_stats, 120),
+	SIZE(struct ms_stats, 160),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, backend, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -47,10 +47,23 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, err_conn, 96),
 	OFF(struct ms_stats, err_badf, 104),
 	OFF(struct ms_stats, err_other, 112),
+	OFF(struct ms_stats, slow_queued, 120),
+	OFF(struct ms_stats, slow_dropped, 128),
+	OFF(struct ms_stats, slow_removed, 136),
+	OFF(struct ms_stats, backlog_bytes, 144),
+	OFF(struct ms_stats, backlog_discarded, 152),
 
-	SIZE(struct ms_result, 8),
+	SIZE(struct ms_slow_config, 16),
+	OFF(struct ms_slow_config, size, 0),
+	OFF(struct ms_slow_config, policy, 4),
+	OFF(struct ms_slow_config, overflow, 8),
+	OFF(struct ms_slow_config, queue_limit, 12),
+
+	SIZE(struct ms_result, 16),
 	OFF(struct ms_result, id, 0),
 	OFF(struct ms_result, status, 4),
+	OFF(struct ms_result, flags, 8),
+	OFF(struct ms_result, backlog, 12),
 
 	SIZE(struct ms_dest, 8 + PTR),
 	OFF(struct ms_dest, fd, 0),

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Slow consumers: a group's policy for connection-oriented destinations whose socket is full.
+ *
+ * A managed destination (stream or seqpacket socket in a group with a policy) is sent to
+ * non-blocking by the backends like any other, but its status goes to its bucket instead of
+ * the results; after the backend, ms__slow_after applies the policy to each one and records
+ * it. A destination with a backlog is skipped by the backends (its new message must queue up
+ * behind the old bytes): here its backlog is written first, with plain non-blocking sends,
+ * and then the new message if the backlog emptied. One rule keeps every stream framed: once
+ * the kernel has taken part of a message, the rest is kept and sent before anything newer,
+ * whatever the policy, unless the destination is removed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sys.h"
+
+#define QUEUE_LIMIT_DEFAULT (4u << 20)
+#define QUEUE_LIMIT_MAX (1u << 30)
+#define SLOW_CONFIG_MIN_SIZE (sizeof(uint32_t) * 4) /* the first released struct */
+
+/* ---- backlogs ----------------------------------------------------------------------------- */
+/*
+ * A backlog is a byte buffer: for a stream, the bytes still to write; for a seqpacket socket,
+ * whose every send is one message, records of a 4-byte length and the message. held counts the
+ * message bytes alone (what the results and counters report).
+ */
+
+#define REC_HDR sizeof(uint32_t)
+
+static void held_changed(struct ms_group *g, struct ms__bucket *b, size_t new_held)
+{
+	g->backlog = g->backlog - b->bl.held + new_held;
+	g->ctx->c.backlog_bytes = g->ctx->c.backlog_bytes - b->bl.held + new_held;
+	b->bl.held = new_held;
+}
+
+/* Append the message's bytes from offset skip on. Returns 0 or -ENOMEM (backlog unchanged). */
+static int backlog_append(struct ms_group *g, struct ms__bucket *b, const struct ms__send *s,
+			  size_t skip)
+{
+	size_t add = s->len - skip, hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0;
+	if (b->bl.off && b->bl.off + b->bl.len + hdr + add > b->bl.cap) {
+		memmove(b->bl.buf, b->bl.buf + b->bl.off, b->bl.len);
+		b->bl.off = 0;
+	}
+	if (b->bl.len + hdr + add > b->bl.cap) {
+		size_t need = b->bl.len + hdr + add;
+		size_t ncap = b->bl.cap ? b->bl.cap : 4096;
+		while (ncap < need)
+			ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+		char *nb = realloc(b->bl.buf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		b->bl.buf = nb;
+		b->bl.cap = ncap;
+	}
+	char *dst = b->bl.buf + b->bl.off + b->bl.len;
+	if (hdr) {
+		uint32_t n = (uint32_t)add; /* a seqpacket message is never begun: skip is 0 */
+		memcpy(dst, &n, REC_HDR);
+		dst += REC_HDR;
+	}
+	for (int k = 0; k < s->iovcnt; k++) {
+		size_t n = s->iov[k].iov_len;
+		if (skip >= n) {
+			skip -= n;
+			continue;
+		}
+		memcpy(dst, (const char *)s->iov[k].iov_base + skip, n - skip);
+		dst += n - skip;
+		skip = 0;
+	}
+	b->bl.len += hdr + add;
+	b->stalled = true;
+	held_changed(g, b, b->bl.held + add);
+	return 0;
+}
+
+static void backlog_discard(struct ms_group *g, struct ms__bucket *b)
+{
+	g->ctx->c.backlog_discarded += b->bl.held;
+	held_changed(g, b, 0);
+	b->bl.off = b->bl.len = 0;
+	b->stalled = false;
+}
+
+/* "Cannot take it now": the socket is full, or short of memory for a moment. */
+static bool transient(int err)
+{
+	return err == EAGAIN || err == ENOBUFS || err == ENOMEM;
+}
+
+/* The stream itself has failed (or its socket is gone): no later send can succeed. */
+static bool dead(int err)
+{
+	enum ms__errclass c = ms__errclass(err);
+	return c == MS__ERR_CONN || c == MS__ERR_UNREACH || c == MS__ERR_BADF || err == ETIMEDOUT;
+}
+
+/* Write as much of the backlog as the socket takes now. Returns 0 (b->stalled says whether
+ * some is left) or the -errno of a send that failed for another reason than a full socket;
+ * *sent gets the message bytes written. */
+static int backlog_write(struct ms_group *g, struct ms__bucket *b, uint64_t *syscalls,
+			 size_t *sent)
+{
+	size_t hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0;
+	*sent = 0;
+	while (b->bl.len) {
+		const char *p = b->bl.buf + b->bl.off;
+		size_t n = b->bl.len;
+		if (hdr) {
+			uint32_t rec;
+			memcpy(&rec, p, REC_HDR);
+			p += REC_HDR;
+			n = rec;
+		}
+		ssize_t r;
+		do {
+			(*syscalls)++;
+			r = ms__sys.sendto(b->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT, NULL, 0);
+		} while (r < 0 && errno == EINTR);
+		if (r < 0)
+			return transient(errno) ? 0 : -errno;
+		if (r == 0 && n)
+			return 0; /* cannot happen; do not spin on it */
+		size_t took = hdr ? hdr + n : (size_t)r; /* a seqpacket send is all or nothing */
+		b->bl.off += took;
+		b->bl.len -= took;
+		*sent += took - hdr;
+		held_changed(g, b, b->bl.held - (took - hdr));
+	}
+	b->bl.off = 0;
+	b->stalled = false;
+	return 0;
+}
+
+void ms__slow_bucket_init(struct ms_group *g, struct ms__bucket *b)
+{
+	b->managed = g->slow.policy != MS_SLOW_BLOCK && b->type != SOCK_DGRAM;
+	b->xflags = b->managed ? MSG_DONTWAIT : 0;
+	if (b->managed)
+		g->nmanaged++;
+}
+
+void ms__slow_bucket_fini(struct ms_group *g, struct ms__bucket *b)
+{
+	backlog_discard(g, b);
+	free(b->bl.buf);
+	b->bl.buf = NULL;
+	b->bl.cap = 0;
+	if (b->managed)
+		g->nmanaged--;
+	b->managed = false;
+}
+
+/* ---- the policy --------------------------------------------------------------------------- */
+
+static bool removes_slow(const struct ms_slow_config *p)
+{
+	return p->policy == MS_SLOW_DISCONNECT ||
+	       (p->policy == MS_SLOW_QUEUE && p->overflow == MS_SLOW_DISCONNECT);
+}
+
+/* A message the destination cannot take at all now (nothing of it written). */
+static int cannot_take(struct ms__send *s, struct ms__bucket *b, int status, uint32_t *flags)
+{
+	const struct ms_slow_config *p = &s->g->slow;
+	if (p->policy == MS_SLOW_QUEUE && b->bl.held + s->len <= p->queue_limit &&
+	    backlog_append(s->g, b, s, 0) == 0) {
+		*flags |= MS_RES_QUEUED;
+		return 0;
+	}
+	if (removes_slow(p))
+		*flags |= MS_RES_REMOVED;
+	else
+		*flags |= MS_RES_DROPPED;
+	return status;
+}
+
+/* Apply the policy to this call's outcome for one managed destination; returns the status to
+ * report and sets *flags. */
+static int apply(struct ms__send *s, struct ms__bucket *b, int status, uint32_t *flags)
+{
+	const struct ms_slow_config *p = &s->g->slow;
+
+	if (status >= 0 && (size_t)status == s->len)
+		return status;
+	if (status >= 0) {
+		/* Part of the message went: the rest must follow, or the stream is cut. */
+		if (p->policy == MS_SLOW_DISCONNECT) {
+			*flags |= MS_RES_REMOVED;
+			return status;
+		}
+		if (backlog_append(s->g, b, s, (size_t)status) < 0) {
+			*flags |= MS_RES_REMOVED;
+			return -ENOMEM;
+		}
+		*flags |= MS_RES_QUEUED;
+		return status;
+	}
+	if (transient(-status))
+		return cannot_take(s, b, status, flags);
+	if (dead(-status)) {
+		backlog_discard(s->g, b);
+		if (removes_slow(p))
+			*flags |= MS_RES_REMOVED;
+	}
+	return status;
+}
+
+/* A non-blocking send of the call's message to a destination the backend skipped. */
+static int send_direct(struct ms__send *s, struct ms__bucket *b)
+{
+	struct msghdr h = { .msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt };
+	ssize_t r;
+	do {
+		s->syscalls++;
+		r = ms__sys.sendmsg(b->fd, &h, s->msg_flags | MSG_DONTWAIT);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : (int)r;
+}
+
+/* The call's outcome for a destination that held a backlog when it began. */
+static int stalled_dest(struct ms__send *s, struct ms__bucket *b, int be_err, uint32_t *flags)
+{
+	if (be_err)
+		return be_err; /* the call was refused; the backlog waits */
+	size_t sent;
+	int err = backlog_write(s->g, b, &s->syscalls, &sent);
+	s->bytes += sent;
+	if (err)
+		return apply(s, b, err, flags);
+	if (b->stalled)
+		return cannot_take(s, b, -EAGAIN, flags);
+	return apply(s, b, send_direct(s, b), flags);
+}
+
+static void record(struct ms_result *res, struct ms__bucket *b, int status, uint32_t flags)
+{
+	if (res) {
+		res->id = b->dests[0].id;
+		res->status = status;
+		res->flags = flags;
+		/* A removed destination's backlog is discarded when the call ends. */
+		size_t held = (flags & MS_RES_REMOVED) ? 0 : b->bl.held;
+		res->backlog = held > UINT32_MAX ? UINT32_MAX : (uint32_t)held;
+	}
+	if (flags & MS_RES_REMOVED)
+		b->doomed = true;
+}
+
+/* Remove the destinations the policy disconnected, after the results are written so that the
+ * group's order does not change under them. Removing bucket k moves the last bucket, already
+ * visited, into its place, so walking down visits each bucket once. */
+static void remove_doomed(struct ms_group *g)
+{
+	for (uint32_t k = g->nbuckets; k-- > 0;)
+		if (g->buckets[k]->doomed)
+			(void)ms_group_remove(g, g->buckets[k]->dests[0].id);
+}
+
+void ms__slow_after(struct ms__send *s, int be_err)
+{
+	struct ms_group *g = s->g;
+	size_t i = 0;
+	bool doomed = false;
+
+	for (uint32_t k = 0; k < g->nbuckets; i += g->buckets[k]->n, k++) {
+		struct ms__bucket *b = g->buckets[k];
+		if (!b->managed)
+			continue;
+		uint32_t flags = 0;
+		int status = b->stalled ? stalled_dest(s, b, be_err, &flags) : apply(s, b, b->st, &flags);
+		record(s->res ? &s->res[i] : NULL, b, status, flags);
+		ms__account(s, status);
+		s->slow_queued += (flags & MS_RES_QUEUED) != 0;
+		s->slow_dropped += (flags & MS_RES_DROPPED) != 0;
+		s->slow_removed += (flags & MS_RES_REMOVED) != 0;
+		doomed |= b->doomed;
+	}
+	if (doomed)
+		remove_doomed(g);
+}
+
+/* ---- public calls ------------------------------------------------------------------------- */
+
+int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
+{
+	if (!g || !cfg || cfg->size < SLOW_CONFIG_MIN_SIZE || cfg->size > 4096)
+		return -EINVAL;
+	for (size_t k = sizeof(*cfg); k < cfg->size; k++)
+		if (((const unsigned char *)cfg)[k])
+			return -EINVAL;
+	struct ms_slow_config c;
+	memset(&c, 0, sizeof(c));
+	memcpy(&c, cfg, cfg->size < sizeof(c) ? cfg->size : sizeof(c));
+	if (c.policy > MS_SLOW_DISCONNECT)
+		return -EINVAL;
+	if (c.overflow != 0 && c.overflow != MS_SLOW_DROP && c.overflow != MS_SLOW_DISCONNECT)
+		return -EINVAL;
+	if (c.queue_limit > QUEUE_LIMIT_MAX)
+		return -EINVAL;
+	if (c.policy != MS_SLOW_QUEUE && (c.overflow || c.queue_limit))
+		return -EINVAL; /* settings that would do nothing are a mistake worth reporting */
+	for (uint32_t k = 0; k < g->nbuckets; k++)
+		if (g->buckets[k]->stalled)
+			return -EBUSY;
+	if (c.policy == MS_SLOW_QUEUE) {
+		if (!c.overflow)
+			c.overflow = MS_SLOW_DROP;
+		if (!c.queue_limit)
+			c.queue_limit = QUEUE_LIMIT_DEFAULT;
+	}
+	g->slow = c;
+	g->nmanaged = 0;
+	for (uint32_t k = 0; k < g->nbuckets; k++)
+		ms__slow_bucket_init(g, g->buckets[k]);
+	return 0;
+}
+
+int ms_group_flush(struct ms_group *g, struct ms_result *res)
+{
+	if (!g)
+		return -EINVAL;
+	if (!g->nmanaged)
+		return 0;
+	struct ms__send s = { .g = g };
+	int n = 0;
+	bool doomed = false;
+	for (uint32_t k = 0; k < g->nbuckets; k++) {
+		struct ms__bucket *b = g->buckets[k];
+		if (!b->stalled)
+			continue;
+		size_t sent;
+		uint32_t flags = 0;
+		int err = backlog_write(g, b, &s.syscalls, &sent);
+		s.bytes += sent;
+		if (err && dead(-err)) {
+			backlog_discard(g, b);
+			if (removes_slow(&g->slow))
+				flags |= MS_RES_REMOVED;
+		}
+		if (b->stalled)
+			flags |= MS_RES_QUEUED;
+		int status = err ? err : sent > INT32_MAX ? INT32_MAX : (int)sent;
+		record(res ? &res[n] : NULL, b, status, flags);
+		s.slow_removed += (flags & MS_RES_REMOVED) != 0;
+		doomed |= b->doomed;
+		n++;
+	}
+	ms__commit(g->ctx, &s);
+	if (doomed)
+		remove_doomed(g);
+	return n;
+}
+
+size_t ms_group_backlog(const struct ms_group *g)
+{
+	return g ? g->backlog : 0;
+}

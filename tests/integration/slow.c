@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Slow-consumer policies on real TCP (and AF_UNIX seqpacket) receivers, run once per backend:
+ * `slow BACKEND`. Receivers that keep reading, one that stops reading and resumes, one that
+ * vanishes. Every message is framed (length, sequence number, a pattern derived from both), so
+ * the receiving side proves the stream stayed framed: whole messages, in order, byte for byte,
+ * and exactly the ones the results said were sent or queued; the dropped ones never arrive.
+ * The sending sockets are BLOCKING: a policy must make the library's sends non-blocking, and
+ * an alarm fails the test if a send ever blocks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "multisend.h"
+
+static enum ms_backend backend;
+
+enum { HDR = 8, MAXMSG = 4096, NRX = 3 };
+
+/* ---- framed messages ---------------------------------------------------------------------- */
+
+static uint8_t pat(uint32_t seq, size_t k)
+{
+	return (uint8_t)(seq * 131u + k * 7u + (k >> 8));
+}
+
+static size_t msg_len(uint32_t seq)
+{
+	return HDR + 200 + (seq * 37u) % 1800u; /* 208..2007 bytes */
+}
+
+static void make_msg(unsigned char *m, uint32_t seq)
+{
+	uint32_t len = (uint32_t)msg_len(seq);
+	memcpy(m, &len, 4);
+	memcpy(m + 4, &seq, 4);
+	for (size_t k = HDR; k < len; k++)
+		m[k] = pat(seq, k);
+}
+
+/* The receiving end of one stream: reads what is there, splits it into messages, checks each. */
+struct rx {
+	int fd;
+	unsigned char buf[2 * MAXMSG];
+	size_t have;
+	uint32_t *seqs; /* sequence numbers received, in order */
+	size_t nseqs;
+	bool seqpacket;
+};
+
+static void rx_init(struct rx *r, int fd, bool seqpacket)
+{
+	memset(r, 0, sizeof(*r));
+	r->fd = fd;
+	r->seqpacket = seqpacket;
+	r->seqs = calloc(100000, sizeof(*r->seqs));
+	assert_non_null(r->seqs);
+}
+
+static void rx_free(struct rx *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->seqs);
+}
+
+static void rx_parse(struct rx *r)
+{
+	size_t off = 0;
+	while (r->have - off >= HDR) {
+		uint32_t len, seq;
+		memcpy(&len, r->buf + off, 4);
+		memcpy(&seq, r->buf + off + 4, 4);
+		assert_int_equal(len, msg_len(seq)); /* a frame starts exactly here */
+		if (r->have - off < len)
+			break;
+		for (size_t k = HDR; k < len; k++)
+			if (r->buf[off + k] != pat(seq, k))
+				fail_msg("message %u corrupt at byte %zu", seq, k);
+		if (r->nseqs)
+			assert_true(seq > r->seqs[r->nseqs - 1]); /* in order, no repeats */
+		r->seqs[r->nseqs++] = seq;
+		off += len;
+	}
+	memmove(r->buf, r->buf + off, r->have - off);
+	r->have -= off;
+}
+
+/* Read everything available now. Returns the bytes read; 0 at end of stream. */
+static size_t rx_drain(struct rx *r)
+{
+	size_t total = 0;
+	for (;;) {
+		ssize_t n = recv(r->fd, r->buf + r->have, sizeof(r->buf) - r->have, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (r->seqpacket)
+			assert_int_equal((size_t)n, msg_len(*(uint32_t *)(r->buf + r->have + 4)));
+		r->have += (size_t)n;
+		total += (size_t)n;
+		rx_parse(r);
+	}
+	return total;
+}
+
+/* ---- sockets ------------------------------------------------------------------------------ */
+
+/* A loopback TCP connection with small buffers; *tx is blocking. */
+static void tcp_pair(int *tx, int *rx)
+{
+	int small = 4096;
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(l >= 0);
+	assert_int_equal(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(l, 4), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
+	*tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(*tx >= 0);
+	assert_int_equal(setsockopt(*tx, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	assert_int_equal(connect(*tx, (struct sockaddr *)&a, sizeof(a)), 0);
+	*rx = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(*rx >= 0);
+	close(l);
+}
+
+static void seqpacket_pair(int *tx, int *rx)
+{
+	int sv[2], small = 16384;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	*tx = sv[0];
+	*rx = sv[1];
+}
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+struct fix {
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	int tx[NRX];
+	int id[NRX];
+	struct rx rx[NRX];
+};
+
+static void fix_open(struct fix *f, const struct ms_slow_config *cfg, bool seqpacket)
+{
+	struct ms_config c = { .size = sizeof(c),
+			       .backend = backend,
+			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	assert_int_equal(ms_ctx_new(&f->ctx, &c), 0);
+	assert_int_equal(ms_group_new(f->ctx, &f->g), 0);
+	if (cfg)
+		assert_int_equal(ms_group_set_slow(f->g, cfg), 0);
+	for (int k = 0; k < NRX; k++) {
+		int rxfd;
+		if (seqpacket)
+			seqpacket_pair(&f->tx[k], &rxfd);
+		else
+			tcp_pair(&f->tx[k], &rxfd);
+		rx_init(&f->rx[k], rxfd, seqpacket);
+		struct ms_dest d = { .fd = f->tx[k] };
+		f->id[k] = ms_group_add(f->g, &d);
+		assert_true(f->id[k] >= 0);
+	}
+}
+
+static void fix_close(struct fix *f)
+{
+	ms_group_free(f->g);
+	ms_ctx_free(f->ctx);
+	for (int k = 0; k < NRX; k++) {
+		if (f->tx[k] >= 0)
+			close(f->tx[k]);
+		rx_free(&f->rx[k]);
+	}
+}
+
+static struct ms_stats stats(struct ms_ctx *ctx)
+{
+	struct ms_stats s = { .size = sizeof(s) };
+	assert_int_equal(ms_ctx_stats(ctx, &s), 0);
+	return s;
+}
+
+static int slot_of(const struct fix *f, int id)
+{
+	for (int k = 0; k < NRX; k++)
+		if (f->id[k] == id)
+			return k;
+	fail_msg("result for unknown id %d", id);
+	return -1;
+}
+
+/* What the results said about one receiver's messages. */
+struct tally {
+	uint32_t sent[100000];  /* sequence numbers the receiver must get, in order */
+	size_t nsent;
+	size_t full, queued, dropped, removed;
+};
+
+static struct tally tallies[NRX];
+
+/*
+ * Send message seq (as a header and a payload iovec, so a partial write can end inside
+ * either) and check every result against the policy's rules. Returns the slot removed in
+ * this call, or -1.
+ */
+static int send_one(struct fix *f, uint32_t seq, unsigned policy, uint32_t limit)
+{
+	static unsigned char m[MAXMSG];
+	make_msg(m, seq);
+	size_t len = msg_len(seq);
+	struct iovec iov[2] = { { m, HDR + 3 }, { m + HDR + 3, len - HDR - 3 } };
+	struct ms_result res[NRX];
+	size_t n = ms_group_size(f->g);
+	memset(res, 0xa5, sizeof(res));
+	int whole = ms_sendv(f->g, iov, 2, 0, res);
+	int removed = -1, nwhole = 0;
+	for (size_t i = 0; i < n; i++) {
+		int k = slot_of(f, res[i].id);
+		struct tally *t = &tallies[k];
+		const struct ms_result *r = &res[i];
+		if (r->status == (int)len) {
+			assert_int_equal(r->flags, 0);
+			t->sent[t->nsent++] = seq;
+			t->full++;
+			nwhole++;
+		} else if (r->flags & MS_RES_QUEUED) {
+			assert_true(policy == MS_SLOW_QUEUE || policy == MS_SLOW_DROP);
+			assert_true(r->status >= 0 && r->status < (int)len);
+			assert_true(r->backlog >= len - (size_t)r->status);
+			if (policy == MS_SLOW_DROP)
+				assert_true(r->status > 0); /* only the rest of a begun message */
+			else
+				assert_true(r->backlog <= limit + len);
+			t->sent[t->nsent++] = seq;
+			t->queued++;
+		} else if (r->flags & MS_RES_DROPPED) {
+			assert_true(policy == MS_SLOW_DROP || policy == MS_SLOW_QUEUE);
+			assert_int_equal(r->status, -EAGAIN);
+			t->dropped++;
+		} else if (r->flags & MS_RES_REMOVED) {
+			assert_true(policy == MS_SLOW_DISCONNECT || policy == MS_SLOW_QUEUE);
+			assert_true(r->status == -EAGAIN || (r->status >= 0 && r->status < (int)len));
+			assert_int_equal(r->backlog, 0);
+			t->removed++;
+			removed = k;
+		} else {
+			fail_msg("message %u to slot %d: status %d flags %u", seq, k, r->status,
+				 r->flags);
+		}
+	}
+	assert_int_equal(whole, nwhole);
+	return removed;
+}
+
+/* Resume reading the stalled receiver and flush until the backlog is gone. */
+static void resume(struct fix *f, int k)
+{
+	struct ms_result res[NRX];
+	for (int round = 0; ms_group_backlog(f->g) && round < 100000; round++) {
+		rx_drain(&f->rx[k]);
+		int n = ms_group_flush(f->g, res);
+		assert_true(n >= 0 && n <= (int)ms_group_size(f->g));
+		for (int i = 0; i < n; i++) {
+			assert_int_equal(res[i].id, f->id[k]);
+			assert_true(res[i].status >= 0);
+			assert_int_equal(!!(res[i].flags & MS_RES_QUEUED), res[i].backlog > 0);
+		}
+		if (ms_group_backlog(f->g))
+			poll(&(struct pollfd){ .fd = f->tx[k], .events = POLLOUT }, 1, 100);
+	}
+	assert_int_equal(ms_group_backlog(f->g), 0);
+	assert_int_equal(ms_group_flush(f->g, res), 0);
+	for (int round = 0; round < 50; round++)
+		if (!rx_drain(&f->rx[k]))
+			poll(&(struct pollfd){ .fd = f->rx[k].fd, .events = POLLIN }, 1, 20);
+}
+
+/* The receiver got exactly what the results promised, whole and in order. */
+static void check_received(const struct fix *f, int k)
+{
+	const struct tally *t = &tallies[k];
+	const struct rx *r = &f->rx[k];
+	assert_int_equal(r->have, 0); /* no torn message left over */
+	assert_int_equal(r->nseqs, t->nsent);
+	for (size_t i = 0; i < t->nsent; i++)
+		assert_int_equal(r->seqs[i], t->sent[i]);
+}
+
+/* Send until the stalled receiver (slot 0) has been pushed into the policy, the healthy ones
+ * (slots 1, 2) reading after every message; returns the messages sent. */
+static uint32_t run(struct fix *f, unsigned policy, uint32_t limit, uint32_t count,
+		    int *removed_at)
+{
+	memset(tallies, 0, sizeof(tallies));
+	*removed_at = -1;
+	alarm(120); /* a send that blocks fails the test */
+	for (uint32_t seq = 0; seq < count; seq++) {
+		int removed = send_one(f, seq, policy, limit);
+		if (removed >= 0) {
+			assert_int_equal(removed, 0);
+			assert_int_equal(*removed_at, -1); /* reported once */
+			*removed_at = (int)seq;
+		}
+		for (int k = 1; k < NRX; k++)
+			rx_drain(&f->rx[k]);
+	}
+	alarm(0);
+	return count;
+}
+
+static void check_healthy(struct fix *f, uint32_t count)
+{
+	for (int k = 1; k < NRX; k++) {
+		for (int round = 0; f->rx[k].nseqs < count && round < 200; round++) {
+			poll(&(struct pollfd){ .fd = f->rx[k].fd, .events = POLLIN }, 1, 20);
+			rx_drain(&f->rx[k]);
+		}
+		assert_int_equal(tallies[k].full, count);
+		check_received(f, k);
+	}
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void test_drop(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_DROP };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	uint32_t n = run(&f, MS_SLOW_DROP, 0, 3000, &removed_at);
+	assert_int_equal(removed_at, -1);
+	struct tally *t = &tallies[0];
+	assert_true(t->dropped > 0); /* the stall really happened */
+	assert_true(t->full > 0);
+	/* A DROP backlog only ever holds the rest of one message. */
+	assert_true(ms_group_backlog(f.g) < MAXMSG);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.slow_dropped, t->dropped);
+	assert_int_equal(s.slow_queued, t->queued);
+	assert_int_equal(s.slow_removed, 0);
+	assert_int_equal(s.backlog_bytes, ms_group_backlog(f.g));
+	assert_int_equal(s.err_again, t->dropped);
+	resume(&f, 0);
+	check_received(&f, 0);
+	check_healthy(&f, n);
+	/* After the stall, the receiver keeps up again: every message arrives whole. */
+	size_t before = t->nsent;
+	for (uint32_t seq = n; seq < n + 20; seq++) {
+		assert_int_equal(send_one(&f, seq, MS_SLOW_DROP, 0), -1);
+		rx_drain(&f.rx[0]);
+	}
+	assert_int_equal(t->nsent, before + 20);
+	resume(&f, 0);
+	check_received(&f, 0);
+	assert_int_equal(stats(f.ctx).backlog_bytes, 0);
+	assert_int_equal(stats(f.ctx).backlog_discarded, 0);
+	fix_close(&f);
+}
+
+static void queue_case(uint32_t limit, uint32_t count, bool expect_drops)
+{
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
+				      .queue_limit = limit };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	uint32_t n = run(&f, MS_SLOW_QUEUE, limit, count, &removed_at);
+	assert_int_equal(removed_at, -1);
+	struct tally *t = &tallies[0];
+	assert_true(t->queued > 0);
+	if (expect_drops)
+		assert_true(t->dropped > 0);
+	else
+		assert_int_equal(t->dropped, 0);
+	assert_true(ms_group_backlog(f.g) <= limit + MAXMSG);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.slow_queued, t->queued);
+	assert_int_equal(s.slow_dropped, t->dropped);
+	assert_int_equal(s.backlog_bytes, ms_group_backlog(f.g));
+	resume(&f, 0);
+	check_received(&f, 0);
+	check_healthy(&f, n);
+	if (!expect_drops)
+		assert_int_equal(f.rx[0].nseqs, n); /* everything, late but whole and in order */
+	assert_int_equal(stats(f.ctx).backlog_discarded, 0);
+	fix_close(&f);
+}
+
+static void test_queue_bounded(void **state)
+{
+	(void)state;
+	queue_case(64 * 1024, 3000, true);
+}
+
+static void test_queue_everything(void **state)
+{
+	(void)state;
+	queue_case(16u << 20, 3000, false);
+}
+
+static void test_queue_overflow_disconnect(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
+				      .overflow = MS_SLOW_DISCONNECT, .queue_limit = 32 * 1024 };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	uint32_t n = run(&f, MS_SLOW_QUEUE, cfg.queue_limit, 2000, &removed_at);
+	assert_true(removed_at >= 0);
+	assert_int_equal(ms_group_size(f.g), NRX - 1);
+	assert_int_equal(ms_group_remove(f.g, f.id[0]), -ENOENT); /* already gone */
+	assert_int_equal(ms_group_backlog(f.g), 0);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.slow_removed, 1);
+	assert_int_equal(s.slow_dropped, 0);
+	assert_true(s.backlog_discarded > 0); /* what it still held, counted */
+	assert_int_equal(s.backlog_bytes, 0);
+	/* The stalled receiver got a prefix of the queued messages, in order. */
+	struct rx *r = &f.rx[0];
+	for (int round = 0; round < 50; round++)
+		if (!rx_drain(r))
+			poll(&(struct pollfd){ .fd = r->fd, .events = POLLIN }, 1, 10);
+	assert_true(r->nseqs <= tallies[0].nsent);
+	for (size_t i = 0; i < r->nseqs; i++)
+		assert_int_equal(r->seqs[i], tallies[0].sent[i]);
+	check_healthy(&f, n);
+	fix_close(&f);
+}
+
+static void test_disconnect(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_DISCONNECT };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	uint32_t n = run(&f, MS_SLOW_DISCONNECT, 0, 2000, &removed_at);
+	assert_true(removed_at > 0);
+	assert_int_equal(tallies[0].removed, 1);
+	assert_int_equal(tallies[0].queued + tallies[0].dropped, 0);
+	assert_int_equal(tallies[0].full, (size_t)removed_at); /* whole until the stall */
+	assert_int_equal(ms_group_size(f.g), NRX - 1);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.slow_removed, 1);
+	assert_int_equal(s.backlog_bytes + s.backlog_discarded, 0); /* never queues */
+	check_healthy(&f, n);
+	/* The id is free again: a new destination may take it. */
+	int tx, rxfd;
+	tcp_pair(&tx, &rxfd);
+	struct ms_dest d = { .fd = tx };
+	assert_int_equal(ms_group_add(f.g, &d), f.id[0]);
+	assert_int_equal(ms_group_remove(f.g, f.id[0]), 0);
+	close(tx);
+	close(rxfd);
+	fix_close(&f);
+}
+
+/* A subscriber that vanishes while its backlog is full: the stream's error is reported, the
+ * backlog is discarded and counted; under QUEUE it stays until the caller removes it, under
+ * DISCONNECT-on-overflow it is removed. */
+static void vanish_case(uint32_t overflow)
+{
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
+				      .overflow = overflow, .queue_limit = 1u << 20 };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	run(&f, MS_SLOW_QUEUE, cfg.queue_limit, 300, &removed_at);
+	assert_int_equal(removed_at, -1);
+	size_t held = ms_group_backlog(f.g);
+	assert_true(held > 0);
+	/* Closing with unread data makes the kernel reset the connection. */
+	close(f.rx[0].fd);
+	f.rx[0].fd = -1;
+	struct ms_result res[NRX];
+	int err = 0;
+	for (int round = 0; round < 200 && !err; round++) {
+		int n = ms_group_flush(f.g, res);
+		for (int i = 0; i < n; i++)
+			if (res[i].status < 0)
+				err = -res[i].status;
+		if (!err)
+			poll(NULL, 0, 5);
+	}
+	if (err != EPIPE && err != ECONNRESET)
+		fail_msg("the vanished stream reported %d (%s)", err, ms_strerror(err));
+	assert_int_equal(ms_group_backlog(f.g), 0);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.backlog_bytes, 0);
+	assert_true(s.backlog_discarded > 0 && s.backlog_discarded <= held);
+	if (overflow == MS_SLOW_DISCONNECT) {
+		assert_int_equal(ms_group_size(f.g), NRX - 1);
+		assert_int_equal(s.slow_removed, 1);
+	} else {
+		assert_int_equal(ms_group_size(f.g), NRX);
+		/* It keeps reporting its error; the others keep receiving. */
+		static unsigned char m[MAXMSG];
+		make_msg(m, 100000 - 1);
+		size_t len = msg_len(100000 - 1);
+		assert_int_equal(ms_send(f.g, m, len, 0, res), NRX - 1);
+		for (int i = 0; i < NRX; i++)
+			if (res[i].id == f.id[0])
+				assert_true(res[i].status == -EPIPE || res[i].status == -ECONNRESET);
+	}
+	fix_close(&f);
+}
+
+static void test_vanish_queue(void **state)
+{
+	(void)state;
+	vanish_case(MS_SLOW_DROP);
+}
+
+static void test_vanish_disconnect(void **state)
+{
+	(void)state;
+	vanish_case(MS_SLOW_DISCONNECT);
+}
+
+/* Seqpacket keeps message boundaries: a full socket takes a message whole or not at all. */
+static void test_seqpacket_queue(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
+				      .queue_limit = 8u << 20 };
+	struct fix f;
+	fix_open(&f, &cfg, true);
+	int removed_at;
+	uint32_t n = run(&f, MS_SLOW_QUEUE, cfg.queue_limit, 500, &removed_at);
+	assert_true(tallies[0].queued > 0);
+	assert_int_equal(tallies[0].dropped, 0);
+	resume(&f, 0);
+	check_received(&f, 0);
+	assert_int_equal(f.rx[0].nseqs, n);
+	check_healthy(&f, n);
+	fix_close(&f);
+}
+
+/* Datagram destinations in the same group are not managed: a full one just drops (-EAGAIN). */
+static void test_datagrams_untouched(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int sv[2], small = 4096;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	struct ms_dest d = { .fd = sv[0] };
+	int id = ms_group_add(f.g, &d);
+	assert_true(id >= 0);
+	unsigned char m[1000];
+	memset(m, 7, sizeof(m));
+	struct ms_result res[NRX + 1];
+	int full = 0;
+	for (int r = 0; r < 200 && !full; r++) {
+		assert_true(ms_send(f.g, m, sizeof(m), MS_SEND_DONTWAIT, res) >= 0);
+		for (int i = 0; i <= NRX; i++) {
+			if (res[i].id != id)
+				continue;
+			assert_int_equal(res[i].flags, 0);
+			assert_int_equal(res[i].backlog, 0);
+			if (res[i].status == -EAGAIN)
+				full = 1;
+			else
+				assert_int_equal(res[i].status, (int)sizeof(m));
+		}
+		for (int k = 0; k < NRX; k++) {
+			struct rx *rx = &f.rx[k];
+			unsigned char sink[8192];
+			while (recv(rx->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+				;
+		}
+	}
+	assert_true(full);
+	assert_int_equal(stats(f.ctx).slow_dropped, 0);
+	close(sv[0]);
+	close(sv[1]);
+	assert_int_equal(ms_group_remove(f.g, id), 0);
+	fix_close(&f);
+}
+
+static void test_bad_config(void **state)
+{
+	(void)state;
+	struct fix f;
+	fix_open(&f, NULL, false);
+	struct ms_slow_config c = { .size = sizeof(c), .policy = MS_SLOW_QUEUE };
+	assert_int_equal(ms_group_set_slow(NULL, &c), -EINVAL);
+	assert_int_equal(ms_group_set_slow(f.g, NULL), -EINVAL);
+	struct {
+		struct ms_slow_config c;
+		uint32_t extra;
+	} big = { c, 0 };
+	big.c.size = sizeof(big);
+	assert_int_equal(ms_group_set_slow(f.g, &big.c), 0); /* zero tail: fine */
+	big.extra = 1;
+	assert_int_equal(ms_group_set_slow(f.g, &big.c), -EINVAL);
+	c.size = 8;
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	c.size = 8192;
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	c.size = sizeof(c);
+	c.policy = 4;
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	c.policy = MS_SLOW_QUEUE;
+	c.overflow = MS_SLOW_QUEUE;
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	c.overflow = MS_SLOW_DISCONNECT;
+	c.queue_limit = (1u << 30) + 1;
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	c.queue_limit = 1u << 30;
+	assert_int_equal(ms_group_set_slow(f.g, &c), 0);
+	c.policy = MS_SLOW_DROP; /* overflow and limit mean nothing for DROP */
+	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
+	assert_int_equal(ms_group_flush(NULL, NULL), -EINVAL);
+	assert_int_equal(ms_group_backlog(NULL), 0);
+
+	/* While a backlog is held the policy cannot change; once flushed it can. */
+	c = (struct ms_slow_config){ .size = sizeof(c), .policy = MS_SLOW_QUEUE };
+	assert_int_equal(ms_group_set_slow(f.g, &c), 0);
+	int removed_at;
+	run(&f, MS_SLOW_QUEUE, 4u << 20, 200, &removed_at);
+	assert_true(ms_group_backlog(f.g) > 0);
+	struct ms_slow_config none = { .size = sizeof(none) };
+	assert_int_equal(ms_group_set_slow(f.g, &none), -EBUSY);
+	resume(&f, 0);
+	check_received(&f, 0);
+	assert_int_equal(ms_group_set_slow(f.g, &none), 0);
+	fix_close(&f);
+}
+
+/* Removing a destination that holds a backlog discards it, counted; freeing the group too. */
+static void test_remove_with_backlog(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	run(&f, MS_SLOW_QUEUE, 4u << 20, 200, &removed_at);
+	size_t held = ms_group_backlog(f.g);
+	assert_true(held > 0);
+	assert_int_equal(ms_group_remove(f.g, f.id[0]), 0);
+	assert_int_equal(ms_group_backlog(f.g), 0);
+	struct ms_stats s = stats(f.ctx);
+	assert_int_equal(s.backlog_discarded, held);
+	assert_int_equal(s.backlog_bytes, 0);
+	/* Another stall, then free the group with the backlog in it. */
+	struct ms_group *g2;
+	assert_int_equal(ms_group_new(f.ctx, &g2), 0);
+	assert_int_equal(ms_group_set_slow(g2, &cfg), 0);
+	struct ms_dest d = { .fd = f.tx[0] };
+	assert_true(ms_group_add(g2, &d) >= 0);
+	static unsigned char m[MAXMSG];
+	make_msg(m, 0);
+	struct ms_result res[1];
+	for (int r = 0; r < 200; r++)
+		ms_send(g2, m, msg_len(0), 0, res);
+	assert_true(ms_group_backlog(g2) > 0);
+	ms_group_free(g2);
+	s = stats(f.ctx);
+	assert_int_equal(s.backlog_bytes, 0);
+	assert_true(s.backlog_discarded > held);
+	fix_close(&f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || ms_backend_from_name(argv[1]) <= 0) {
+		fprintf(stderr, "usage: slow loop|sendmmsg|io_uring\n");
+		return 2;
+	}
+	backend = (enum ms_backend)ms_backend_from_name(argv[1]);
+	struct ms_config c = { .size = sizeof(c),
+			       .backend = backend,
+			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	struct ms_ctx *probe;
+	if (ms_ctx_new(&probe, &c) < 0) {
+		printf("backend %s unavailable here: skipped\n", argv[1]);
+		return 77;
+	}
+	ms_ctx_free(probe);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_drop),
+		cmocka_unit_test(test_queue_bounded),
+		cmocka_unit_test(test_queue_everything),
+		cmocka_unit_test(test_queue_overflow_disconnect),
+		cmocka_unit_test(test_disconnect),
+		cmocka_unit_test(test_vanish_queue),
+		cmocka_unit_test(test_vanish_disconnect),
+		cmocka_unit_test(test_seqpacket_queue),
+		cmocka_unit_test(test_datagrams_untouched),
+		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_remove_with_backlog),
+	};
+	char group[64];
+	snprintf(group, sizeof(group), "slow-%s", argv[1]);
+	return _cmocka_run_group_tests(group, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+}
