@@ -322,7 +322,7 @@ struct ms_slow_config {
  * MS_SLOW_DROP and MS_SLOW_QUEUE a failed stream stays in the group, reporting its error, and
  * its backlog is discarded (counted in backlog_discarded). If the library cannot allocate room
  * for the rest of a message begun (the stream would lose its framing), it removes the
- * destination, status -ENOMEM, whatever the policy.
+ * destination (MS_RES_REMOVED, status the bytes taken), whatever the policy.
  *
  * Backlogs are memory the library allocates on the send path, as needed (up to the limit);
  * ms_group_remove and ms_group_free discard a backlog (counted in backlog_discarded).

@@ -196,8 +196,8 @@ static int apply(struct ms__send *s, struct ms__bucket *b, int status, uint32_t 
 			return status;
 		}
 		if (backlog_append(s->g, b, s, (size_t)status) < 0) {
-			*flags |= MS_RES_REMOVED;
-			return -ENOMEM;
+			*flags |= MS_RES_REMOVED; /* no room for the rest: cut it off cleanly */
+			return status;
 		}
 		*flags |= MS_RES_QUEUED;
 		return status;

@@ -6,6 +6,9 @@
  * several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
  * call the library must agree with a model of the group, and the receivers must hold exactly
  * what the results promise: one copy per successful datagram destination, nothing else.
+ * Inputs may also set a slow-consumer policy (valid or not) and flush backlogs; a second TCP
+ * stream with tiny buffers, whose receiver reads only when the input says so, fills up, and
+ * every byte the kernel took for it, directly or from a backlog, must arrive.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +45,8 @@ struct pdest {
 	socklen_t addrlen;
 	int rx;      /* receiving socket */
 	bool stream; /* counts bytes, not datagrams */
+	bool conn;   /* connection-oriented (stream, seqpacket): a slow-consumer policy applies */
+	bool lazy;   /* its receiver reads only when the input says so (the small stream) */
 	int maxdgram; /* largest datagram this destination takes whole; 0 = any (stream) */
 };
 
@@ -49,6 +54,9 @@ enum { NDEST = 16 };
 static struct pdest pool[NDEST];
 static int npool;
 static int junk_pipe[2], closed_fd;
+static int lazy_q; /* pool index of the small stream */
+/* Bytes the small stream's receiver must get: everything the kernel took for it. */
+static long lazy_expect, lazy_got;
 static unsigned char payload[MAXLEN];
 
 static void big_buffers(int fd)
@@ -94,6 +102,7 @@ static void setup_pool(void)
 	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) == 0);
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	add_pool(sv[1], NULL, 0, sv[0], false, 0);
+	pool[npool - 1].conn = true;
 
 	int ushared = socket(AF_UNIX, SOCK_DGRAM, 0);
 	for (int i = 0; i < 3; i++) { /* one unconnected AF_UNIX socket, three addresses */
@@ -129,8 +138,23 @@ static void setup_pool(void)
 	CHECK(connect(tx, (struct sockaddr *)&a, l) == 0);
 	int rx = accept(ls, NULL, NULL);
 	fcntl(rx, F_SETFL, O_NONBLOCK);
-	close(ls);
 	add_pool(tx, NULL, 0, rx, true, 0);
+	pool[npool - 1].conn = true;
+
+	/* The small stream: tiny buffers, a non-blocking sender (so that without a policy a full
+	 * socket gives -EAGAIN or a short count instead of blocking), a lazy reader. */
+	int small = 4096;
+	tx = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(tx, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(ls, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	CHECK(connect(tx, (struct sockaddr *)&a, l) == 0);
+	rx = accept(ls, NULL, NULL);
+	fcntl(rx, F_SETFL, O_NONBLOCK);
+	fcntl(tx, F_SETFL, O_NONBLOCK);
+	close(ls);
+	lazy_q = npool;
+	struct pdest *p = &pool[npool++];
+	*p = (struct pdest){ .fd = tx, .rx = rx, .stream = true, .conn = true, .lazy = true };
 
 	CHECK(pipe(junk_pipe) == 0);
 	closed_fd = dup(junk_pipe[0]);
@@ -177,9 +201,153 @@ static unsigned take(struct in *in)
 	return *in->d++;
 }
 
-/* The model: which pool entry each id stands for. */
+/* The model: which pool entry each id stands for, and what its backlog holds. */
 static int model[256];
 static int nmodel;
+static uint32_t held[256];
+static size_t live;
+static unsigned policy; /* the group's slow-consumer policy */
+
+/* Read what the small stream's receiver has, waiting up to a second for all it must get. */
+static void drain_lazy(void)
+{
+	lazy_got += drain(&pool[lazy_q], 0, lazy_expect - lazy_got);
+	if (lazy_got != lazy_expect)
+		fprintf(stderr, "small stream: got %ld bytes, results promise %ld\n", lazy_got, lazy_expect);
+	CHECK(lazy_got == lazy_expect);
+}
+
+/*
+ * Check one result of a destination the policy may manage, update the model, and return the
+ * bytes (streams) or messages that must arrive at its receiver because of this call: what
+ * the kernel took of this message plus what it took from the backlog.
+ */
+static long managed_result(const struct ms_result *r, size_t len, bool flush, long discarded)
+{
+	const struct pdest *p = &pool[model[r->id]];
+	bool managed = policy != MS_SLOW_BLOCK && p->conn;
+	uint32_t f = r->flags;
+	CHECK((f & ~(uint32_t)(MS_RES_QUEUED | MS_RES_DROPPED | MS_RES_REMOVED)) == 0);
+	if (!managed) {
+		CHECK(f == 0 && r->backlog == 0);
+		if (!p->stream)
+			return r->status >= 0;
+		return r->status > 0 ? r->status : 0;
+	}
+	CHECK(__builtin_popcount(f) <= 1 || f == (MS_RES_QUEUED | MS_RES_REMOVED));
+	long taken = 0, queued = 0;
+	if (flush) {
+		CHECK(!(f & MS_RES_DROPPED));
+		CHECK(held[r->id] > 0);
+		CHECK(!!(f & MS_RES_QUEUED) == (r->backlog > 0));
+	} else {
+		taken = r->status > 0 ? r->status : 0;
+		if (f & MS_RES_QUEUED) {
+			CHECK(r->status >= 0 && (size_t)r->status < len);
+			CHECK(policy != MS_SLOW_DISCONNECT);
+			queued = (long)len - taken;
+		}
+		if (f & MS_RES_DROPPED)
+			CHECK(r->status < 0 && policy != MS_SLOW_DISCONNECT);
+	}
+	if (f & MS_RES_REMOVED) {
+		CHECK(r->backlog == 0);
+		model[r->id] = -1;
+		live--;
+	}
+	/* What left the backlog was either sent or, if the stream failed or was removed,
+	 * discarded (the caller knows how much from the counters). */
+	long flushed = (long)held[r->id] + queued - (long)r->backlog - discarded;
+	if (flush && r->status >= 0)
+		CHECK(flushed == r->status);
+	CHECK(flushed >= 0);
+	held[r->id] = (f & MS_RES_REMOVED) ? 0 : r->backlog;
+	if (!p->stream)
+		return (r->status >= 0 && !flush && !(f & MS_RES_QUEUED)) + (flushed ? 1 : 0);
+	return flush ? flushed : taken + flushed;
+}
+
+/* A slow-consumer configuration from the input: valid or not, with the rule checked here. */
+static void do_set_slow(struct ms_group *g, struct in *in)
+{
+	unsigned b = take(in);
+	struct ms_slow_config c = { .size = sizeof(c), .policy = b % 5 };
+	if (b & 0x80)
+		c.overflow = take(in) % 4;
+	if (b & 0x40)
+		c.queue_limit = (take(in) << 12) | ((b & 0x20) ? (1u << 30) + take(in) % 2 : 0);
+	bool busy = false;
+	for (int k = 0; k < nmodel; k++)
+		busy |= model[k] >= 0 && held[k] > 0;
+	bool valid = c.policy <= MS_SLOW_DISCONNECT && c.overflow != MS_SLOW_QUEUE &&
+		     c.queue_limit <= (1u << 30) &&
+		     (c.policy == MS_SLOW_QUEUE || (!c.overflow && !c.queue_limit));
+	int r = ms_group_set_slow(g, &c);
+	CHECK(r == (!valid ? -EINVAL : busy ? -EBUSY : 0));
+	if (!r)
+		policy = c.policy;
+}
+
+/* More than one stream failed in one call: which one's backlog was discarded and which one's
+ * sent is unknowable from outside, so read every stream dry and start counting again. */
+static void read_dry(const struct pdest *p)
+{
+	/* Bytes the kernel took may still sit in the sender's buffer, waiting for the tiny
+	 * receive window: read until nothing has come for 100 ms. */
+	for (;;) {
+		if (drain(p, 0, 0) > 0)
+			continue;
+		struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
+		if (poll(&pfd, 1, 100) != 1)
+			return;
+	}
+}
+
+static void forget_streams(void)
+{
+	for (int q = 0; q < npool; q++)
+		if (pool[q].stream)
+			read_dry(&pool[q]);
+	lazy_expect = lazy_got = 0;
+}
+
+static void do_flush(struct ms_ctx *ctx, struct ms_group *g)
+{
+	struct ms_result res[NDEST * 8];
+	size_t before = ms_group_size(g);
+	struct ms_stats s0 = { .size = sizeof(s0) }, s1 = { .size = sizeof(s1) };
+	CHECK(ms_ctx_stats(ctx, &s0) == 0);
+	int n = ms_group_flush(g, res);
+	CHECK(ms_ctx_stats(ctx, &s1) == 0);
+	CHECK(n >= 0 && (size_t)n <= before);
+	long discarded = (long)(s1.backlog_discarded - s0.backlog_discarded);
+	int failing = 0;
+	for (int k = 0; k < n; k++)
+		failing += res[k].status < 0 || (res[k].flags & MS_RES_REMOVED);
+	for (int k = 0; k < n; k++) {
+		CHECK(res[k].id >= 0 && res[k].id < nmodel && model[res[k].id] >= 0);
+		bool lazy = pool[model[res[k].id]].lazy;
+		bool fails = res[k].status < 0 || (res[k].flags & MS_RES_REMOVED);
+		long arrive = failing > 1 ? 0 : managed_result(&res[k], 0, true, fails ? discarded : 0);
+		if (failing > 1) {
+			model[res[k].id] = (res[k].flags & MS_RES_REMOVED) ? -1 : model[res[k].id];
+			live -= (res[k].flags & MS_RES_REMOVED) != 0;
+			held[res[k].id] = res[k].backlog;
+			continue;
+		}
+		if (lazy)
+			lazy_expect += arrive;
+		else
+			CHECK(drain(&pool[model[res[k].id]], 0, arrive) == arrive);
+	}
+	if (failing > 1)
+		forget_streams();
+	CHECK(ms_group_size(g) == live);
+	size_t total = 0;
+	for (int k = 0; k < nmodel; k++)
+		total += model[k] >= 0 ? held[k] : 0;
+	CHECK(ms_group_backlog(g) == total);
+}
 
 static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
 {
@@ -192,7 +360,11 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	unsigned raw = (take(in) << 8) | take(in);
 	size_t len = raw >= 0xfff0 ? edges[raw % 7] : raw % 2048;
 	unsigned flags = take(in) & 3 ? 0 : take(in); /* mostly valid flags */
-	bool with_res = take(in) & 1;
+	/* Results are needed to know what the small stream must receive. */
+	bool lazy_member = false;
+	for (int q = 0; q < nmodel; q++)
+		lazy_member |= model[q] >= 0 && pool[model[q]].lazy;
+	bool with_res = (take(in) & 1) || policy != MS_SLOW_BLOCK || lazy_member;
 	int expect = 0;
 
 	if (vector) {
@@ -222,11 +394,11 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 
 	struct ms_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
 	CHECK(ms_ctx_stats(ctx, &before) == 0);
+	size_t size = ms_group_size(g); /* a policy may remove destinations during the call */
 	int r = vector ? ms_sendv(g, iovcnt >= 0 && iovcnt <= 10 ? iov : NULL, iovcnt, flags,
 				  with_res ? res : NULL)
 		       : ms_send(g, payload, len, flags, with_res ? res : NULL);
 	CHECK(ms_ctx_stats(ctx, &after) == 0);
-	size_t size = ms_group_size(g);
 	if (expect) {
 		CHECK(r == expect);
 		CHECK(after.dests_attempted == before.dests_attempted);
@@ -234,10 +406,21 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 		CHECK(r >= 0 && (size_t)r <= size);
 		CHECK(after.dests_attempted - before.dests_attempted == size);
 		CHECK(after.dests_accepted - before.dests_accepted == (uint64_t)r);
+		CHECK(after.slow_removed - before.slow_removed ==
+		      size - ms_group_size(g)); /* the policy's removals, all reported */
 	}
 
 	/* Receivers: what arrived must be what the results say, per receiver. */
 	long want[NDEST] = { 0 };
+	long discarded = (long)(after.backlog_discarded - before.backlog_discarded);
+	int failing = 0;
+	if (!expect && with_res)
+		for (size_t k = 0; k < size; k++)
+			failing += pool[model[res[k].id]].conn && policy != MS_SLOW_BLOCK &&
+				   ((res[k].status < 0 && !(res[k].flags & MS_RES_DROPPED)) ||
+				    (res[k].flags & MS_RES_REMOVED));
+	if (failing > 1)
+		discarded = 0; /* attributed to nobody; forget_streams() below */
 	if (!expect && with_res) {
 		bool seen[256] = { false };
 		int whole = 0;
@@ -245,25 +428,43 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 			CHECK(res[k].id >= 0 && res[k].id < nmodel && model[res[k].id] >= 0);
 			CHECK(!seen[res[k].id]);
 			seen[res[k].id] = true;
-			const struct pdest *p = &pool[model[res[k].id]];
+			int q0 = model[res[k].id];
+			const struct pdest *p = &pool[q0];
 			if (res[k].status == (int)len)
 				whole++;
 			else
-				CHECK(res[k].status < 0 || (p->stream && res[k].status < (int)len));
+				CHECK(res[k].status < 0 || (p->conn && res[k].status < (int)len));
 			if (res[k].status == -EMSGSIZE)
 				CHECK(p->maxdgram && len > (size_t)p->maxdgram);
-			if (res[k].status >= 0) {
-				/* Receivers are identified by fd, several pool entries may share one. */
-				for (int q = 0; q < npool; q++)
-					if (pool[q].rx == p->rx) {
-						want[q] += p->stream ? res[k].status : 1;
-						break;
-					}
+			bool fails = p->conn && policy != MS_SLOW_BLOCK &&
+				     ((res[k].status < 0 && !(res[k].flags & MS_RES_DROPPED)) ||
+				      (res[k].flags & MS_RES_REMOVED));
+			long arrive = managed_result(&res[k], len, false, fails ? discarded : 0);
+			if (failing > 1)
+				continue;
+			if (p->lazy) {
+				lazy_expect += arrive;
+				continue;
 			}
+			/* Receivers are identified by fd, several pool entries may share one. */
+			for (int q = 0; q < npool; q++)
+				if (pool[q].rx == p->rx) {
+					want[q] += arrive;
+					break;
+				}
 		}
 		CHECK(whole == r);
 	}
+	if (failing > 1) {
+		forget_streams();
+		for (int q = 0; q < npool; q++)
+			if (!pool[q].stream)
+				(void)drain(&pool[q], len, 0);
+		return;
+	}
 	for (int q = 0; q < npool; q++) {
+		if (pool[q].lazy)
+			continue;
 		bool first = true;
 		for (int e = 0; e < q; e++)
 			first &= pool[e].rx != pool[q].rx;
@@ -294,13 +495,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 .flags = MS_CFG_IGNORE_ENV, .queue_depth = 1u << (take(&in) % 8) };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	CHECK(ms_ctx_new(&ctx, &cfg) == 0);
+	/* Contexts are kept from one input to the next (one per backend and ring size): setting
+	 * up a ring and its file table costs more than most inputs, and a context outliving
+	 * many groups is what a publisher does. */
+	static struct ms_ctx *ctxs[4][8];
+	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)];
+	if (!*slot)
+		CHECK(ms_ctx_new(slot, &cfg) == 0);
+	ctx = *slot;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	nmodel = 0;
-	size_t live = 0;
+	live = 0;
+	policy = MS_SLOW_BLOCK;
+	memset(held, 0, sizeof(held));
 
 	for (int ops = 0; in.n && ops < 64; ops++) {
-		unsigned op = take(&in) % 5;
+		unsigned op = take(&in) % 8;
+		if (op == 5) {
+			do_set_slow(g, &in);
+			continue;
+		}
+		if (op == 6) {
+			do_flush(ctx, g);
+			continue;
+		}
+		if (op == 7) {
+			drain_lazy();
+			continue;
+		}
 		if (op == 0 || op == 1) { /* add */
 			unsigned pick = take(&in) % (NDEST + 4);
 			struct ms_dest d;
@@ -364,6 +586,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(member ? r == 0 : r == -ENOENT);
 			if (member) {
 				model[id] = -1;
+				held[id] = 0;
 				live--;
 			}
 		} else {
@@ -372,6 +595,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(ms_group_size(g) == live);
 	}
 	ms_group_free(g);
-	ms_ctx_free(ctx);
+	struct ms_stats st = { .size = sizeof(st) };
+	CHECK(ms_ctx_stats(ctx, &st) == 0 && st.backlog_bytes == 0);
+	/* Whatever the kernel took for the small stream arrives; what the group still held was
+	 * discarded with it. Next input starts from an empty stream. */
+	drain_lazy();
+	lazy_expect = lazy_got = 0;
 	return 0;
 }
