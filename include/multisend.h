@@ -151,7 +151,9 @@ MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
  * in a group: remove it first, then close it. If it is closed anyway, the loop and sendmmsg
  * backends report -EBADF for it (or send on whatever file later takes the number), and the
  * io_uring backend, which holds a registered reference to the socket, keeps sending on the
- * original socket until the destination is removed.
+ * original socket until the destination is removed. Either way a socket that later takes the
+ * number is never confused with the closed one: adding it to the same group fails with
+ * -ESTALE, and in another group of the context it is sent to as itself.
  */
 struct ms_dest {
 	int fd;
@@ -179,6 +181,8 @@ MS_EXPORT void ms_group_free(struct ms_group *g);
  *                  family the socket cannot send to (an AF_INET6 socket may send to AF_INET
  *                  addresses, as sendto allows).
  *   -EEXIST        this connected socket is already in the group.
+ *   -ESTALE        the group holds destinations on a socket that was closed while in the
+ *                  group, and fd is a different file with the same number: remove them first.
  *   -ENOSPC        the group already holds INT32_MAX destinations.
  *   -ENOMEM        out of memory. (io_uring: if the kernel refuses to register the socket
  *                  in the ring's file table, that is not an error; the socket is then used

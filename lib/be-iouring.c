@@ -36,7 +36,8 @@ struct uring_state {
 	pthread_t owner;    /* that thread: the kernel refuses the ring to any other */
 	bool files_ok;      /* the registered file table is usable */
 	uint32_t nfiles;    /* slots in the registered table */
-	uint32_t *refs;     /* per fd < nrefs: buckets (over all groups) using it */
+	uint32_t *refs;     /* per fd < nrefs: buckets (over all groups) using its slot */
+	uint64_t *inos;     /* per fd < nrefs: inode of the socket registered in its slot */
 	uint32_t nrefs;
 	uint64_t *retry;    /* user_data of requests to submit again after -EINTR (depth) */
 };
@@ -171,6 +172,7 @@ static void uring_ctx_fini(struct ms_ctx *ctx)
 		return;
 	io_uring_queue_exit(&st->ring);
 	free(st->refs);
+	free(st->inos);
 	free(st->retry);
 	free(st);
 	ctx->be_state = NULL;
@@ -191,14 +193,23 @@ static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 		uint32_t *r = realloc(st->refs, (size_t)n * sizeof(*r));
 		if (!r)
 			return -ENOMEM;
-		memset(r + st->nrefs, 0, (size_t)(n - st->nrefs) * sizeof(*r));
 		st->refs = r;
+		uint64_t *in = realloc(st->inos, (size_t)n * sizeof(*in));
+		if (!in)
+			return -ENOMEM; /* refs grew but nrefs did not: nothing is lost */
+		st->inos = in;
+		memset(r + st->nrefs, 0, (size_t)(n - st->nrefs) * sizeof(*r));
 		st->nrefs = n;
 	}
-	if (st->refs[fd] == 0 && st->files_ok) {
+	if (st->refs[fd] == 0) {
 		int v = b->fd;
-		if (io_uring_register_files_update(&st->ring, fd, &v, 1) != 1)
+		if (!st->files_ok || io_uring_register_files_update(&st->ring, fd, &v, 1) != 1)
 			return 0; /* this socket goes by plain fd */
+		st->inos[fd] = b->ino;
+	} else if (st->inos[fd] != b->ino) {
+		/* The slot still holds a socket that was closed while in a group (which keeps
+		 * using it until removed); a new socket with its number goes by plain fd. */
+		return 0;
 	}
 	st->refs[fd]++;
 	b->fixed = true;

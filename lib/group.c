@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <netinet/in.h>
 
@@ -92,8 +93,12 @@ static void fdmap_delete(struct ms__fdmap *m, int fd)
 
 /* ---- validation --------------------------------------------------------------------------- */
 
-static int sock_info(int fd, int *type, int *family)
+static int sock_info(int fd, int *type, int *family, uint64_t *ino)
 {
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*ino = (uint64_t)st.st_ino; /* sockets share one st_dev (sockfs); the inode names one */
 	socklen_t l = sizeof(*type);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, type, &l) < 0)
 		return -errno;
@@ -262,7 +267,8 @@ static int buckets_reserve(struct ms_group *g)
 }
 
 /* A new bucket for fd, entered in the group's list and map (room reserved by the caller). */
-static int bucket_new(struct ms_group *g, int fd, int type, int family, struct ms__bucket **out)
+static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t ino,
+		      struct ms__bucket **out)
 {
 	int err;
 	if ((err = fdmap_reserve(&g->fdmap)) || (err = buckets_reserve(g)))
@@ -271,6 +277,7 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, struct m
 	if (!b)
 		return -ENOMEM;
 	b->fd = fd;
+	b->ino = ino;
 	b->type = type;
 	b->family = family;
 	if ((err = bucket_reserve(b))) {
@@ -299,12 +306,15 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 		return -EBADF;
 	if (!d->addr && d->addrlen)
 		return -EINVAL;
-	if ((err = sock_info(d->fd, &type, &family)))
+	uint64_t ino = 0;
+	if ((err = sock_info(d->fd, &type, &family, &ino)))
 		return err;
 	if (d->addr && (err = check_addr(family, type, d->addr, d->addrlen)))
 		return err;
 
 	struct ms__bucket *b = fdmap_get(&g->fdmap, d->fd);
+	if (b && b->ino != ino)
+		return -ESTALE; /* the group's socket under this number was closed behind its back */
 	if (b && !d->addr && b->has_peer)
 		return -EEXIST;
 	if ((err = ids_reserve(g)))
@@ -312,7 +322,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	if (b)
 		err = bucket_reserve(b);
 	else
-		err = bucket_new(g, d->fd, type, family, &b);
+		err = bucket_new(g, d->fd, type, family, ino, &b);
 	if (err)
 		return err;
 

@@ -26,6 +26,7 @@ struct ms__dest {
  */
 struct ms__bucket {
 	int fd;
+	uint64_t ino;   /* the socket's inode: tells it apart from a later file with its number */
 	int type;       /* SOCK_DGRAM, SOCK_STREAM, SOCK_SEQPACKET */
 	int family;
 	bool has_peer;  /* one of the destinations is the connected peer (addrlen 0) */
