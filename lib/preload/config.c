@@ -3,7 +3,9 @@
  * MULTISEND_* variables. Read once, on the first intercepted call (never in a constructor),
  * with secure_getenv: in a setuid or otherwise AT_SECURE process every variable is ignored and
  * the defaults apply. Parsed strictly: a value that is not exactly right earns one line on
- * stderr and the default, never a guess.
+ * stderr and the default, never a guess. The parsing itself (shim_config_parse) takes its
+ * variables from a lookup function and the program's names as arguments, so that
+ * tests/fuzz/fuzz-shim-config.c can run it on arbitrary values.
  */
 #include <errno.h>
 #include <limits.h>
@@ -100,18 +102,16 @@ static void program_names(char *exe, size_t exesz)
 	}
 }
 
-void shim_config_load(void)
+void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
+		       const char *invoked, const char *exe_name)
 {
-	struct shim_config *c = &shim_cfg;
 	const char *v;
 	char exe[64];
 
-	c->secure = getauxval(AT_SECURE) != 0;
-	program_names(exe, sizeof(exe));
-	copy_name(c->program, sizeof(c->program),
-		  program_invocation_short_name ? program_invocation_short_name : exe);
+	copy_name(exe, sizeof(exe), exe_name);
+	copy_name(c->program, sizeof(c->program), invoked ? invoked : exe);
 
-	v = secure_getenv("MULTISEND_PRELOAD_MODE");
+	v = get(arg, "MULTISEND_PRELOAD_MODE");
 	if (v && *v) {
 		if (!strcmp(v, "metrics"))
 			c->asked = SHIM_METRICS;
@@ -125,21 +125,21 @@ void shim_config_load(void)
 	}
 	c->mode = c->asked;
 
-	v = secure_getenv("MULTISEND_BATCH_MAX");
+	v = get(arg, "MULTISEND_BATCH_MAX");
 	if (v)
 		parse_uint("MULTISEND_BATCH_MAX", v, 1, SHIM_BATCH_MAX_LIMIT, &c->batch_max);
-	v = secure_getenv("MULTISEND_BATCH_DELAY_US");
+	v = get(arg, "MULTISEND_BATCH_DELAY_US");
 	if (v)
 		parse_uint("MULTISEND_BATCH_DELAY_US", v, SHIM_DELAY_US_MIN, SHIM_DELAY_US_MAX,
 			   &c->delay_us);
-	v = secure_getenv("MULTISEND_DEFER_ERRORS");
+	v = get(arg, "MULTISEND_DEFER_ERRORS");
 	if (v)
 		parse_bool("MULTISEND_DEFER_ERRORS", v, &c->defer_errors);
-	v = secure_getenv("MULTISEND_BATCH_FANOUT_END");
+	v = get(arg, "MULTISEND_BATCH_FANOUT_END");
 	if (v)
 		parse_bool("MULTISEND_BATCH_FANOUT_END", v, &c->fanout_end);
 
-	v = secure_getenv("MULTISEND_STATS");
+	v = get(arg, "MULTISEND_STATS");
 	if (v && *v) {
 		size_t n = strlen(v);
 		if (n >= sizeof(c->stats_path)) {
@@ -152,7 +152,22 @@ void shim_config_load(void)
 	}
 
 	/* Children inherit LD_PRELOAD; the filter keeps every program not named untouched. */
-	v = secure_getenv("MULTISEND_PRELOAD_PROGRAMS");
+	v = get(arg, "MULTISEND_PRELOAD_PROGRAMS");
 	if (v && *v && !listed(v, c->program) && !listed(v, exe))
 		c->mode = SHIM_OFF;
+}
+
+static const char *env_get(void *arg, const char *name)
+{
+	(void)arg;
+	return secure_getenv(name);
+}
+
+void shim_config_load(void)
+{
+	char exe[64];
+
+	shim_cfg.secure = getauxval(AT_SECURE) != 0;
+	program_names(exe, sizeof(exe));
+	shim_config_parse(&shim_cfg, env_get, NULL, program_invocation_short_name, exe);
 }

@@ -161,7 +161,16 @@ struct shim_config {
 };
 
 extern struct shim_config shim_cfg;
+/* Fill shim_cfg from the environment (secure_getenv) and this process's names. */
 void shim_config_load(void);
+/* What shim_config_load does after finding the process's names: parse the MULTISEND_*
+ * variables get(arg, name) returns (NULL: unset) over what c holds (the defaults), warning
+ * about each value it refuses. invoked is the name the program was run as (NULL: use the
+ * executable's), exe_name the executable's file name (the other name the program filter
+ * matches); both are cut to 63 bytes. Sets every field but secure. */
+typedef const char *(*shim_config_get_fn)(void *arg, const char *name);
+void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
+		       const char *invoked, const char *exe_name);
 
 /* ---- fdtab.c -------------------------------------------------------------------------------- */
 
