@@ -169,6 +169,8 @@ static bool removes_slow(const struct ms_slow_config *p)
 static int cannot_take(struct ms__send *s, struct ms__bucket *b, int status, uint32_t *flags)
 {
 	const struct ms_slow_config *p = &s->g->slow;
+	if (!s->len && b->type == SOCK_STREAM)
+		return 0; /* nothing to send: a stream takes an empty message whole, even when full */
 	if (p->policy == MS_SLOW_QUEUE && b->bl.held + s->len <= p->queue_limit &&
 	    backlog_append(s->g, b, s, 0) == 0) {
 		*flags |= MS_RES_QUEUED;

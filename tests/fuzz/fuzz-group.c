@@ -143,10 +143,11 @@ static void setup_pool(void)
 
 	/* The small stream: tiny buffers, a non-blocking sender (so that without a policy a full
 	 * socket gives -EAGAIN or a short count instead of blocking), a lazy reader. */
-	int small = 4096;
+	int small = 4096, window = 32768; /* a window below a few MSS waits for TCP's timers */
 	tx = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(tx, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
-	setsockopt(ls, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	setsockopt(tx, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(ls, SOL_SOCKET, SO_RCVBUF, &window, sizeof(window));
 	CHECK(connect(tx, (struct sockaddr *)&a, l) == 0);
 	rx = accept(ls, NULL, NULL);
 	fcntl(rx, F_SETFL, O_NONBLOCK);
