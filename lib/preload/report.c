@@ -308,19 +308,29 @@ static void write_all(int fd, const char *p, size_t n)
 }
 
 /* The path with every "%p" replaced by the pid. */
-static void expand(char *dst, size_t cap, const char *src)
+/* Copy src to dst with each %p replaced by the process id. Returns false, with dst empty,
+ * when the result does not fit (a cut path would name another file). */
+static bool expand(char *dst, size_t cap, const char *src)
 {
 	size_t n = 0;
-	for (; *src && n + 1 < cap; src++) {
+	for (; *src; src++) {
 		if (src[0] == '%' && src[1] == 'p') {
 			int w = snprintf(dst + n, cap - n, "%d", (int)getpid());
-			n += w > 0 ? (size_t)w : 0;
+			if (w < 0 || (size_t)w >= cap - n)
+				goto too_long;
+			n += (size_t)w;
 			src++;
 		} else {
+			if (n + 1 >= cap)
+				goto too_long;
 			dst[n++] = *src;
 		}
 	}
-	dst[n < cap ? n : cap - 1] = '\0';
+	dst[n] = '\0';
+	return true;
+too_long:
+	dst[0] = '\0';
+	return false;
 }
 
 void shim_report_write(void)
@@ -378,9 +388,13 @@ void shim_report_write(void)
 		bool opened = false;
 		if (shim_cfg.stats_path[0]) {
 			char path[sizeof(shim_cfg.stats_path) + 32];
-			expand(path, sizeof(path), shim_cfg.stats_path);
-			int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-			if (f < 0 && fd == 2)
+			int f = -1;
+			if (!expand(path, sizeof(path), shim_cfg.stats_path))
+				shim_warn("MULTISEND_STATS is longer than %zu bytes once %%p is "
+					  "expanded; writing the report here", sizeof(path) - 1);
+			else
+				f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (f < 0 && path[0] && fd == 2)
 				shim_warn("cannot write the report to %s: %s; writing it here", path,
 					  strerror(errno));
 			if (f >= 0) {

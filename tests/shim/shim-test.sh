@@ -396,6 +396,16 @@ run_test() {
 	MULTISEND_STATS="$tmp/filtered.json" MULTISEND_PRELOAD_PROGRAMS=legacy-fanout \
 		"$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" >/dev/null || fail "filtered"
 	[ ! -s "$tmp/filtered.json" ] || fail "a filtered program reported"
+	# %p in the report path becomes the process id; a path that would not fit once expanded
+	# is refused with a warning and the report goes to stderr (a cut path names another file).
+	MULTISEND_STATS="$tmp/pid-%p.json" "$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" \
+		>/dev/null || fail "%p"
+	ls "$tmp"/pid-[0-9]*.json >/dev/null 2>&1 || fail "%p in MULTISEND_STATS was not expanded"
+	long="$tmp/$(printf '%%p%.0s' $(seq 1 300))"
+	MULTISEND_STATS="$long" "$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" \
+		>/dev/null 2>"$tmp/warn" || fail "an over-long %p path"
+	grep -q "once %p is expanded; writing the report here" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "no warning for an over-long report path"; }
 	# Installed: the script finds the shim under the installed tree (DESTDIR staging too).
 	if [ -n "${MESON_BUILD_ROOT:-}" ] && command -v meson >/dev/null 2>&1; then
 		meson install -C "$MESON_BUILD_ROOT" --no-rebuild --destdir "$tmp/inst" \
