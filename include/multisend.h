@@ -154,6 +154,11 @@ MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
  * original socket until the destination is removed. Either way a socket that later takes the
  * number is never confused with the closed one: adding it to the same group fails with
  * -ESTALE, and in another group of the context it is sent to as itself.
+ *
+ * A socket's O_NONBLOCK flag is read when it joins the group (when the group's first
+ * destination on it is added): if set, every send on it is non-blocking, as with
+ * MS_SEND_DONTWAIT (io_uring would otherwise wait for room whatever the flag says). Changing
+ * the flag later does not change how the group sends on it.
  */
 struct ms_dest {
 	int fd;

@@ -6,6 +6,7 @@
  * before the group is changed, so a failed add leaves the group as it was.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -278,6 +279,8 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 		return -ENOMEM;
 	b->fd = fd;
 	b->ino = ino;
+	int fl = fcntl(fd, F_GETFL);
+	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	b->type = type;
 	b->family = family;
 	if ((err = bucket_reserve(b))) {

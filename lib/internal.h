@@ -40,7 +40,8 @@ struct ms__bucket {
 	bool managed;   /* the group's policy applies: sends are non-blocking, results go to st */
 	bool stalled;   /* backlog not empty: the backends skip this bucket, slow.c sends */
 	bool doomed;    /* the policy removes it at the end of this call */
-	int xflags;     /* extra send flags (MSG_DONTWAIT when managed) */
+	bool nonblock;  /* O_NONBLOCK when the bucket was made */
+	int xflags;     /* extra send flags: MSG_DONTWAIT when managed or nonblock */
 	int st;         /* managed: this call's status from the backend */
 	struct {
 		char *buf;

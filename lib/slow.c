@@ -141,7 +141,9 @@ static int backlog_write(struct ms_group *g, struct ms__bucket *b, uint64_t *sys
 void ms__slow_bucket_init(struct ms_group *g, struct ms__bucket *b)
 {
 	b->managed = g->slow.policy != MS_SLOW_BLOCK && b->type != SOCK_DGRAM;
-	b->xflags = b->managed ? MSG_DONTWAIT : 0;
+	/* io_uring waits for room whatever the socket's O_NONBLOCK says (it polls for it): the
+	 * flag read when the socket joined makes every backend's sends non-blocking alike. */
+	b->xflags = b->managed || b->nonblock ? MSG_DONTWAIT : 0;
 	if (b->managed)
 		g->nmanaged++;
 }

@@ -1146,7 +1146,10 @@ static void test_race(void **state)
  */
 static void test_unix_sndbuf_dontwait(void **state)
 {
-	(void)state;
+	/* Non-blocking by MS_SEND_DONTWAIT, or by the socket's own O_NONBLOCK (which io_uring
+	 * honours only because the library passes it on: it waits for room otherwise). */
+	bool by_socket = *(const int *)*state;
+	unsigned dontwait = by_socket ? 0 : MS_SEND_DONTWAIT;
 	enum { N = 16, ROUNDS = 4 };
 	struct net nt;
 	net_init(&nt);
@@ -1154,6 +1157,9 @@ static void test_unix_sndbuf_dontwait(void **state)
 	assert_int_equal(net_add(&nt, K_UNIX_CONN, 2), 0);
 	int u = nt.shared[2], tiny = 1, sndbuf = 0;
 	socklen_t sl = sizeof(sndbuf);
+	if (by_socket)
+		assert_int_equal(fcntl(u, F_SETFL, fcntl(u, F_GETFL) | O_NONBLOCK), 0);
+	alarm(120); /* a send that waits for room fails the test instead of hanging it */
 	assert_int_equal(setsockopt(u, SOL_SOCKET, SO_SNDBUF, &tiny, sizeof(tiny)), 0);
 	assert_int_equal(getsockopt(u, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
 	struct ms_ctx *ctx = new_ctx();
@@ -1170,7 +1176,7 @@ static void test_unix_sndbuf_dontwait(void **state)
 		make_payload(msg, sizeof(msg), r);
 		if (r == 0)
 			memcpy(first, msg, sizeof(msg));
-		assert_true(fan(ctx, g, &nt, msg, sizeof(msg), MS_SEND_DONTWAIT, r == 1, status));
+		assert_true(fan(ctx, g, &nt, msg, sizeof(msg), dontwait, r == 1, status));
 		unsigned again = 0;
 		for (size_t i = 0; i < N; i++) {
 			if (status[i] == -EAGAIN) {
@@ -1199,7 +1205,7 @@ static void test_unix_sndbuf_dontwait(void **state)
 	}
 	/* Room again. */
 	make_payload(msg, sizeof(msg), ROUNDS);
-	assert_true(fan(ctx, g, &nt, msg, sizeof(msg), MS_SEND_DONTWAIT, false, status));
+	assert_true(fan(ctx, g, &nt, msg, sizeof(msg), dontwait, false, status));
 	unsigned again = 0;
 	for (size_t i = 0; i < N; i++) {
 		assert_true(status[i] == (int)sizeof(msg) || status[i] == -EAGAIN);
@@ -1207,6 +1213,7 @@ static void test_unix_sndbuf_dontwait(void **state)
 	}
 	assert_true(again < N);
 	assert_true(check_arrivals(&nt, status, msg, sizeof(msg)));
+	alarm(0);
 	free(status);
 	ms_group_free(g);
 	ms_ctx_free(ctx);
@@ -1402,6 +1409,7 @@ int main(int argc, char **argv)
 	printf("%s\n", line);
 	ms_ctx_free(probe);
 
+	static const int by_flag = 0, by_socket = 1;
 	static const enum sabotage close_it = SAB_CLOSE, dup_sock = SAB_DUP2_SOCKET,
 				   dup_file = SAB_DUP2_NONSOCKET;
 	const struct CMUnitTest tests[] = {
@@ -1415,7 +1423,9 @@ int main(int argc, char **argv)
 		  (void *)&dup_file },
 		{ "close_racing_send", test_race, NULL, NULL, (void *)&close_it },
 		{ "dup2_racing_send", test_race, NULL, NULL, (void *)&dup_sock },
-		cmocka_unit_test(test_unix_sndbuf_dontwait),
+		{ "unix_sndbuf_dontwait", test_unix_sndbuf_dontwait, NULL, NULL, (void *)&by_flag },
+		{ "unix_sndbuf_o_nonblock", test_unix_sndbuf_dontwait, NULL, NULL,
+		  (void *)&by_socket },
 		cmocka_unit_test(test_tcp_partial_dontwait),
 		cmocka_unit_test(test_fd_number_reused),
 	};
