@@ -51,6 +51,7 @@ struct opts {
 	unsigned nsizes;
 	enum sink_kind sink;
 	bool connected;
+	bool verify_payload; /* deliver: receivers compare every byte, not only the head */
 	double duration;     /* seconds per mode, 0: the mode's default */
 	uint64_t iterations; /* fan-outs per timed run, 0: from duration */
 	unsigned rounds;     /* 0: default */
@@ -73,6 +74,12 @@ struct variant {
 	struct ms_ctx *ctx;
 };
 
+/* The library's own counters (struct ms_stats) over some sends, as deltas; all zero for
+ * raw-sendto, which does not use the library. */
+struct lib_count {
+	uint64_t fanouts, attempted, accepted, failed, bytes, syscalls;
+};
+
 /* One timed run of one backend. */
 struct sample {
 	uint64_t fanouts, dests, failed;
@@ -82,8 +89,10 @@ struct sample {
 	uint64_t softirqd_ns; /* ksoftirqd CPU time over the run (all CPUs) */
 	uint64_t drops; /* datagrams dropped: at the sink's sockets, or in netns-drop's namespace */
 	struct kstat k; /* namespace-wide counter deltas over the run */
-	uint64_t received, lost, late, bad; /* deliver */
+	uint64_t received, lost, late, bad, corrupt; /* deliver */
+	uint64_t foreign; /* deliver: datagrams from other programs at the receivers, ignored */
 	int64_t unaccounted;                /* deliver: sent - received - kernel drops */
+	struct lib_count lib;
 };
 
 /* One backend at one configuration, over all rounds. */
@@ -98,8 +107,12 @@ struct result {
 	bool have_ratio; /* raw-sendto ran in the same rounds */
 	struct summary r_fanouts_s, r_dests_s, r_cpu_proc, r_cpu_caller, r_syscalls;
 	struct kstat k; /* summed over rounds */
-	uint64_t failed, dests, received, lost, late, bad, preempted, drops;
+	uint64_t failed, dests, received, lost, late, bad, corrupt, foreign, preempted, drops;
 	int64_t unaccounted;
+	struct lib_count lib; /* summed over rounds */
+	/* The warm-up's sends, summed: not timed, but sent, received and accounted for like the
+	 * rounds' (the deliver sink checks them too). */
+	struct sample warm;
 };
 
 /* One backend at one configuration and offered rate. */

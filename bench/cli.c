@@ -40,6 +40,8 @@ static void usage(FILE *f)
 	      "                           reports sent = received + kernel drops\n"
 	      "      --connected        one connected UDP socket per destination (default: one\n"
 	      "                         unconnected socket with N addresses)\n"
+	      "      --verify-payload   deliver: receivers also compare every payload byte with\n"
+	      "                         what was sent (default: length, magic, sequence number)\n"
 	      "\n"
 	      "How long:\n"
 	      "  -t, --duration SEC     approximate seconds per mode (default 60; --quick 3)\n"
@@ -153,6 +155,7 @@ enum {
 	OPT_SUBS,
 	OPT_RELAY,
 	OPT_NO_PROGRESS,
+	OPT_VERIFY_PAYLOAD,
 };
 
 static const struct option long_opts[] = {
@@ -162,6 +165,7 @@ static const struct option long_opts[] = {
 	{ "size", required_argument, NULL, 's' },
 	{ "sink", required_argument, NULL, OPT_SINK },
 	{ "connected", no_argument, NULL, OPT_CONNECTED },
+	{ "verify-payload", no_argument, NULL, OPT_VERIFY_PAYLOAD },
 	{ "duration", required_argument, NULL, 't' },
 	{ "iterations", required_argument, NULL, 'i' },
 	{ "rounds", required_argument, NULL, OPT_ROUNDS },
@@ -231,6 +235,9 @@ int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_CONNECTED:
 			o->connected = true;
+			break;
+		case OPT_VERIFY_PAYLOAD:
+			o->verify_payload = true;
 			break;
 		case 't':
 			if (parse_double(optarg, 0.1, 86400, &o->duration))
@@ -311,6 +318,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s' (options only)", argv[optind]);
+	if (o->verify_payload && o->sink != SINK_DELIVER)
+		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)
 		for (unsigned i = 0; i < o->nsizes; i++)
 			if (o->sizes[i] < sizeof(struct msg_head)) {

@@ -93,11 +93,29 @@ static int read_dev(struct kstat *k, const char *dev)
 	return err;
 }
 
+/* /proc/net/softnet_stat: one line per CPU of hexadecimal columns; the second is "dropped". */
+static void read_softnet(struct kstat *k)
+{
+	FILE *f = fopen("/proc/net/softnet_stat", "re");
+	char line[512];
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long processed, dropped;
+
+		if (sscanf(line, "%llx %llx", &processed, &dropped) == 2)
+			k->softnet_dropped += dropped;
+	}
+	fclose(f);
+}
+
 int kstat_read(struct kstat *k, const char *dev)
 {
 	memset(k, 0, sizeof(*k));
 	int err = read_udp(k);
 
+	read_softnet(k);
 	if (!err && dev)
 		err = read_dev(k, dev);
 	return err;
@@ -112,6 +130,7 @@ void kstat_delta(const struct kstat *a, const struct kstat *b, struct kstat *d)
 	d->udp_no_ports = a->udp_no_ports - b->udp_no_ports;
 	d->udp_mem_errors = a->udp_mem_errors - b->udp_mem_errors;
 	d->dev_tx_dropped = a->dev_tx_dropped - b->dev_tx_dropped;
+	d->softnet_dropped = a->softnet_dropped - b->softnet_dropped;
 }
 
 void ksoftirqd_find(struct ksoftirqd *k)

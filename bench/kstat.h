@@ -18,6 +18,11 @@ struct kstat {
 	uint64_t udp_no_ports;
 	uint64_t udp_mem_errors;
 	uint64_t dev_tx_dropped;   /* of the device named at kstat_read, else 0 */
+	/* Packets dropped because a CPU's input backlog was full (/proc/net/softnet_stat, second
+	 * column, all CPUs). Machine-wide, whatever the namespace: loopback traffic passes through
+	 * that backlog before any UDP socket or counter sees it, so this is the one place such a
+	 * drop shows. */
+	uint64_t softnet_dropped;
 };
 
 /* Read the counters; dev may be NULL. Returns 0 or -errno. */

@@ -149,7 +149,7 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 	int err = 0;
 
 	for (unsigned i = 0; i < nv; i++) {
-		est[i] = rig_calibrate(s, r, act[i], 20000000);
+		est[i] = rig_calibrate(s, r, act[i], 20000000, NULL);
 		if (est[i] < 0)
 			return (int)est[i];
 	}

@@ -210,7 +210,7 @@ static void describe(struct session *s, const struct netns *ns)
 	if (ns)
 		netns_describe(ns, s->sink_desc, sizeof(s->sink_desc));
 	else
-		sink_describe(o->sink, s->sink_desc, sizeof(s->sink_desc));
+		sink_describe(o->sink, o->verify_payload, s->sink_desc, sizeof(s->sink_desc));
 	snprintf(s->shape_desc, sizeof(s->shape_desc), "%s",
 		 o->connected ? "one connected UDP socket per destination (sendto without address)"
 			      : "one unconnected UDP socket, one address per destination");

@@ -217,9 +217,18 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "        ! %" PRIu64 " datagrams were dropped at the receivers: a queue "
 			   "overflowed between drains\n",
 			r->drops);
-	if (s->o->sink == SINK_DELIVER && (r->unaccounted || r->bad))
+	if (s->o->sink == SINK_DELIVER && (r->unaccounted || r->bad || r->corrupt))
 		fprintf(f, "        ! deliver: %" PRId64 " datagrams unaccounted, %" PRIu64
-			   " malformed, %" PRIu64 " late\n", r->unaccounted, r->bad, r->late);
+			   " malformed, %" PRIu64 " corrupt, %" PRIu64 " late\n",
+			r->unaccounted, r->bad, r->corrupt, r->late);
+	if (s->o->sink == SINK_DELIVER &&
+	    (r->warm.unaccounted || r->warm.bad || r->warm.corrupt))
+		fprintf(f, "        ! deliver, warm-up: %" PRId64 " datagrams unaccounted, %" PRIu64
+			   " malformed, %" PRIu64 " corrupt, %" PRIu64 " late\n",
+			r->warm.unaccounted, r->warm.bad, r->warm.corrupt, r->warm.late);
+	if (s->o->sink == SINK_DELIVER && r->foreign + r->warm.foreign)
+		fprintf(f, "        ! %" PRIu64 " datagrams from other programs reached the "
+			   "receivers' ports; ignored\n", r->foreign + r->warm.foreign);
 	if (s->o->sink == SINK_NETNS_DROP && r->k.dev_tx_dropped < r->dests - r->failed)
 		fprintf(f, "        ! the veth dropped %" PRIu64 " datagrams of %" PRIu64
 			   " sent: something else received or queued them\n",
@@ -276,6 +285,30 @@ static void json_summary(FILE *f, const char *name, const struct summary *m)
 	fputc('}', f);
 }
 
+static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
+{
+	if (r->v == V_RAW) {
+		fputs(",\"library\":null", f);
+		return;
+	}
+	fprintf(f,
+		",\"library\":{\"fanouts\":%" PRIu64 ",\"dests_attempted\":%" PRIu64
+		",\"dests_accepted\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"bytes\":%" PRIu64
+		",\"syscalls\":%" PRIu64 "}",
+		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls);
+}
+
+static void json_deliver(FILE *f, const struct session *s, const struct sample *x)
+{
+	fprintf(f,
+		",\"deliver\":{\"received\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
+		",\"unaccounted\":%" PRId64 ",\"lost_by_sequence\":%" PRIu64
+		",\"late\":%" PRIu64 ",\"malformed\":%" PRIu64 ",\"corrupt\":%" PRIu64
+		",\"payload_checked\":%s,\"foreign\":%" PRIu64 "}",
+		x->received, x->drops, x->unaccounted, x->lost, x->late, x->bad, x->corrupt,
+		s->o->verify_payload ? "true" : "false", x->foreign);
+}
+
 void json_result(FILE *f, const struct session *s, const struct result *r)
 {
 	fputs("{\"type\":\"result\",\"mode\":", f);
@@ -311,20 +344,33 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		",\"kernel\":{\"udp_drops\":%" PRIu64 ",\"udp_in_errors\":%" PRIu64
 		",\"udp_rcvbuf_errors\":%" PRIu64 ",\"udp_sndbuf_errors\":%" PRIu64
 		",\"udp_no_ports\":%" PRIu64 ",\"udp_mem_errors\":%" PRIu64
-		",\"udp_out_datagrams\":%" PRIu64,
+		",\"udp_out_datagrams\":%" PRIu64 ",\"softnet_dropped\":%" PRIu64,
 		kstat_udp_drops(&r->k), r->k.udp_in_errors, r->k.udp_rcvbuf_errors,
-		r->k.udp_sndbuf_errors, r->k.udp_no_ports, r->k.udp_mem_errors, r->k.udp_out);
+		r->k.udp_sndbuf_errors, r->k.udp_no_ports, r->k.udp_mem_errors, r->k.udp_out,
+		r->k.softnet_dropped);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, ",\"veth_tx_dropped\":%" PRIu64, r->k.dev_tx_dropped);
 	fputc('}', f);
 	fprintf(f, ",\"dests_sent\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"preempted\":%" PRIu64,
 		r->dests, r->failed, r->preempted);
+	if (s->o->sink == SINK_DELIVER) {
+		struct sample all = { .received = r->received, .drops = r->drops,
+				      .unaccounted = r->unaccounted, .lost = r->lost,
+				      .late = r->late, .bad = r->bad, .corrupt = r->corrupt,
+				      .foreign = r->foreign };
+
+		json_deliver(f, s, &all);
+	}
+	json_lib(f, r, &r->lib);
+	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
+	fprintf(f,
+		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
+		",\"dests_failed\":%" PRIu64 ",\"drops\":%" PRIu64,
+		r->warm.fanouts, r->warm.dests, r->warm.failed, r->warm.drops);
 	if (s->o->sink == SINK_DELIVER)
-		fprintf(f,
-			",\"deliver\":{\"received\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
-			",\"unaccounted\":%" PRId64 ",\"lost_by_sequence\":%" PRIu64
-			",\"late\":%" PRIu64 ",\"malformed\":%" PRIu64 "}",
-			r->received, r->drops, r->unaccounted, r->lost, r->late, r->bad);
+		json_deliver(f, s, &r->warm);
+	json_lib(f, r, &r->warm.lib);
+	fputc('}', f);
 	fputs(",\"runs\":[", f);
 	for (unsigned i = 0; i < r->rounds; i++) {
 		const struct sample *x = &r->s[i];

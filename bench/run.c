@@ -20,7 +20,9 @@
 #define TIMED_SHARE 0.7
 #define MIN_RUN_NS 2000000ull      /* 2 ms: far above the cost of reading the clocks */
 #define MAX_BURST_NS 100000000ull  /* bursts of at most 100 ms keep Ctrl-C and progress lively */
-#define SETTLE_IDLE_NS 500000000ull /* deliver: give up waiting after 0.5 s without progress */
+/* Deliver: give up waiting after 2 s without progress. Only a run that lost datagrams waits
+ * that long; a receiver thread starved on a busy machine must not be mistaken for a loss. */
+#define SETTLE_IDLE_NS 2000000000ull
 
 bool stopped(const struct session *s)
 {
@@ -113,6 +115,8 @@ static void settle(struct rig *r, uint64_t accepted0, const struct deliver_count
 	out->lost = d.lost - d0->lost;
 	out->late = d.late - d0->late;
 	out->bad = d.bad - d0->bad;
+	out->corrupt = d.corrupt - d0->corrupt;
+	out->foreign = d.foreign - d0->foreign;
 	out->unaccounted = (int64_t)want - (int64_t)out->received - (int64_t)drops;
 }
 
@@ -122,6 +126,52 @@ uint64_t run_drops(const struct session *s, const struct rig *r, const struct ks
 		   uint64_t sink0)
 {
 	return s->o->sink == SINK_NETNS_DROP ? kstat_udp_drops(dk) : sink_drops(r->sink) - sink0;
+}
+
+static void lib_delta(struct lib_count *acc, const struct ms_stats *a, const struct ms_stats *b)
+{
+	acc->fanouts += a->fanouts - b->fanouts;
+	acc->attempted += a->dests_attempted - b->dests_attempted;
+	acc->accepted += a->dests_accepted - b->dests_accepted;
+	acc->failed += a->dests_failed - b->dests_failed;
+	acc->bytes += a->bytes - b->bytes;
+	acc->syscalls += a->syscalls - b->syscalls;
+}
+
+void sample_add(struct sample *acc, const struct sample *x)
+{
+	acc->fanouts += x->fanouts;
+	acc->dests += x->dests;
+	acc->failed += x->failed;
+	acc->wall_ns += x->wall_ns;
+	acc->proc_ns += x->proc_ns;
+	acc->thread_ns += x->thread_ns;
+	acc->rx_ns += x->rx_ns;
+	acc->syscalls += x->syscalls;
+	acc->preempted += x->preempted;
+	acc->softirqd_ns += x->softirqd_ns;
+	acc->drops += x->drops;
+	acc->k.udp_out += x->k.udp_out;
+	acc->k.udp_in_errors += x->k.udp_in_errors;
+	acc->k.udp_rcvbuf_errors += x->k.udp_rcvbuf_errors;
+	acc->k.udp_sndbuf_errors += x->k.udp_sndbuf_errors;
+	acc->k.udp_no_ports += x->k.udp_no_ports;
+	acc->k.udp_mem_errors += x->k.udp_mem_errors;
+	acc->k.dev_tx_dropped += x->k.dev_tx_dropped;
+	acc->k.softnet_dropped += x->k.softnet_dropped;
+	acc->received += x->received;
+	acc->lost += x->lost;
+	acc->late += x->late;
+	acc->bad += x->bad;
+	acc->corrupt += x->corrupt;
+	acc->foreign += x->foreign;
+	acc->unaccounted += x->unaccounted;
+	acc->lib.fanouts += x->lib.fanouts;
+	acc->lib.attempted += x->lib.attempted;
+	acc->lib.accepted += x->lib.accepted;
+	acc->lib.failed += x->lib.failed;
+	acc->lib.bytes += x->lib.bytes;
+	acc->lib.syscalls += x->lib.syscalls;
 }
 
 int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iterations,
@@ -157,7 +207,8 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 
 			if (room < 0)
 				return (int)room;
-			uint64_t sys0 = variant_syscalls(s, v);
+			struct ms_stats st0, st1;
+			bool lib = variant_stats(s, v, &st0);
 			uint64_t pre0 = thread_preemptions(), rx0 = 0, rx1 = 0;
 			struct clocks a, z;
 
@@ -175,12 +226,18 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 				rx1 = sink_rx_cpu_ns(r->sink);
 			z.proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 			out->preempted += thread_preemptions() - pre0;
+			if (lib && variant_stats(s, v, &st1))
+				lib_delta(&out->lib, &st1, &st0);
+			else
+				lib = false;
 			out->wall_ns += z.wall - a.wall;
 			out->proc_ns += z.proc - a.proc;
 			out->thread_ns += z.thread - a.thread;
 			out->rx_ns += rx1 - rx0;
-			out->syscalls += v == V_RAW ? (uint64_t)room * r->n
-						    : variant_syscalls(s, v) - sys0;
+			if (v == V_RAW)
+				out->syscalls += (uint64_t)room * r->n;
+			else if (lib)
+				out->syscalls += st1.syscalls - st0.syscalls;
 			out->fanouts += (uint64_t)room;
 			want -= (uint64_t)room;
 		}
@@ -196,7 +253,8 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 	return 0;
 }
 
-double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns)
+double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns,
+		     struct sample *acc)
 {
 	uint64_t count = 1, fanouts = 0, wall = 0;
 
@@ -210,6 +268,8 @@ double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64
 			return err;
 		wall += smp.wall_ns;
 		fanouts += smp.fanouts;
+		if (acc)
+			sample_add(acc, &smp);
 		if (smp.wall_ns < min_ns / 4)
 			count *= 2;
 	}
@@ -274,12 +334,21 @@ static void summarize_one(struct result *res, const struct result *raw)
 		res->k.udp_no_ports += x->k.udp_no_ports;
 		res->k.udp_mem_errors += x->k.udp_mem_errors;
 		res->k.dev_tx_dropped += x->k.dev_tx_dropped;
+		res->k.softnet_dropped += x->k.softnet_dropped;
 		res->failed += x->failed;
 		res->dests += x->dests;
 		res->received += x->received;
 		res->lost += x->lost;
 		res->late += x->late;
 		res->bad += x->bad;
+		res->corrupt += x->corrupt;
+		res->foreign += x->foreign;
+		res->lib.fanouts += x->lib.fanouts;
+		res->lib.attempted += x->lib.attempted;
+		res->lib.accepted += x->lib.accepted;
+		res->lib.failed += x->lib.failed;
+		res->lib.bytes += x->lib.bytes;
+		res->lib.syscalls += x->lib.syscalls;
 		res->preempted += x->preempted;
 		res->drops += x->drops;
 		res->unaccounted += x->unaccounted;
@@ -306,8 +375,9 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 
 	memset(res, 0, sizeof(res));
 	for (unsigned i = 0; i < nv; i++) {
-		double e = rig_calibrate(s, r, act[i], (uint64_t)(run_ns > MIN_RUN_NS ? run_ns
-										: MIN_RUN_NS));
+		double e = rig_calibrate(s, r, act[i],
+					 (uint64_t)(run_ns > MIN_RUN_NS ? run_ns : MIN_RUN_NS),
+					 &res[i].warm);
 		if (e < 0)
 			return (int)e;
 		est[i] = e;

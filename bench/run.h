@@ -22,8 +22,13 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 	      uint64_t max_burst, struct sample *out);
 
 /* Send with v until at least min_ns of timed sending has passed (a warm-up that also
- * measures). Returns wall ns per fan-out, or a negative errno. */
-double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns);
+ * measures). Adds its runs' counts to *acc unless acc is NULL (sample_add). Returns wall ns per
+ * fan-out, or a negative errno. */
+double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64_t min_ns,
+		     struct sample *acc);
+
+/* Add x's counts (sends, deliver counts, drops, library and kernel counters, times) to acc. */
+void sample_add(struct sample *acc, const struct sample *x);
 
 /* Drops over a run: the sink's own receivers' counters since sink0 (= sink_drops at the start),
  * or for netns-drop the namespace's UDP counters dk. */

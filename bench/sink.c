@@ -30,8 +30,9 @@ struct rx_thread {
 	bool started;
 	int ep;
 	clockid_t cpu_clock;
+	char *buf; /* RECV_BATCH whole datagrams (payload checking), else NULL */
 	/* Written by the receiver, read by the sender: relaxed atomics, since only totals matter. */
-	uint64_t received, lost, late, bad;
+	uint64_t received, lost, late, bad, corrupt, foreign;
 };
 
 struct sink {
@@ -40,6 +41,8 @@ struct sink {
 	struct sockaddr_in *dests;
 	int *rx;            /* n receiving sockets (loopback, deliver) or NULL */
 	uint64_t *next_seq; /* deliver: next sequence number expected per destination */
+	unsigned char *ref; /* deliver with payload checking: the message as msg_fill makes it */
+	uint16_t *src_port; /* deliver: the sending port per destination (network order), 0: unset */
 	int rcvbuf;         /* effective SO_RCVBUF */
 	unsigned truesize;  /* kernel memory per queued datagram, measured */
 	uint64_t burst;     /* fan-outs between drains */
@@ -84,8 +87,10 @@ fail:;
 
 /* Receive and discard everything queued on fd; returns datagrams read or -errno. The 16
  * bytes copied per datagram keep the drain cheap; MSG_TRUNC still reports full lengths. */
-/* recvmmsg vectors over RECV_BATCH buffers of `each` bytes starting at buf. */
-static void rx_vectors(struct mmsghdr *m, struct iovec *iov, char *buf, size_t each)
+/* recvmmsg vectors over RECV_BATCH buffers of `each` bytes starting at buf, and the senders'
+ * addresses into from[] unless from is NULL. */
+static void rx_vectors(struct mmsghdr *m, struct iovec *iov, char *buf, size_t each,
+		       struct sockaddr_in *from)
 {
 	for (int i = 0; i < RECV_BATCH; i++) {
 		iov[i].iov_base = buf + (size_t)i * each;
@@ -93,6 +98,10 @@ static void rx_vectors(struct mmsghdr *m, struct iovec *iov, char *buf, size_t e
 		memset(&m[i].msg_hdr, 0, sizeof(m[i].msg_hdr));
 		m[i].msg_hdr.msg_iov = &iov[i];
 		m[i].msg_hdr.msg_iovlen = 1;
+		if (from) {
+			m[i].msg_hdr.msg_name = &from[i];
+			m[i].msg_hdr.msg_namelen = sizeof(from[i]);
+		}
 	}
 }
 
@@ -100,7 +109,7 @@ static long drain_fd(int fd, struct mmsghdr *m, struct iovec *iov, char (*buf)[1
 {
 	long total = 0;
 
-	rx_vectors(m, iov, buf[0], sizeof(buf[0]));
+	rx_vectors(m, iov, buf[0], sizeof(buf[0]), NULL);
 	for (;;) {
 		int r = recvmmsg(fd, m, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
 
@@ -180,10 +189,28 @@ out:
 	return ret;
 }
 
-static void verify(struct sink *s, struct rx_thread *t, size_t idx, const char *buf, size_t len)
+void msg_fill(unsigned char *msg, size_t size)
+{
+	for (size_t i = 0; i < size; i++)
+		msg[i] = (unsigned char)(i * 131 + 7);
+	if (size >= sizeof(struct msg_head)) {
+		struct msg_head h = { .seq = 0, .magic = MSG_MAGIC, .size = (uint32_t)size };
+
+		memcpy(msg, &h, sizeof(h));
+	}
+}
+
+static void verify(struct sink *s, struct rx_thread *t, size_t idx, const char *buf, size_t len,
+		   const struct sockaddr_in *from)
 {
 	struct msg_head h;
 
+	/* Other programs may send to any loopback port, ours included: only what comes from the
+	 * rig's own sending socket for this destination is the bench's to check. */
+	if (from->sin_port != __atomic_load_n(&s->src_port[idx], __ATOMIC_RELAXED)) {
+		t->foreign++;
+		return;
+	}
 	if (len != s->size) {
 		t->bad++;
 		return;
@@ -193,6 +220,10 @@ static void verify(struct sink *s, struct rx_thread *t, size_t idx, const char *
 		t->bad++;
 		return;
 	}
+	/* A corrupt datagram still arrived: it is counted received, and its sequence number (the
+	 * head is intact) still tracks order. */
+	if (s->ref && memcmp(buf + sizeof(h), s->ref + sizeof(h), s->size - sizeof(h)))
+		t->corrupt++;
 	uint64_t want = s->next_seq[idx];
 
 	if (h.seq >= want) {
@@ -212,11 +243,16 @@ static void *rx_main(void *arg)
 	struct sink *s = t->s;
 	struct mmsghdr m[RECV_BATCH];
 	struct iovec iov[RECV_BATCH];
-	char buf[RECV_BATCH][sizeof(struct msg_head)];
+	char head[RECV_BATCH][sizeof(struct msg_head)];
+	struct sockaddr_in from[RECV_BATCH];
 	struct epoll_event ev[64];
 	struct rx_thread local = { 0 };
+	/* Only the head is copied unless the whole payload is checked; MSG_TRUNC still reports
+	 * every datagram's full length. */
+	const size_t each = t->buf ? s->size : sizeof(head[0]);
+	char *base = t->buf ? t->buf : head[0];
 
-	rx_vectors(m, iov, buf[0], sizeof(buf[0]));
+	rx_vectors(m, iov, base, each, from);
 	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
 		int ne = epoll_wait(t->ep, ev, 64, 50);
 
@@ -226,14 +262,19 @@ static void *rx_main(void *arg)
 
 			do {
 				r = recvmmsg(s->rx[idx], m, RECV_BATCH, MSG_DONTWAIT | MSG_TRUNC, NULL);
-				for (int i = 0; i < r; i++)
-					verify(s, &local, idx, buf[i], m[i].msg_len);
+				for (int i = 0; i < r; i++) {
+					verify(s, &local, idx, base + (size_t)i * each,
+					       m[i].msg_len, &from[i]);
+					m[i].msg_hdr.msg_namelen = sizeof(from[i]);
+				}
 			} while (r == RECV_BATCH);
 		}
 		__atomic_store_n(&t->received, local.received, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->lost, local.lost, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->late, local.late, __ATOMIC_RELAXED);
 		__atomic_store_n(&t->bad, local.bad, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->corrupt, local.corrupt, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->foreign, local.foreign, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -250,7 +291,8 @@ static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t err
 	if (s->nth > s->n)
 		s->nth = (unsigned)s->n;
 	s->next_seq = calloc(s->n, sizeof(*s->next_seq));
-	if (!s->next_seq) {
+	s->src_port = calloc(s->n, sizeof(*s->src_port));
+	if (!s->next_seq || !s->src_port) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
@@ -265,6 +307,10 @@ static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t err
 		struct rx_thread *t = &s->th[k];
 
 		t->s = s;
+		if (s->ref && !(t->buf = malloc((size_t)RECV_BATCH * s->size))) {
+			errno = ENOMEM;
+			goto fail;
+		}
 		t->ep = epoll_create1(EPOLL_CLOEXEC);
 		if (t->ep < 0)
 			goto fail;
@@ -312,7 +358,7 @@ static uint64_t inflight_budget(void)
 }
 
 int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int sender_cpu,
-	      char *err, size_t errlen)
+	      bool check_payload, char *err, size_t errlen)
 {
 	struct sink *s = calloc(1, sizeof(*s));
 	int ret;
@@ -374,6 +420,14 @@ int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int
 	}
 	if ((ret = measure_truesize(s, err, errlen)))
 		goto fail;
+	if (kind == SINK_DELIVER && check_payload) {
+		if (!(s->ref = malloc(size))) {
+			ret = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+		msg_fill(s->ref, size);
+	}
 	if (kind == SINK_LOOPBACK) {
 		/* Three quarters of a queue: the kernel's limit check is not exact to the byte. */
 		uint64_t per_queue = (uint64_t)s->rcvbuf * 3 / 4 / s->truesize;
@@ -402,6 +456,7 @@ void sink_close(struct sink *s)
 			pthread_join(s->th[k].tid, NULL);
 		if (s->th[k].ep >= 0)
 			close(s->th[k].ep);
+		free(s->th[k].buf);
 	}
 	if (s->rx)
 		for (size_t i = 0; i < s->n; i++)
@@ -409,6 +464,8 @@ void sink_close(struct sink *s)
 				close(s->rx[i]);
 	free(s->rx);
 	free(s->next_seq);
+	free(s->ref);
+	free(s->src_port);
 	free(s->dests);
 	free(s);
 }
@@ -437,6 +494,12 @@ uint64_t sink_drops(const struct sink *s)
 	return sum;
 }
 
+void sink_expect_source(struct sink *s, size_t idx, uint16_t port)
+{
+	if (s->src_port && idx < s->n)
+		__atomic_store_n(&s->src_port[idx], port, __ATOMIC_RELAXED);
+}
+
 void sink_count(const struct sink *s, struct deliver_count *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -445,6 +508,8 @@ void sink_count(const struct sink *s, struct deliver_count *c)
 		c->lost += __atomic_load_n(&s->th[k].lost, __ATOMIC_RELAXED);
 		c->late += __atomic_load_n(&s->th[k].late, __ATOMIC_RELAXED);
 		c->bad += __atomic_load_n(&s->th[k].bad, __ATOMIC_RELAXED);
+		c->corrupt += __atomic_load_n(&s->th[k].corrupt, __ATOMIC_RELAXED);
+		c->foreign += __atomic_load_n(&s->th[k].foreign, __ATOMIC_RELAXED);
 	}
 }
 
@@ -458,7 +523,7 @@ uint64_t sink_rx_cpu_ns(const struct sink *s)
 	return sum;
 }
 
-void sink_describe(enum sink_kind kind, char *buf, size_t len)
+void sink_describe(enum sink_kind kind, bool check_payload, char *buf, size_t len)
 {
 	/* What a receiver's buffer will be, from a throwaway socket set up like the real ones. */
 	int rcvbuf = 0, want = RCVBUF_WANTED;
@@ -488,11 +553,11 @@ void sink_describe(enum sink_kind kind, char *buf, size_t len)
 	case SINK_DELIVER:
 		snprintf(buf, len,
 			 "deliver: one UDP receiver per destination on 127.0.0.1, SO_RCVBUF %d KiB, "
-			 "read concurrently by receiver threads that check length, magic and "
-			 "per-destination sequence numbers (a datagram that finds its receiver asleep also pays "
-			 "the wake-up); sent = received + kernel drops is checked "
+			 "read concurrently by receiver threads that check length, magic, "
+			 "per-destination sequence numbers%s (a datagram that finds its receiver asleep "
+			 "also pays the wake-up); sent = received + kernel drops is checked "
 			 "per run; receiver CPU is reported apart, not charged to the sender",
-			 rcvbuf / 1024);
+			 rcvbuf / 1024, check_payload ? " and every payload byte" : "");
 		break;
 	case SINK_NETNS_DROP:
 		snprintf(buf, len, "netns-drop");

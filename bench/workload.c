@@ -123,14 +123,13 @@ void variants_close(struct session *s)
 	}
 }
 
-uint64_t variant_syscalls(const struct session *s, enum variant_id v)
+bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *st)
 {
-	struct ms_stats st = { .size = sizeof(st) };
-
-	if (!s->var[v].ctx || ms_ctx_stats(s->var[v].ctx, &st))
-		return 0;
-	return st.syscalls;
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	return s->var[v].ctx && !ms_ctx_stats(s->var[v].ctx, st);
 }
+
 
 uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 {
@@ -159,6 +158,28 @@ static int sender_socket(struct session *s, char *err, size_t errlen)
 		}
 	}
 	return fd;
+}
+
+/* The local port of a sending socket (network byte order), binding it to an ephemeral port
+ * first if it has none yet: what the kernel would do at its first send. 0 on failure. */
+static uint16_t sender_port(int fd, char *err, size_t errlen)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof(a);
+
+	if (getsockname(fd, (struct sockaddr *)&a, &len))
+		goto fail;
+	if (a.sin_port)
+		return a.sin_port;
+	a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	len = sizeof(a);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &len))
+		goto fail;
+	return a.sin_port;
+fail:
+	snprintf(err, errlen, "the sending socket's port: %s", strerror(errno));
+	return 0;
 }
 
 void rig_close(struct rig *r)
@@ -195,7 +216,8 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 			 (unsigned long long)rig_fds_needed(s, n), (unsigned long long)s->env.nofile);
 		return -EMFILE;
 	}
-	ret = sink_open(&r->sink, s->o->sink, n, size, s->o->cpu, err, errlen);
+	ret = sink_open(&r->sink, s->o->sink, n, size, s->o->cpu, s->o->verify_payload, err,
+			errlen);
 	if (ret)
 		goto fail;
 	r->dests = sink_dests(r->sink);
@@ -205,13 +227,7 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	for (uint64_t i = 0; i < size; i++)
-		r->msg[i] = (unsigned char)(i * 131 + 7);
-	if (size >= sizeof(struct msg_head)) {
-		struct msg_head h = { .seq = 0, .magic = MSG_MAGIC, .size = (uint32_t)size };
-
-		memcpy(r->msg, &h, sizeof(h));
-	}
+	msg_fill(r->msg, size);
 
 	if (!r->connected) {
 		r->shared = sender_socket(s, err, errlen);
@@ -241,6 +257,18 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 				goto fail;
 			}
 		}
+	}
+
+	/* Deliver: tell the receivers which socket each destination's datagrams come from, so
+	 * they can tell ours from what other programs send to the same ports. */
+	for (uint64_t i = 0; s->o->sink == SINK_DELIVER && i < n; i++) {
+		uint16_t port = sender_port(r->connected ? r->conn[i] : r->shared, err, errlen);
+
+		if (!port) {
+			ret = -EADDRNOTAVAIL;
+			goto fail;
+		}
+		sink_expect_source(r->sink, i, port);
 	}
 
 	for (int v = V_LOOP; v < V_COUNT; v++) {

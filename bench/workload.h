@@ -38,8 +38,9 @@ void rig_close(struct rig *r);
  */
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
 
-/* System calls the library has made on v's context so far (raw-sendto: not tracked here). */
-uint64_t variant_syscalls(const struct session *s, enum variant_id v);
+/* The library's counters of v's context so far (system calls, destinations, bytes); false for
+ * raw-sendto, which has no context. */
+bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *st);
 
 /* Descriptors a configuration needs, so it can be refused up front with a clear reason. */
 uint64_t rig_fds_needed(const struct session *s, uint64_t n);
