@@ -4,7 +4,8 @@
  * link time for the library's objects and this file). Each failing call must return -ENOMEM
  * and leave its object as it was: the same call then succeeds, and a send reaches exactly the
  * destinations in the group, each once, over real AF_UNIX sockets. Leaks are caught by the
- * ASan and valgrind runs of this suite. The send path itself must allocate nothing.
+ * ASan and valgrind runs of this suite. The send path itself must allocate nothing, except a
+ * slow consumer's backlog, whose failures are tested last.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -248,12 +251,139 @@ static void alloc_io_uring(void **state)
 	each_allocation_fails(MS_BACKEND_IO_URING);
 }
 
+/*
+ * The one allocation a send may make: a slow consumer's backlog (MS_SLOW_QUEUE). When it
+ * fails, nothing is lost silently and no stream loses its framing: a message the kernel took
+ * none of is dropped (the overflow action), one it took part of has its destination removed
+ * (the rest cannot be kept), each said in the results and the counters; the bytes the receiver
+ * gets are exactly the ones the results report.
+ */
+static void backlog_fails(enum ms_backend b, size_t len)
+{
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = b,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	if (ms_ctx_new(&ctx, &cfg))
+		skip();
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_slow_config slow = { .size = sizeof(slow), .policy = MS_SLOW_QUEUE };
+	assert_int_equal(ms_group_set_slow(g, &slow), 0);
+	/* Small messages on an AF_UNIX stream (taken whole or not at all), large ones on
+	 * loopback TCP with small buffers (taken in part at some point). sv[0] receives. */
+	int sv[2], small = 4096;
+	if (len <= 4096) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	} else {
+		int l = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t al = sizeof(a);
+		assert_int_equal(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+		assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(listen(l, 1), 0);
+		assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
+		sv[1] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof(a)), 0);
+		sv[0] = accept(l, NULL, NULL);
+		assert_true(sv[0] >= 0);
+		close(l);
+	}
+	assert_int_equal(setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	struct ms_dest d = { .fd = sv[1] };
+	assert_true(ms_group_add(g, &d) >= 0);
+	/* The same message again and again into a receiver that does not read, with
+	 * every allocation failing: full sends, then a drop or a removal. */
+	static char msg[8192];
+	memset(msg, 'x', sizeof(msg));
+	assert_true(len <= sizeof(msg));
+	long taken = 0;
+	unsigned dropped = 0, removed = 0;
+	fail_all = true;
+	for (int i = 0; i < 10000 && !removed && dropped < 3; i++) {
+		struct ms_result res;
+		int n = ms_send(g, msg, len, 0, &res);
+		if (res.status > 0)
+			taken += res.status;
+		if (res.flags & MS_RES_DROPPED) {
+			assert_int_equal(res.status, -EAGAIN);
+			dropped++;
+		} else if (res.flags & MS_RES_REMOVED) {
+			assert_true(res.status > 0 && res.status < (int)len);
+			removed++;
+		} else {
+			assert_int_equal(res.flags, 0);
+			assert_int_equal(n, 1);
+			assert_int_equal(res.status, (int)len);
+		}
+		assert_int_equal(res.backlog, 0);
+	}
+	fail_all = false;
+	assert_true(dropped + removed > 0);
+	struct ms_stats st = { .size = sizeof(st) };
+	assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+	assert_int_equal(st.slow_dropped, dropped);
+	assert_int_equal(st.slow_removed, removed);
+	assert_int_equal(st.slow_queued, 0);
+	assert_int_equal(st.backlog_bytes + st.backlog_discarded, 0);
+	assert_int_equal(ms_group_size(g), removed ? 0 : 1);
+	assert_int_equal(ms_group_backlog(g), 0);
+	/* The receiver holds exactly what the results said was taken. */
+	long got = 0;
+	char buf[65536];
+	for (;;) { /* TCP may still hold some in the sender's buffer: wait for it */
+		ssize_t r = recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT);
+		if (r > 0) {
+			got += r;
+			continue;
+		}
+		struct pollfd p = { .fd = sv[0], .events = POLLIN };
+		if (got >= taken || poll(&p, 1, 5000) != 1)
+			break;
+	}
+	assert_int_equal(got, taken);
+	printf("  %s, %zu-byte messages: backlog allocation failing: %ld bytes taken, %u dropped, "
+	       "%u removed\n", ms_backend_name(b), len, taken, dropped, removed);
+	/* A message split over several of the socket's buffers is taken in part, at some point:
+	 * its rest cannot be kept, so its destination goes. */
+	if (len > 4096)
+		assert_int_equal(removed, 1);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void backlog_loop(void **state)
+{
+	(void)state;
+	backlog_fails(MS_BACKEND_LOOP, 1000);
+	backlog_fails(MS_BACKEND_LOOP, 6000);
+}
+
+static void backlog_sendmmsg(void **state)
+{
+	(void)state;
+	backlog_fails(MS_BACKEND_SENDMMSG, 1000);
+	backlog_fails(MS_BACKEND_SENDMMSG, 6000);
+}
+
+static void backlog_io_uring(void **state)
+{
+	(void)state;
+	backlog_fails(MS_BACKEND_IO_URING, 1000);
+	backlog_fails(MS_BACKEND_IO_URING, 6000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(alloc_loop),
 		cmocka_unit_test(alloc_sendmmsg),
 		cmocka_unit_test(alloc_io_uring),
+		cmocka_unit_test(backlog_loop),
+		cmocka_unit_test(backlog_sendmmsg),
+		cmocka_unit_test(backlog_io_uring),
 	};
 	return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
 }
