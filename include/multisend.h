@@ -151,14 +151,16 @@ MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
  * in a group: remove it first, then close it. If it is closed anyway, the loop and sendmmsg
  * backends report -EBADF for it (or send on whatever file later takes the number), and the
  * io_uring backend, which holds a registered reference to the socket, keeps sending on the
- * original socket until the destination is removed. Either way a socket that later takes the
- * number is never confused with the closed one: adding it to the same group fails with
- * -ESTALE, and in another group of the context it is sent to as itself.
+ * original socket until the destination is removed. A socket that later takes the number is
+ * not mistaken for the closed one where the library can tell: adding it to the same group
+ * fails with -ESTALE; with io_uring, another group of the context sends to it as itself; a
+ * slow-consumer backlog is never written to it (the destination is removed, -EBADF).
  *
  * A socket's O_NONBLOCK flag is read when it joins the group (when the group's first
- * destination on it is added): if set, every send on it is non-blocking, as with
- * MS_SEND_DONTWAIT (io_uring would otherwise wait for room whatever the flag says). Changing
- * the flag later does not change how the group sends on it.
+ * destination on it is added): if set then, every send on it is non-blocking on every backend,
+ * as with MS_SEND_DONTWAIT (io_uring would otherwise wait for room whatever the flag says).
+ * Set it before adding the socket: set later, it makes loop and sendmmsg sends non-blocking
+ * but not io_uring's.
  */
 struct ms_dest {
 	int fd;
@@ -217,7 +219,8 @@ MS_EXPORT size_t ms_group_size(const struct ms_group *g);
                                     backlog; later calls send it, in order, before anything
                                     newer */
 #define MS_RES_DROPPED (1u << 1) /* the policy skipped this message for this destination
-                                    (status -EAGAIN); nothing of it was sent */
+                                    (status -EAGAIN, or -ENOBUFS/-ENOMEM: the socket could
+                                    not take it now); nothing of it was sent */
 #define MS_RES_REMOVED (1u << 2) /* the policy removed the destination from the group (status
                                     says why); its id may be reused once the call returns */
 
@@ -300,10 +303,10 @@ enum ms_slow_policy {
 	                           completed first */
 	MS_SLOW_QUEUE = 2,      /* keep what it cannot take in a per-destination backlog of at
 	                           most queue_limit bytes (plus the rest of one message begun
-	                           within it); a message that does not fit gets the overflow
-	                           action */
+	                           within it; seqpacket messages count 4 bytes more each); a
+	                           message that does not fit gets the overflow action */
 	MS_SLOW_DISCONNECT = 3, /* remove the destination (MS_RES_REMOVED) as soon as it cannot
-	                           take a whole message, or its stream fails */
+	                           take a whole message */
 };
 
 /* Size-versioned; zero-initialise, set .size and what you need. */
@@ -325,16 +328,22 @@ struct ms_slow_config {
  * How the calls report it: ms_send's result for a destination says, in flags and backlog,
  * what the policy did; its status counts only the bytes of this message the kernel took in
  * this call (0 when all of it was queued), and ms_send's return value counts only the
- * destinations that took the whole message. A destination removed by MS_SLOW_DISCONNECT (also
- * when its stream fails, e.g. -EPIPE, or queue overflow with overflow MS_SLOW_DISCONNECT) is
- * reported once, with MS_RES_REMOVED; the library does not close its socket. Under
- * MS_SLOW_DROP and MS_SLOW_QUEUE a failed stream stays in the group, reporting its error, and
- * its backlog is discarded (counted in backlog_discarded). If the library cannot allocate room
- * for the rest of a message begun (the stream would lose its framing), it removes the
- * destination (MS_RES_REMOVED, status the bytes taken), whatever the policy.
+ * destinations that took the whole message (a queued message counts in dests_partial). A
+ * destination the policy removes is reported once, with MS_RES_REMOVED; the library does not
+ * close its socket. Removed, whatever the policy: a destination whose stream fails (-EPIPE,
+ * -ECONNRESET, -ECONNREFUSED, -EHOSTUNREACH, -ETIMEDOUT, -EBADF...), and one whose backlog
+ * cannot be written or kept (an error other than a full socket, or no memory for the rest of
+ * a message begun: status the bytes taken), so that no later message goes out on a stream
+ * that is gone or cut. A seqpacket message in a backlog that the socket refuses on its own
+ * account (-EMSGSIZE) is dropped and counted in backlog_discarded. What a removed destination
+ * held is discarded and counted in backlog_discarded, as by ms_group_remove and ms_group_free.
  *
- * Backlogs are memory the library allocates on the send path, as needed (up to the limit);
- * ms_group_remove and ms_group_free discard a backlog (counted in backlog_discarded).
+ * Policies frame by SOCK_STREAM as a byte stream (TCP, AF_UNIX stream) and by SOCK_SEQPACKET as
+ * messages. Framing holds within a group: a stream socket in two groups with policies could
+ * have one group's message written into the other's unfinished one.
+ *
+ * Backlogs are memory the library allocates on the send path, as needed, up to the limit; a
+ * backlog's buffer above 64 KiB is freed when it drains.
  */
 MS_EXPORT int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg);
 
@@ -363,7 +372,8 @@ struct ms_stats {
 	uint64_t fanouts;         /* ms_send/ms_sendv calls that attempted at least one dest */
 	uint64_t dests_attempted; /* sum over calls of the destinations attempted */
 	uint64_t dests_accepted;  /* ... that accepted the whole message */
-	uint64_t dests_partial;   /* ... that accepted part of it (stream sockets) */
+	uint64_t dests_partial;   /* ... that accepted part of it (stream sockets), or whose
+	                             message a slow-consumer policy queued */
 	uint64_t dests_failed;    /* ... that reported an error */
 	uint64_t bytes;           /* bytes accepted by the kernel, over all destinations */
 	uint64_t syscalls;        /* send-family system calls and io_uring_enter calls made */

@@ -391,6 +391,9 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
 		nretry = 0;
 		err = flush(st, s, n, &nretry);
 	}
+	/* Interrupted requests that could not be submitted again get the ring's error. */
+	for (unsigned k = 0; k < nretry; k++)
+		record_status(s, st->retry[k], err);
 	return err;
 }
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 #include "sys.h"
@@ -30,6 +31,7 @@
  */
 
 #define REC_HDR sizeof(uint32_t)
+#define BUF_KEEP (64u << 10) /* an empty backlog keeps a buffer up to this size */
 
 static void held_changed(struct ms_group *g, struct ms__bucket *b, size_t new_held)
 {
@@ -101,14 +103,26 @@ static bool dead(int err)
 	return c == MS__ERR_CONN || c == MS__ERR_UNREACH || c == MS__ERR_BADF || err == ETIMEDOUT;
 }
 
+/* The socket the bucket was made for still has its number (the caller may have closed it
+ * and another file taken the number; io_uring's registered file would still reach the old
+ * one, so the plain sends here must not go to the new one). */
+static bool same_socket(const struct ms__bucket *b)
+{
+	struct stat st;
+	return fstat(b->fd, &st) == 0 && (uint64_t)st.st_ino == b->ino;
+}
+
 /* Write as much of the backlog as the socket takes now. Returns 0 (b->stalled says whether
  * some is left) or the -errno of a send that failed for another reason than a full socket;
- * *sent gets the message bytes written. */
+ * *sent gets the message bytes written. A seqpacket record the socket refuses for a reason
+ * of its own (EMSGSIZE...) is dropped, counted as discarded, and the next one tried. */
 static int backlog_write(struct ms_group *g, struct ms__bucket *b, uint64_t *syscalls,
 			 size_t *sent)
 {
 	size_t hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0;
 	*sent = 0;
+	if (!same_socket(b))
+		return -EBADF;
 	while (b->bl.len) {
 		const char *p = b->bl.buf + b->bl.off;
 		size_t n = b->bl.len;
@@ -123,6 +137,13 @@ static int backlog_write(struct ms_group *g, struct ms__bucket *b, uint64_t *sys
 			(*syscalls)++;
 			r = ms__sys.sendto(b->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT, NULL, 0);
 		} while (r < 0 && errno == EINTR);
+		if (r < 0 && hdr && !transient(errno) && !dead(errno)) {
+			b->bl.off += hdr + n;
+			b->bl.len -= hdr + n;
+			g->ctx->c.backlog_discarded += n;
+			held_changed(g, b, b->bl.held - n);
+			continue;
+		}
 		if (r < 0)
 			return transient(errno) ? 0 : -errno;
 		if (r == 0 && n)
@@ -135,6 +156,11 @@ static int backlog_write(struct ms_group *g, struct ms__bucket *b, uint64_t *sys
 	}
 	b->bl.off = 0;
 	b->stalled = false;
+	if (b->bl.cap > BUF_KEEP) { /* a burst's buffer is given back once it has drained */
+		free(b->bl.buf);
+		b->bl.buf = NULL;
+		b->bl.cap = 0;
+	}
 	return 0;
 }
 
@@ -173,7 +199,8 @@ static int cannot_take(struct ms__send *s, struct ms__bucket *b, int status, uin
 	const struct ms_slow_config *p = &s->g->slow;
 	if (!s->len && b->type == SOCK_STREAM)
 		return 0; /* nothing to send: a stream takes an empty message whole, even when full */
-	if (p->policy == MS_SLOW_QUEUE && b->bl.held + s->len <= p->queue_limit &&
+	size_t hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0; /* memory, not just message bytes */
+	if (p->policy == MS_SLOW_QUEUE && b->bl.len + hdr + s->len <= p->queue_limit &&
 	    backlog_append(s->g, b, s, 0) == 0) {
 		*flags |= MS_RES_QUEUED;
 		return 0;
@@ -208,10 +235,11 @@ static int apply(struct ms__send *s, struct ms__bucket *b, int status, uint32_t 
 	}
 	if (transient(-status))
 		return cannot_take(s, b, status, flags);
-	if (dead(-status)) {
-		backlog_discard(s->g, b);
-		if (removes_slow(p))
-			*flags |= MS_RES_REMOVED;
+	if (dead(-status) || b->stalled) {
+		/* A failed stream, or a backlog that cannot be written (a stream whose rest can
+		 * no longer follow): it is removed, whatever the policy, so that no later message
+		 * goes out on a stream that is gone or cut. */
+		*flags |= MS_RES_REMOVED;
 	}
 	return status;
 }
@@ -277,10 +305,22 @@ void ms__slow_after(struct ms__send *s, int be_err)
 		struct ms__bucket *b = g->buckets[k];
 		if (!b->managed)
 			continue;
-		uint32_t flags = 0;
-		int status = b->stalled ? stalled_dest(s, b, be_err, &flags) : apply(s, b, b->st, &flags);
+		uint32_t flags = 0, *fl = &flags;
+		int status;
+		if (b->stalled)
+			status = stalled_dest(s, b, be_err, fl);
+		else if (be_err && b->st == be_err)
+			status = be_err; /* the backend could not attempt it: not the consumer's doing */
+		else
+			status = apply(s, b, b->st, fl);
 		record(s->res ? &s->res[i] : NULL, b, status, flags);
-		ms__account(s, status);
+		if (flags & MS_RES_QUEUED) {
+			/* Taken in part or not at all yet: never "accepted", even when empty. */
+			s->partial++;
+			s->bytes += status > 0 ? (unsigned)status : 0;
+		} else {
+			ms__account(s, status);
+		}
 		s->slow_queued += (flags & MS_RES_QUEUED) != 0;
 		s->slow_dropped += (flags & MS_RES_DROPPED) != 0;
 		s->slow_removed += (flags & MS_RES_REMOVED) != 0;
@@ -343,12 +383,9 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 		uint32_t flags = 0;
 		int err = backlog_write(g, b, &s.syscalls, &sent);
 		s.bytes += sent;
-		if (err && dead(-err)) {
-			backlog_discard(g, b);
-			if (removes_slow(&g->slow))
-				flags |= MS_RES_REMOVED;
-		}
-		if (b->stalled)
+		if (err)
+			flags |= MS_RES_REMOVED; /* the backlog cannot be written: see apply() */
+		else if (b->stalled)
 			flags |= MS_RES_QUEUED;
 		int status = err ? err : sent > INT32_MAX ? INT32_MAX : (int)sent;
 		record(res ? &res[n] : NULL, b, status, flags);

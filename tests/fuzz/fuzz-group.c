@@ -431,9 +431,9 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 			seen[res[k].id] = true;
 			int q0 = model[res[k].id];
 			const struct pdest *p = &pool[q0];
-			if (res[k].status == (int)len)
+			if (res[k].status == (int)len && !(res[k].flags & MS_RES_QUEUED))
 				whole++;
-			else
+			else if (!(res[k].flags & MS_RES_QUEUED))
 				CHECK(res[k].status < 0 || (p->conn && res[k].status < (int)len));
 			if (res[k].status == -EMSGSIZE)
 				CHECK(p->maxdgram && len > (size_t)p->maxdgram);

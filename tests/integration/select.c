@@ -68,17 +68,22 @@ static int in_child(void (*fn)(void), char *buf, size_t len)
 		}                                                                           \
 	} while (0)
 
-static void deny_syscall(int nr)
+static void deny_syscall_with(int nr, int err)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
 	CHILD_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
 	CHILD_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
+}
+
+static void deny_syscall(int nr)
+{
+	deny_syscall_with(nr, EPERM);
 }
 
 /* io_uring blocked before the first probe: it is skipped quietly, with the reason shown. */
@@ -182,6 +187,42 @@ static void child_ring_refuses(void)
 	ms_ctx_free(ctx);
 }
 
+/* The ring refusing with an errno a full socket also gives (-ENOMEM) is the backend's failure,
+ * not the consumer's: a slow-consumer policy must not drop, queue or disconnect for it. */
+static void child_ring_refuses_managed(void)
+{
+	enum { N = 3 };
+	int sv[N][2];
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = MS_BACKEND_IO_URING,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	CHILD_CHECK(ms_ctx_new(&ctx, &cfg) == 0);
+	CHILD_CHECK(ms_group_new(ctx, &g) == 0);
+	struct ms_slow_config slow = { .size = sizeof(slow), .policy = MS_SLOW_DISCONNECT };
+	CHILD_CHECK(ms_group_set_slow(g, &slow) == 0);
+	for (int i = 0; i < N; i++) {
+		CHILD_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]) == 0);
+		struct ms_dest d = { .fd = sv[i][1] };
+		CHILD_CHECK(ms_group_add(g, &d) == i);
+	}
+	struct ms_result res[N];
+	char buf[16];
+	CHILD_CHECK(ms_send(g, "before", 6, 0, res) == N);
+	for (int i = 0; i < N; i++)
+		CHILD_CHECK(recv(sv[i][0], buf, sizeof(buf), MSG_DONTWAIT) == 6);
+	deny_syscall_with(__NR_io_uring_enter, ENOMEM);
+	CHILD_CHECK(ms_send(g, "refused", 7, 0, res) == -ENOMEM);
+	for (int i = 0; i < N; i++)
+		CHILD_CHECK(res[i].status == -ENOMEM && res[i].flags == 0);
+	CHILD_CHECK(ms_group_size(g) == N);
+	struct ms_stats st = { .size = sizeof(st) };
+	CHILD_CHECK(ms_ctx_stats(ctx, &st) == 0);
+	CHILD_CHECK(st.slow_removed == 0 && st.slow_dropped == 0 && st.slow_queued == 0);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+}
+
 static void test_ring_refuses_submission(void **state)
 {
 	(void)state;
@@ -189,6 +230,9 @@ static void test_ring_refuses_submission(void **state)
 		skip();
 	char out[4096];
 	int st = in_child(child_ring_refuses, out, sizeof(out));
+	printf("%s", out);
+	assert_int_equal(st, 0);
+	st = in_child(child_ring_refuses_managed, out, sizeof(out));
 	printf("%s", out);
 	assert_int_equal(st, 0);
 }

@@ -481,8 +481,7 @@ static void test_disconnect(void **state)
 }
 
 /* A subscriber that vanishes while its backlog is full: the stream's error is reported, the
- * backlog is discarded and counted; under QUEUE it stays until the caller removes it, under
- * DISCONNECT-on-overflow it is removed. */
+ * destination removed (whatever the overflow action), its backlog discarded and counted. */
 static void vanish_case(uint32_t overflow)
 {
 	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
@@ -502,8 +501,10 @@ static void vanish_case(uint32_t overflow)
 	for (int round = 0; round < 200 && !err; round++) {
 		int n = ms_group_flush(f.g, res);
 		for (int i = 0; i < n; i++)
-			if (res[i].status < 0)
+			if (res[i].status < 0) {
 				err = -res[i].status;
+				assert_int_equal(res[i].flags, MS_RES_REMOVED);
+			}
 		if (!err)
 			poll(NULL, 0, 5);
 	}
@@ -513,20 +514,15 @@ static void vanish_case(uint32_t overflow)
 	struct ms_stats s = stats(f.ctx);
 	assert_int_equal(s.backlog_bytes, 0);
 	assert_true(s.backlog_discarded > 0 && s.backlog_discarded <= held);
-	if (overflow == MS_SLOW_DISCONNECT) {
-		assert_int_equal(ms_group_size(f.g), NRX - 1);
-		assert_int_equal(s.slow_removed, 1);
-	} else {
-		assert_int_equal(ms_group_size(f.g), NRX);
-		/* It keeps reporting its error; the others keep receiving. */
-		static unsigned char m[MAXMSG];
-		make_msg(m, 100000 - 1);
-		size_t len = msg_len(100000 - 1);
-		assert_int_equal(ms_send(f.g, m, len, 0, res), NRX - 1);
-		for (int i = 0; i < NRX; i++)
-			if (res[i].id == f.id[0])
-				assert_true(res[i].status == -EPIPE || res[i].status == -ECONNRESET);
-	}
+	/* A failed stream is removed whatever the policy; the others keep receiving. */
+	assert_int_equal(ms_group_size(f.g), NRX - 1);
+	assert_int_equal(s.slow_removed, 1);
+	static unsigned char m[MAXMSG];
+	make_msg(m, 100000 - 1);
+	size_t len = msg_len(100000 - 1);
+	assert_int_equal(ms_send(f.g, m, len, 0, res), NRX - 1);
+	for (int i = 0; i < NRX - 1; i++)
+		assert_true(res[i].id != f.id[0]);
 	fix_close(&f);
 }
 
@@ -690,6 +686,118 @@ static void test_remove_with_backlog(void **state)
 	fix_close(&f);
 }
 
+/* A seqpacket message queued whole that the socket then refuses on its own account (larger
+ * than its send buffer allows): dropped from the backlog and counted, the rest flows. Empty
+ * seqpacket messages count against the queue limit too (each is a record in memory). */
+static void test_seqpacket_refused_and_empty(void **state)
+{
+	(void)state;
+	struct ms_ctx *ctx;
+	struct ms_group *g;
+	struct ms_config c = { .size = sizeof(c), .backend = backend,
+			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	assert_int_equal(ms_ctx_new(&ctx, &c), 0);
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE,
+				      .queue_limit = 64 * 1024 };
+	assert_int_equal(ms_group_set_slow(g, &cfg), 0);
+	int sv[2], small = 4096;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	struct ms_dest d = { .fd = sv[0] };
+	assert_true(ms_group_add(g, &d) >= 0);
+	static char big[10000], one[100];
+	memset(big, 'b', sizeof(big));
+	memset(one, 'o', sizeof(one));
+	struct ms_result r;
+	/* Straight to the socket, too big: its own error, nothing queued. */
+	assert_int_equal(ms_send(g, big, sizeof(big), 0, &r), 0);
+	assert_int_equal(r.status, -EMSGSIZE);
+	assert_int_equal(r.flags, 0);
+	/* Fill it, then the big one goes to the backlog, then a small one behind it. */
+	int sent_small = 0;
+	for (int i = 0; i < 1000 && !(r.flags & MS_RES_QUEUED); i++) {
+		ms_send(g, one, sizeof(one), 0, &r);
+		sent_small += r.status == (int)sizeof(one);
+	}
+	assert_true(r.flags & MS_RES_QUEUED);
+	int queued_small = 1;
+	assert_int_equal(ms_send(g, big, sizeof(big), 0, &r), 0);
+	assert_int_equal(r.flags, MS_RES_QUEUED);
+	assert_int_equal(ms_send(g, one, sizeof(one), 0, &r), 0);
+	assert_int_equal(r.flags, MS_RES_QUEUED);
+	queued_small++;
+	/* Read everything, flush: the big record is refused and discarded, the small ones go. */
+	char buf[20000];
+	int got = 0;
+	for (int round = 0; round < 100 && ms_group_backlog(g); round++) {
+		for (ssize_t n; (n = recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
+			assert_int_equal(n, (ssize_t)sizeof(one));
+			got++;
+		}
+		struct ms_result fr[1];
+		assert_true(ms_group_flush(g, fr) >= 0);
+	}
+	for (ssize_t n; (n = recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
+		assert_int_equal(n, (ssize_t)sizeof(one));
+		got++;
+	}
+	assert_int_equal(got, sent_small + queued_small);
+	assert_int_equal(ms_group_size(g), 1);
+	struct ms_stats st = { .size = sizeof(st) };
+	assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+	assert_int_equal(st.backlog_discarded, sizeof(big));
+	assert_int_equal(st.backlog_bytes, 0);
+	/* Empty messages: fill the socket with them, then the limit bounds how many queue. */
+	struct ms_slow_config tiny = { .size = sizeof(tiny), .policy = MS_SLOW_QUEUE,
+				       .queue_limit = 64 };
+	assert_int_equal(ms_group_set_slow(g, &tiny), 0);
+	unsigned queued = 0, dropped = 0;
+	for (int i = 0; i < 5000; i++) {
+		int n = ms_send(g, "", 0, 0, &r);
+		if (r.flags & MS_RES_QUEUED) {
+			assert_int_equal(n, 0); /* queued is not "took it" */
+			queued++;
+		}
+		dropped += (r.flags & MS_RES_DROPPED) != 0;
+	}
+	assert_int_equal(queued, 64 / 4);
+	assert_true(dropped > 0);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* The caller closes a stalled destination's socket and another takes its number: the
+ * backlog is never written to the newcomer; the destination is removed with -EBADF. */
+static void test_closed_with_backlog(void **state)
+{
+	(void)state;
+	struct ms_slow_config cfg = { .size = sizeof(cfg), .policy = MS_SLOW_QUEUE };
+	struct fix f;
+	fix_open(&f, &cfg, false);
+	int removed_at;
+	run(&f, MS_SLOW_QUEUE, 4u << 20, 200, &removed_at);
+	assert_true(ms_group_backlog(f.g) > 0);
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(dup2(sv[0], f.tx[0]), f.tx[0]); /* closes the original, takes its number */
+	struct ms_result res[NRX];
+	int n = ms_group_flush(f.g, res);
+	assert_int_equal(n, 1);
+	assert_int_equal(res[0].id, f.id[0]);
+	assert_int_equal(res[0].status, -EBADF);
+	assert_int_equal(res[0].flags, MS_RES_REMOVED);
+	assert_int_equal(ms_group_size(f.g), NRX - 1);
+	char c;
+	assert_true(recv(sv[1], &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN); /* nothing leaked */
+	assert_int_equal(stats(f.ctx).backlog_bytes, 0);
+	close(sv[0]);
+	close(sv[1]);
+	fix_close(&f);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2 || ms_backend_from_name(argv[1]) <= 0) {
@@ -718,6 +826,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_datagrams_untouched),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_remove_with_backlog),
+		cmocka_unit_test(test_seqpacket_refused_and_empty),
+		cmocka_unit_test(test_closed_with_backlog),
 	};
 	char group[64];
 	snprintf(group, sizeof(group), "slow-%s", argv[1]);
