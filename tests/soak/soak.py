@@ -408,11 +408,13 @@ class Soak:
             left = deadline - time.monotonic()
             rate = self.rate.get(n) or (min(self.rate.values()) if self.rate else 20000)
             want = min(per_run, a.dest_sends - self.done, int(rate * a.max_run_seconds))
-            # Never start a run that cannot end before the safety limit.
-            want = min(want, int(rate * (left - 5) * 0.8))
-            if want < n * len(a.backends) * a.rounds and self.done:
+            # Never start a run that cannot end before the safety limit. (A remainder smaller
+            # than one round is still run: one round, a little past the target.)
+            time_cap = int(rate * (left - 5) * 0.8)
+            if time_cap < n * len(a.backends) * a.rounds and self.done:
                 reason = f"the safety timeout ({a.timeout:.0f} s) is near"
                 break
+            want = min(want, time_cap)
             iters = max(1, math.ceil(want / (n * len(a.backends) * a.rounds)))
             # A run that takes ten times its estimate (plus start-up) is stuck.
             limit = min(max(60, 10 * want / rate), max(left, 1))
