@@ -36,6 +36,7 @@
 #include <stdatomic.h>
 #include <sys/resource.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -265,7 +266,18 @@ static void drain_sigq_locked(struct shim_thread *t);
 static bool sigq_empty(const struct shim_batch *b)
 {
 	return atomic_load_explicit(&b->sigq_head, memory_order_relaxed) ==
-	       atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
+		       atomic_load_explicit(&b->sigq_tail, memory_order_acquire) &&
+	       atomic_load_explicit(&b->ovf_out, memory_order_relaxed) ==
+		       atomic_load_explicit(&b->ovf_in, memory_order_acquire);
+}
+
+/* The batch is empty: clear its age stamp, unless a handler queued something meanwhile (that
+ * must reach the age flusher). */
+static void first_ns_settle(struct shim_batch *b)
+{
+	__atomic_store_n(&b->first_ns, 0, __ATOMIC_SEQ_CST);
+	if (unlikely(!sigq_empty(b)))
+		__atomic_store_n(&b->first_ns, shim_now_ns(), __ATOMIC_RELAXED);
 }
 
 static void flush_error(struct shim_thread *t, int fd, int err)
@@ -329,10 +341,11 @@ void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
 
 	if (b->flushing)
 		return;
-	if (unlikely(!sigq_empty(b)))
+	if (unlikely(!sigq_empty(b)) && !b->draining)
 		drain_sigq_locked(t);
 	if (!p->n) {
-		__atomic_store_n(&b->first_ns, 0, __ATOMIC_RELAXED);
+		if (!b->draining)
+			first_ns_settle(b);
 		return;
 	}
 	b->flushing = true;
@@ -369,7 +382,7 @@ void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
 	shim_plan_reset(p);
 	b->arena_used = 0;
 	b->last_valid = false;
-	__atomic_store_n(&b->first_ns, 0, __ATOMIC_RELAXED);
+	first_ns_settle(b);
 	errno = saved;
 	pthread_setcancelstate(cancel, NULL);
 	b->flushing = false;
@@ -377,7 +390,7 @@ void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
 
 void shim_flush_thread(struct shim_thread *t, enum shim_reason why)
 {
-	if (!t->b || !__atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED))
+	if (!t->b || (!__atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED) && sigq_empty(t->b)))
 		return;
 	pthread_mutex_lock(&t->b->lock);
 	shim_flush_locked(t, why);
@@ -478,28 +491,104 @@ static bool append_locked(struct shim_thread *t, const struct shim_dest *d, uint
 	return false;
 }
 
-/* Move what signal handlers queued into the batch, in their order (lock held). */
-static void drain_sigq_locked(struct shim_thread *t)
+/* The signal queue's next message (ring first, then the overflow chain), or NULL. */
+static const struct shim_sigmsg *sigq_peek(struct shim_thread *t, bool *from_ring)
 {
 	struct shim_batch *b = t->b;
 	uint32_t head = atomic_load_explicit(&b->sigq_head, memory_order_relaxed);
-	uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
-	bool started = false;
 
-	for (; head != tail; head = atomic_load_explicit(&b->sigq_head, memory_order_relaxed)) {
-		struct shim_sigmsg q = t->sigq[head % SHIM_SIGQ];
-		/* Marked pending before it leaves the ring: a handler that looks in between
+	if (head != atomic_load_explicit(&b->sigq_tail, memory_order_acquire)) {
+		*from_ring = true;
+		return &t->sigq[head % SHIM_SIGQ];
+	}
+	*from_ring = false;
+	for (;;) {
+		struct shim_sigseg *seg = atomic_load_explicit(&b->ovf_head, memory_order_acquire);
+		if (!seg)
+			return NULL;
+		if (b->ovf_pos < atomic_load_explicit(&seg->count, memory_order_acquire))
+			return &seg->m[b->ovf_pos];
+		struct shim_sigseg *next = atomic_load_explicit(&seg->next, memory_order_acquire);
+		if (b->ovf_pos < SHIM_SIGSEG || !next)
+			return NULL;
+		/* The producer linked the next one, so it is done with this one. */
+		atomic_store_explicit(&b->ovf_head, next, memory_order_relaxed);
+		b->ovf_pos = 0;
+		munmap(seg, sizeof(*seg));
+	}
+}
+
+static void sigq_pop(struct shim_batch *b, bool from_ring)
+{
+	if (from_ring) {
+		uint32_t head = atomic_load_explicit(&b->sigq_head, memory_order_relaxed);
+		atomic_store_explicit(&b->sigq_head, head + 1, memory_order_release);
+	} else {
+		b->ovf_pos++;
+		atomic_fetch_add_explicit(&b->ovf_out, 1, memory_order_release);
+	}
+}
+
+/*
+ * Move what signal handlers queued into the batch, in their order (lock held). An append can
+ * flush the batch; that flush does not come back here (b->draining), so this loop is the
+ * only one taking messages out and the stack stays flat however long the queue is.
+ */
+static void drain_sigq_locked(struct shim_thread *t)
+{
+	struct shim_batch *b = t->b;
+	const struct shim_sigmsg *q;
+	bool from_ring, started = false;
+
+	b->draining = true;
+	while ((q = sigq_peek(t, &from_ring))) {
+		/* Marked pending before it leaves the queue: a handler that looks in between
 		 * must still see that it has something to queue behind. */
-		struct shim_fd *e = shim_fd_get(q.d.fd);
+		struct shim_fd *e = shim_fd_get(q->d.fd);
 		struct shim_thread *none = NULL;
 		if (e)
 			atomic_compare_exchange_strong(&e->pending, &none, t);
-		/* Out of the ring before appending: an append can flush, and a flush drains. */
-		atomic_store_explicit(&b->sigq_head, head + 1, memory_order_release);
-		struct iovec iov = { .iov_base = q.data, .iov_len = q.len };
-		append_locked(t, &q.d, q.key, &iov, 1, q.len, &started);
-		tail = atomic_load_explicit(&b->sigq_tail, memory_order_acquire);
+		/* Appended straight from its slot, which the producer cannot reuse before the
+		 * pop below. */
+		struct iovec iov = { .iov_base = (void *)q->data, .iov_len = q->len };
+		append_locked(t, &q->d, q->key, &iov, 1, q->len, &started);
+		sigq_pop(b, from_ring);
 	}
+	b->draining = false;
+}
+
+_Atomic uint64_t shim_sigoverflow, shim_sigunordered;
+
+/* A slot for the producer: the ring's next one, or the overflow chain's (mapping a segment
+ * when needed). *seg_out is the segment to publish, *fresh whether it is new. NULL: no
+ * memory. */
+static struct shim_sigmsg *sigq_slot(struct shim_batch *b, struct shim_thread *t,
+				     struct shim_sigseg **seg_out, bool *fresh)
+{
+	struct shim_sigseg *seg = b->ovf_tail;
+	bool chain_empty = atomic_load_explicit(&b->ovf_in, memory_order_relaxed) ==
+			   atomic_load_explicit(&b->ovf_out, memory_order_acquire);
+	uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_relaxed);
+
+	*seg_out = NULL;
+	*fresh = false;
+	if (chain_empty &&
+	    tail - atomic_load_explicit(&b->sigq_head, memory_order_acquire) < SHIM_SIGQ)
+		return &t->sigq[tail % SHIM_SIGQ];
+	if (seg) {
+		uint32_t n = atomic_load_explicit(&seg->count, memory_order_relaxed);
+		if (n < SHIM_SIGSEG) {
+			*seg_out = seg;
+			return &seg->m[n];
+		}
+	}
+	void *m = mmap(NULL, sizeof(struct shim_sigseg), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	*seg_out = m; /* zeroed: no next, no messages */
+	*fresh = true;
+	return &(*seg_out)->m[0];
 }
 
 int shim_batch_signal_send(const struct shim_send *s)
@@ -522,24 +611,47 @@ int shim_batch_signal_send(const struct shim_send *s)
 	shim_dest_make(&d, s->fd, info, s->addr, s->alen);
 	t->sigq_busy = 1;
 	atomic_signal_fence(memory_order_seq_cst);
-	uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_relaxed);
-	int queued = 0;
-	if (tail - atomic_load_explicit(&b->sigq_head, memory_order_acquire) < SHIM_SIGQ) {
-		struct shim_sigmsg *q = &t->sigq[tail % SHIM_SIGQ];
+	int saved = errno;
+	struct shim_sigseg *seg;
+	bool fresh;
+	struct shim_sigmsg *q = sigq_slot(b, t, &seg, &fresh);
+	if (q) {
 		q->d = d;
 		q->key = shim_dest_key(s->fd, s->addr, s->alen);
 		q->len = (uint32_t)s->len;
 		payload_copy(q->data, s->iov, s->iovcnt);
-		/* The age flusher must see it even if the batch itself is empty. */
+		if (!seg) {
+			uint32_t tail = atomic_load_explicit(&b->sigq_tail, memory_order_relaxed);
+			atomic_store_explicit(&b->sigq_tail, tail + 1, memory_order_release);
+		} else {
+			uint32_t n = atomic_load_explicit(&seg->count, memory_order_relaxed);
+			atomic_store_explicit(&seg->count, n + 1, memory_order_release);
+			if (fresh) {
+				if (b->ovf_tail)
+					atomic_store_explicit(&b->ovf_tail->next, seg,
+							      memory_order_release);
+				else
+					atomic_store_explicit(&b->ovf_head, seg,
+							      memory_order_release);
+				b->ovf_tail = seg;
+			}
+			atomic_fetch_add_explicit(&b->ovf_in, 1, memory_order_release);
+			atomic_fetch_add_explicit(&shim_sigoverflow, 1, memory_order_relaxed);
+		}
+		/* Published first, then the age stamp: a flush that clears the stamp either sees
+		 * this message and stamps again, or cleared it before this sets it. */
 		uint64_t zero = 0;
 		__atomic_compare_exchange_n(&b->first_ns, &zero, shim_now_ns(), false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-		atomic_store_explicit(&b->sigq_tail, tail + 1, memory_order_release);
-		queued = 1;
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+		flusher_poke();
+	} else {
+		/* No memory to queue it: it goes now, perhaps ahead of earlier data (counted). */
+		atomic_fetch_add_explicit(&shim_sigunordered, 1, memory_order_relaxed);
 	}
+	errno = saved;
 	atomic_signal_fence(memory_order_seq_cst);
 	t->sigq_busy = 0;
-	return queued;
+	return q != NULL;
 }
 
 int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,

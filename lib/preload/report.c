@@ -182,8 +182,13 @@ static void errs_json(struct out *o, const char *name, const uint64_t *errs)
 	put(o, "}");
 }
 
+/* Sends from signal handlers that re-entered the shim. */
+struct reentry {
+	uint64_t calls, queued, overflow, unordered;
+};
+
 static void json(struct out *o, const struct totals *T, const struct shim_sockrow *rows,
-		 unsigned nrows, uint64_t reentered, uint64_t queued)
+		 unsigned nrows, const struct reentry *re)
 {
 	put(o, "{\"shim\":\"" SHIM_NAME "\",\"version\":\"%s\",\"pid\":%d,\"program\":\"",
 	    ms_version_string(), (int)getpid());
@@ -197,8 +202,9 @@ static void json(struct out *o, const struct totals *T, const struct shim_sockro
 	    shim_cfg.fanout_end ? "true" : "false");
 	counts_json(o, &T->c);
 	put(o, ",\"sendmmsg\":%lu,\"single_sends_at_flush\":%lu,\"reentered_calls\":%lu,"
-	       "\"reentered_queued\":%lu",
-	    T->sendmmsg_calls, T->single_sends, reentered, queued);
+	       "\"reentered_queued\":%lu,\"reentered_overflow\":%lu,\"reentered_unordered\":%lu",
+	    T->sendmmsg_calls, T->single_sends, re->calls, re->queued, re->overflow,
+	    re->unordered);
 	put(o, ",\"calls_by\":{");
 	for (int k = 0; k < CALL_N; k++)
 		put(o, "%s\"%s\":%lu", k ? "," : "", shim_call_name[k], T->calls_by[k]);
@@ -246,7 +252,7 @@ static void errs_text(struct out *o, const char *title, const uint64_t *errs)
 }
 
 static void text(struct out *o, const struct totals *T, const struct shim_sockrow *rows,
-		 unsigned nrows, uint64_t reentered, uint64_t queued)
+		 unsigned nrows, const struct reentry *re)
 {
 	put(o, SHIM_NAME " %s: pid %d (%s), mode %s", ms_version_string(), (int)getpid(),
 	    shim_cfg.program, mode_name(shim_cfg.mode));
@@ -265,10 +271,16 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 	if (shim_cfg.mode == SHIM_BATCH)
 		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->sendmmsg_calls,
 		    T->single_sends);
-	if (reentered)
+	if (re->calls) {
 		put(o, "\n  sends re-entering the shim (from signal handlers): %lu, of which %lu "
-		       "queued behind the batch and %lu passed straight through",
-		    reentered, queued, reentered - queued);
+		       "queued behind the batch (%lu beyond its ring) and %lu passed straight "
+		       "through",
+		    re->calls, re->queued, re->overflow, re->calls - re->queued);
+		if (re->unordered)
+			put(o, "\n  WARNING: %lu of those had to wait behind the batch but found no "
+			       "memory to queue in, so may have overtaken earlier data",
+			    re->unordered);
+	}
 	put(o, "\n");
 	errs_text(o, "  errors seen by the program: ", T->errs);
 	errs_text(o, "  errors found at flush: ", T->ferrs);
@@ -375,11 +387,13 @@ void shim_report_write(void)
 	}
 
 	if (T->any) {
-		uint64_t re = atomic_load(&shim_reentered), q = atomic_load(&shim_sigqueued);
+		struct reentry re = { atomic_load(&shim_reentered), atomic_load(&shim_sigqueued),
+				      atomic_load(&shim_sigoverflow),
+				      atomic_load(&shim_sigunordered) };
 		if (shim_cfg.json)
-			json(&o, T, rows, nrows, re, q);
+			json(&o, T, rows, nrows, &re);
 		else
-			text(&o, T, rows, nrows, re, q);
+			text(&o, T, rows, nrows, &re);
 
 		/* A program may have closed stderr and reused the number for a socket: the
 		 * report must never go into its data. */

@@ -320,14 +320,29 @@ struct shim_plan {
  * batch may hold earlier data for the same socket: it cannot touch the batch (the interrupted
  * code may be half way through it) and must not overtake it, so it waits here, in a
  * single-producer ring (the producer is only ever a handler on the owning thread; the
- * consumer is whoever next holds the batch lock). */
+ * consumer is whoever next holds the batch lock).
+ *
+ * A handler may send many times while its thread stays inside the shim (a timer firing faster
+ * than its handler runs keeps the thread in handlers), so a full ring continues in overflow
+ * segments the handler maps itself (mmap is a plain system call): one chain, in order after
+ * the ring. The producer writes the ring only while the chain holds nothing unconsumed, and
+ * starts the chain only when the ring is full, so every message in the ring is older than
+ * every message in the chain; the consumer takes the ring first, then the chain. The consumer
+ * unmaps a segment once it has moved past it (the producer is done with a segment when it
+ * links the next one); the last segment stays for the thread's next overflow. */
 #define SHIM_SIGQ 64u
+#define SHIM_SIGSEG 64u
 #define SHIM_SIGQ_PAYLOAD 2048u
 struct shim_sigmsg {
 	struct shim_dest d;
 	uint64_t key;
 	uint32_t len;
 	uint8_t data[SHIM_SIGQ_PAYLOAD];
+};
+struct shim_sigseg {
+	struct shim_sigseg *_Atomic next; /* set by the producer once this one is full */
+	_Atomic uint32_t count;           /* slots filled (producer) */
+	struct shim_sigmsg m[SHIM_SIGSEG];
 };
 
 /* Per-thread batch header, in its own page mapped MADV_WIPEONFORK: in a child, however it was
@@ -341,7 +356,14 @@ struct shim_batch {
 	uint32_t last_off, last_len; /* the last payload appended (shared by identical ones) */
 	bool last_valid;
 	bool flushing;
+	bool draining;               /* moving the signal queue into the batch */
 	_Atomic uint32_t sigq_head, sigq_tail; /* the signal queue (struct shim_sigmsg) */
+	/* its overflow chain: the segment being consumed and the position in it (consumer);
+	 * the segment being filled (producer); messages put in and taken out */
+	struct shim_sigseg *_Atomic ovf_head;
+	uint32_t ovf_pos;
+	struct shim_sigseg *ovf_tail;
+	_Atomic uint64_t ovf_in, ovf_out;
 };
 
 /* ---- thread.c ------------------------------------------------------------------------------- */
@@ -435,8 +457,11 @@ bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok);
 
 /* A send re-entering the shim from a signal handler (shim_guard set). Returns 1 when it was
  * queued behind this thread's batch (the caller reports len), 0 when it may go straight
- * through. Async-signal-safe: no lock, no allocation. */
+ * through. Async-signal-safe: no lock; memory only from mmap, when the ring is full. */
 int shim_batch_signal_send(const struct shim_send *s);
+/* Of the queued ones: how many went to the overflow chain; and sends that had to be queued
+ * but found no memory for it, so went straight through, possibly ahead of earlier data. */
+extern _Atomic uint64_t shim_sigoverflow, shim_sigunordered;
 
 /* Flush this thread's own batch, if it has anything. */
 void shim_flush_own(enum shim_reason why);

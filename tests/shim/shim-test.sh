@@ -185,6 +185,11 @@ prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
 			check_stats "$tmp/stats.json" \
 				"t['calls'] + t['reentered_calls'] == $total" \
 				"t['reentered_calls'] > 0" ;;
+		sigflood)
+			# The floods went past the ring, and every one of their sends queued.
+			check_stats "$tmp/stats.json" "t['reentered_overflow'] > 0" \
+				"t['reentered_unordered'] == 0" \
+				"t['reentered_queued'] == t['reentered_calls']" ;;
 		threads)
 			check_stats "$tmp/stats.json" "t['calls'] == $total" "t['batched'] == $total" ;;
 		esac
