@@ -90,7 +90,17 @@ struct ms_config {
 	uint32_t queue_depth; /* io_uring submission entries, 1..32768, rounded up to a power of
 	                         two; 0 = 4096. A fan-out to more destinations than this takes
 	                         one io_uring_enter per queue_depth destinations. */
+	uint32_t ts_sample;   /* kernel transmit timestamps on one fan-out in ts_sample of each
+	                         group (1..1000000000; 0 = off); see "Timestamps" below */
+	uint32_t ts_flags;    /* MS_TS_* */
+	const char *stats_shm; /* publish live counters in this file (see "Live counters");
+	                          NULL: the MULTISEND_STATS_SHM variable, or nowhere */
 };
+
+/* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
+ * last, which is enough for the call-to-first, call-to-last and skew histograms). */
+#define MS_TS_ALL_DESTS (1u << 0)
+#define MS_TS_ALL_FLAGS (MS_TS_ALL_DESTS)
 
 /*
  * Create a context. cfg may be NULL (all defaults).
@@ -98,7 +108,11 @@ struct ms_config {
  * Returns 0 and sets *out, or:
  *   -EINVAL   out is NULL; cfg->size is smaller than the first released struct ms_config or
  *             larger than 4096; bytes past the struct this library knows are not all zero;
- *             unknown flags; backend outside the enum; queue_depth out of range.
+ *             unknown flags or ts_flags; backend outside the enum; queue_depth or ts_sample
+ *             out of range; a stats_shm path (or MULTISEND_STATS_SHM) that is empty or
+ *             longer than 4095 bytes once %p is expanded.
+ *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
+ *             (SCM_TS_OPT_ID, Linux 6.13 and later).
  *   -ENOTSUP  MS_CFG_NO_FALLBACK and the requested backend is unavailable or disabled, or
  *             every backend is disabled by the environment.
  *   other     MS_CFG_NO_FALLBACK and setting up the requested backend failed: its error (for
@@ -119,6 +133,9 @@ struct ms_config {
  *     ignored, with one warning on stderr per process).
  *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1  disable one.
  *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped.
+ *   MULTISEND_STATS_SHM=path  when cfg->stats_shm is NULL: publish live counters there.
+ * A live-counter file that cannot be created is not an error: the context works without it,
+ * and says so once on stderr.
  */
 MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
 
@@ -399,6 +416,133 @@ struct ms_stats {
  * Returns 0, or -EINVAL (NULL argument or out->size < 8).
  */
 MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Timestamps, histograms and snapshots
+ *
+ * With ms_config.ts_sample = K, one fan-out in K of each group (its 1st, K+1th, ...) asks the
+ * kernel for software transmit timestamps (SO_TIMESTAMPING: TX_SCHED, when the datagram enters
+ * the device's queue, and TX_SOFTWARE, when the driver takes it) for its first and last
+ * destination, or all of them with MS_TS_ALL_DESTS. Only UDP destinations (AF_INET,
+ * AF_INET6 datagram sockets) are stamped; others are counted in ts_unsupported. The other
+ * fan-outs cost nothing more than one counter test.
+ *
+ * What it does to the sockets: on a socket's first stamped send the library sets
+ * SO_TIMESTAMPING to SOFTWARE | OPT_ID | OPT_TSONLY (only if the socket has no SO_TIMESTAMPING
+ * setting of its own: such a socket is never stamped, and counted in ts_unsupported) and
+ * clears it again when the socket's last destination leaves the group. Each stamped datagram
+ * carries its own key (SCM_TS_OPT_ID) and the stamps come back on the socket's error queue,
+ * which the library reads (recvmmsg with MSG_ERRQUEUE) at the group's next sampled fan-out or
+ * in ms_group_ts_collect, never on the other fan-outs. Anything else on that error queue
+ * (IP_RECVERR errors) is read and discarded there, counted in ts_foreign. A socket with
+ * stamps waiting polls POLLERR.
+ *
+ * The times are the kernel's CLOCK_REALTIME stamps minus the CLOCK_REALTIME read when ms_send
+ * began: call_first and call_last say how long the first and the last destination waited,
+ * first_last the skew between them, dest_lag every stamped destination's wait. The stamp used
+ * is TX_SOFTWARE, or TX_SCHED for a datagram that got no TX_SOFTWARE stamp (a device that
+ * does not stamp, or a drop in its queue). A sampled destination whose send failed, or whose
+ * stamps never came (the datagram was dropped before the device), counts in ts_missing.
+ */
+
+/* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
+ * power of two is split in 16 equal buckets (at most 6.25% apart); the last bucket also holds
+ * everything from 2^40 ns (about 18 minutes) up. */
+#define MS_HIST_SUB 16
+#define MS_HIST_BUCKETS 592
+struct ms_hist {
+	uint64_t count;
+	uint64_t sum_ns;
+	uint64_t min_ns; /* 0 when count is 0 */
+	uint64_t max_ns;
+	uint64_t bucket[MS_HIST_BUCKETS];
+};
+
+/* The range of values bucket i holds: [*lo, *hi]. Returns 0, or -EINVAL (i out of range or
+ * a NULL pointer). */
+MS_EXPORT int ms_hist_bucket_range(unsigned i, uint64_t *lo, uint64_t *hi);
+
+/* The value at quantile q (0..1) of h: the upper end of the bucket holding it, clamped to
+ * [min_ns, max_ns]; 0 for an empty histogram or NULL. */
+MS_EXPORT uint64_t ms_hist_quantile(const struct ms_hist *h, double q);
+
+/* Timestamp counters. */
+struct ms_ts_stats {
+	uint64_t sampled;     /* fan-outs sampled */
+	uint64_t requested;   /* destinations that asked for stamps */
+	uint64_t stamped;     /* ... of which a stamp was read back */
+	uint64_t missing;     /* ... of which no stamp came: the send failed, or the datagram
+	                         was dropped before any stamp point */
+	uint64_t unsupported; /* sampled destinations not stamped: not UDP, or the socket had
+	                         its own SO_TIMESTAMPING setting */
+	uint64_t foreign;     /* error-queue entries read that were not this library's stamps */
+	uint64_t late;        /* stamps that came after their fan-out was accounted, ignored */
+};
+
+/* Size-versioned. Everything ms_ctx_snapshot reports, taken consistently. */
+struct ms_snapshot {
+	uint32_t size;        /* set by the caller to sizeof(struct ms_snapshot) */
+	uint32_t ts_sample;   /* the context's ms_config.ts_sample */
+	uint64_t taken_ns;    /* CLOCK_REALTIME when the snapshot was taken */
+	struct ms_stats stats; /* as ms_ctx_stats (size filled in) */
+	struct ms_ts_stats ts;
+	struct ms_hist call_first; /* ms_send to the first destination's stamp */
+	struct ms_hist call_last;  /* ms_send to the last destination's stamp */
+	struct ms_hist first_last; /* first to last destination: the skew */
+	struct ms_hist dest_lag;   /* ms_send to each stamped destination's stamp */
+};
+
+/*
+ * Copy the context's counters and histograms into *out, consistently (all from one moment
+ * between two ms_send calls). Unlike every other call, it may be made from any thread while
+ * the context's own thread keeps sending: the sending thread never waits for it (a reader
+ * that overlaps a send tries again). out->size must be set; fields past it are left alone.
+ * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16).
+ */
+MS_EXPORT int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out);
+
+/* One destination of a sampled fan-out, as ms_group_ts_last reports it. */
+#define MS_TS_SCHED (1u << 0) /* sched_ns is set */
+#define MS_TS_SND (1u << 1)   /* snd_ns is set */
+struct ms_ts_dest {
+	int id;           /* the destination's id */
+	uint32_t flags;   /* MS_TS_SCHED, MS_TS_SND; 0: no stamp came */
+	uint32_t pos;     /* its position in the fan-out's group order */
+	uint32_t pad;
+	int64_t sched_ns; /* TX_SCHED stamp minus the call's start */
+	int64_t snd_ns;   /* TX_SOFTWARE stamp minus the call's start */
+};
+
+/*
+ * Read the stamps waiting on the group's sockets now and account for the group's pending
+ * sampled fan-out (ms_send does both at the group's next sampled fan-out). Call it after the
+ * last send, or when idle, to see the last sample in the histograms. Context thread only.
+ * Returns the number of stamps read, or -EINVAL (g NULL).
+ */
+MS_EXPORT int ms_group_ts_collect(struct ms_group *g);
+
+/*
+ * The group's most recent accounted sample, destination by destination in the order they
+ * were sent: copies at most n entries to out and returns how many the sample has (0 when
+ * there is none yet), and sets *call_ns (if not NULL) to the CLOCK_REALTIME at which that
+ * ms_send began. Context thread only. -EINVAL: g NULL, or out NULL with n > 0.
+ */
+MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out, size_t n,
+			       uint64_t *call_ns);
+
+/* ---------------------------------------------------------------------------------------------
+ * Live counters
+ *
+ * With ms_config.stats_shm (or MULTISEND_STATS_SHM) set to a path, the context publishes what
+ * ms_ctx_snapshot reports in that file, a shared-memory mapping (put it in /dev/shm), updated
+ * after every ms_send at the cost of a few stores, never a system call. "%p" in the path is
+ * replaced by the process id. Several contexts of one process share the file (up to 64, one
+ * slot each, named "ctx N backend"); several processes each need their own file (use %p).
+ * The file is created (mode 0644) or reused when its previous owner process is gone; a file
+ * whose owner is alive is left alone (the context then publishes nowhere). A freed context
+ * marks its slot closed; the file stays until deleted. multisend-stat reads it live; the
+ * format is lib/shm-format.h.
+ */
 
 /* A message for a negative errno as this library returns it (also for positive errno values).
  * Never NULL; the string is static. */

@@ -261,7 +261,8 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 	 * only with MSG_WAITALL (otherwise it may complete short). */
 	if (b->type != SOCK_DGRAM && !(flags & MSG_DONTWAIT))
 		flags |= MSG_WAITALL;
-	if (s->iovcnt == 1 && (!d->addrlen || g_send_addr)) {
+	if (s->iovcnt == 1 && (!d->addrlen || g_send_addr) &&
+	    (likely(!s->ts_armed) || !b->msgs[j].msg_hdr.msg_control)) {
 		io_uring_prep_send(sqe, b->fd, s->iov[0].iov_base, s->iov[0].iov_len, flags);
 		if (d->addrlen)
 			io_uring_prep_send_set_addr(sqe, (const struct sockaddr *)&d->addr,

@@ -22,7 +22,8 @@ static int loop_send(struct ms__send *s)
 			ssize_t r;
 			do {
 				s->syscalls++;
-				if (s->iovcnt == 1)
+				if (s->iovcnt == 1 &&
+				    (likely(!s->ts_armed) || !b->msgs[j].msg_hdr.msg_control))
 					r = ms__sys.sendto(b->fd, s->iov[0].iov_base, s->iov[0].iov_len,
 							   flags,
 							   d->addrlen ? (const struct sockaddr *)&d->addr

@@ -2,16 +2,19 @@
 /* Contexts: configuration, backend choice, counters. No sockets are touched here. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "shm-format.h"
 
 #define CONFIG_SIZE_V0 sizeof(struct ms_config) /* the first released layout */
 #define CONFIG_SIZE_MAX 4096u
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
+#define TS_SAMPLE_MAX 1000000000u
 
 /*
  * Preference order, walked by MS_BACKEND_AUTO and by fallbacks. CPU ns per destination
@@ -123,6 +126,147 @@ static const char *const no_env_why[] = {
 	[MS_BACKEND_IO_URING] = "disabled by MULTISEND_NO_IO_URING",
 };
 
+/* ---- published counters --------------------------------------------------------------------- */
+
+/* The slot's counters, in this order (their names are what multisend-stat shows). */
+static const char *const counter_names[] = {
+	"fanouts", "dests_attempted", "dests_accepted", "dests_partial", "dests_failed", "bytes",
+	"syscalls", "err_again", "err_nobufs", "err_msgsize", "err_unreach", "err_conn",
+	"err_badf", "err_other", "slow_queued", "slow_dropped", "slow_removed", "backlog_bytes",
+	"backlog_discarded", "ts_sampled", "ts_requested", "ts_stamped", "ts_missing",
+	"ts_unsupported", "ts_foreign", "ts_late",
+};
+#define NCOUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
+static const char *const hist_names[MS__H_N] = {
+	[MS__H_CALL_FIRST] = "call_first_ns",
+	[MS__H_CALL_LAST] = "call_last_ns",
+	[MS__H_FIRST_LAST] = "first_last_ns",
+	[MS__H_DEST_LAG] = "dest_lag_ns",
+};
+_Static_assert(NCOUNTERS <= MS_SHM_COUNTERS && MS__H_N <= MS_SHM_HISTS, "fits a slot");
+
+static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
+{
+	const struct ms__counters *c = &ctx->c;
+	const struct ms__tscounters *t = &ctx->ts;
+	uint64_t all[] = {
+		c->fanouts, c->attempted, c->accepted, c->partial, c->failed, c->bytes,
+		c->syscalls, c->err[MS__ERR_AGAIN], c->err[MS__ERR_NOBUFS],
+		c->err[MS__ERR_MSGSIZE], c->err[MS__ERR_UNREACH], c->err[MS__ERR_CONN],
+		c->err[MS__ERR_BADF], c->err[MS__ERR_OTHER], c->slow_queued, c->slow_dropped,
+		c->slow_removed, c->backlog_bytes, c->backlog_discarded, t->sampled,
+		t->requested, t->stamped, t->missing, t->unsupported, t->foreign, t->late,
+	};
+	_Static_assert(sizeof(all) / sizeof(all[0]) == NCOUNTERS, "one value per name");
+	memcpy(v, all, sizeof(all));
+}
+
+void ms__publish_counters(struct ms_ctx *ctx)
+{
+	struct ms_shm_slot *sl = ctx->slot;
+	uint64_t v[NCOUNTERS];
+
+	counters_get(ctx, v);
+	for (size_t k = 0; k < NCOUNTERS; k++)
+		__atomic_store_n(&sl->counter[k], v[k], __ATOMIC_RELAXED);
+}
+
+void ms__publish(struct ms_ctx *ctx)
+{
+	ms__shm_begin(&ctx->slot->seq);
+	ms__publish_counters(ctx);
+	ms__shm_end(&ctx->slot->seq);
+}
+
+static unsigned ctx_serial; /* names the slots: "ctx N backend" */
+static bool warned_shm;     /* one warning per process for a file that cannot be used */
+
+static int slot_setup(struct ms_ctx *ctx, const char *path)
+{
+	char name[MS_SHM_NAME];
+	snprintf(name, sizeof(name), "ctx %u %s", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED),
+		 ctx->be->name);
+	if (path) {
+		int err = 0;
+		ctx->slot = ms__shm_open(path, name, counter_names, NCOUNTERS, hist_names, MS__H_N,
+					 &err);
+		if (ctx->slot) {
+			ctx->slot_shared = true;
+		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
+			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
+				err == -EBUSY ? "another running process publishes there"
+				: err == -EEXIST ? "the file exists and is not a live-counter file"
+				: err == -ENOSPC ? "no slot left in the file"
+						 : ms_strerror(err));
+		}
+	}
+	if (!ctx->slot) {
+		ctx->slot = calloc(1, sizeof(*ctx->slot));
+		if (!ctx->slot)
+			return -ENOMEM;
+		ctx->slot->ncounters = NCOUNTERS;
+		ctx->slot->nhists = MS__H_N;
+		ctx->slot->state = MS_SHM_LIVE;
+	}
+	return 0;
+}
+
+int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
+{
+	if (!ctx || !out || out->size < 16)
+		return -EINVAL;
+	const struct ms_shm_slot *sl = ctx->slot;
+	struct ms_snapshot s;
+	uint64_t v[NCOUNTERS];
+
+	/* The reader's side of the seqlock: copy, and keep the copy only if no update
+	 * overlapped it. The writer never waits for us. */
+	for (unsigned tries = 0;; tries++) {
+		uint64_t seq = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+		if (!(seq & 1)) {
+			for (size_t k = 0; k < NCOUNTERS; k++)
+				v[k] = __atomic_load_n(&sl->counter[k], __ATOMIC_RELAXED);
+			const struct ms_hist *src[] = { &sl->hist[MS__H_CALL_FIRST],
+							&sl->hist[MS__H_CALL_LAST],
+							&sl->hist[MS__H_FIRST_LAST],
+							&sl->hist[MS__H_DEST_LAG] };
+			struct ms_hist *dst[] = { &s.call_first, &s.call_last, &s.first_last,
+						  &s.dest_lag };
+			for (int h = 0; h < MS__H_N; h++) {
+				const uint64_t *a = (const uint64_t *)src[h];
+				uint64_t *b = (uint64_t *)dst[h];
+				for (size_t k = 0; k < sizeof(struct ms_hist) / 8; k++)
+					b[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
+			}
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == seq)
+				break;
+		}
+		if (tries > 64)
+			sched_yield();
+	}
+	s.size = out->size;
+	s.ts_sample = ctx->ts_sample;
+	s.taken_ns = ms__realtime_ns();
+	memset(&s.stats, 0, sizeof(s.stats));
+	s.stats.size = sizeof(s.stats);
+	s.stats.backend = ctx->be->id;
+	uint64_t *f[] = {
+		&s.stats.fanouts, &s.stats.dests_attempted, &s.stats.dests_accepted,
+		&s.stats.dests_partial, &s.stats.dests_failed, &s.stats.bytes, &s.stats.syscalls,
+		&s.stats.err_again, &s.stats.err_nobufs, &s.stats.err_msgsize, &s.stats.err_unreach,
+		&s.stats.err_conn, &s.stats.err_badf, &s.stats.err_other, &s.stats.slow_queued,
+		&s.stats.slow_dropped, &s.stats.slow_removed, &s.stats.backlog_bytes,
+		&s.stats.backlog_discarded, &s.ts.sampled, &s.ts.requested, &s.ts.stamped,
+		&s.ts.missing, &s.ts.unsupported, &s.ts.foreign, &s.ts.late,
+	};
+	_Static_assert(sizeof(f) / sizeof(f[0]) == NCOUNTERS, "one field per counter");
+	for (size_t k = 0; k < NCOUNTERS; k++)
+		*f[k] = v[k];
+	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
+	return 0;
+}
+
 /* ---- contexts ------------------------------------------------------------------------------- */
 
 static int copy_config(struct ms_config *c, const struct ms_config *cfg)
@@ -143,6 +287,8 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 	if (c->backend > MS_BACKEND_IO_URING)
 		return -EINVAL;
 	if (c->queue_depth > QUEUE_DEPTH_MAX)
+		return -EINVAL;
+	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS))
 		return -EINVAL;
 	return 0;
 }
@@ -230,10 +376,23 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 				ch.skipped[b] = no_env_why[b];
 	}
 
+	if (c.ts_sample && ms__ts_probe())
+		return -ENOTSUP;
+	const char *shm = c.stats_shm;
+	if (!shm && use_env)
+		shm = secure_getenv("MULTISEND_STATS_SHM");
+	if (shm) {
+		char path[4096];
+		if (ms__shm_expand(path, sizeof(path), shm))
+			return -EINVAL;
+	}
+
 	struct ms_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
 	ctx->flags = c.flags;
+	ctx->ts_sample = c.ts_sample;
+	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
 
 	err = -ENOTSUP;
@@ -252,6 +411,13 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return -ENOTSUP;
 	}
+	if ((err = slot_setup(ctx, shm))) {
+		if (ctx->be->ctx_fini)
+			ctx->be->ctx_fini(ctx);
+		free(ctx);
+		return err;
+	}
+	ms__publish(ctx);
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND"))
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
 	*out = ctx;
@@ -264,6 +430,10 @@ void ms_ctx_free(struct ms_ctx *ctx)
 		return;
 	if (ctx->be->ctx_fini)
 		ctx->be->ctx_fini(ctx);
+	if (ctx->slot_shared)
+		ms__shm_close(ctx->slot);
+	else
+		free(ctx->slot);
 	free(ctx);
 }
 

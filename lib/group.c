@@ -203,6 +203,7 @@ int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
 
 static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
 {
+	ms__ts_bucket_gone(g, b);
 	if (g->ctx->be->bucket_removed)
 		g->ctx->be->bucket_removed(g->ctx, b);
 	ms__slow_bucket_fini(g, b);
@@ -217,6 +218,7 @@ void ms_group_free(struct ms_group *g)
 {
 	if (!g)
 		return;
+	ms__ts_group_free(g); /* first: its pending sample is read and accounted */
 	while (g->nbuckets)
 		bucket_drop(g, g->buckets[g->nbuckets - 1]);
 	g->ctx->ngroups--;

@@ -9,6 +9,9 @@
 
 #include "multisend.h"
 
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
 #define MS__MMSG_MAX 1024u /* UIO_MAXIOV: the kernel's limit per sendmmsg call */
 
 /* One destination, stored in its socket's bucket. */
@@ -42,6 +45,9 @@ struct ms__bucket {
 	bool doomed;    /* the policy removes it at the end of this call */
 	bool nonblock;  /* O_NONBLOCK when the bucket was made */
 	int xflags;     /* extra send flags: MSG_DONTWAIT when managed or nonblock */
+	int8_t ts_state; /* timestamps (lib/tstamp.c): 0 not looked at, 1 set up by the library,
+	                    -1 not stampable (not UDP, or the caller's own SO_TIMESTAMPING) */
+	uint32_t ts_epoch; /* the last collection that read this socket's error queue */
 	int st;         /* managed: this call's status from the backend */
 	struct {
 		char *buf;
@@ -77,6 +83,8 @@ struct ms_group {
 	struct ms_slow_config slow; /* policy; .size unused */
 	uint32_t nmanaged;          /* buckets the policy manages */
 	size_t backlog;             /* bytes held in the buckets' backlogs */
+	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/tstamp.c), NULL until used */
+	uint64_t ts_calls;          /* fan-outs, for one in ts_sample */
 };
 
 /* Counters kept per context; ms_ctx_stats copies them out. */
@@ -110,6 +118,8 @@ struct ms__send {
 	uint64_t bytes, syscalls;
 	uint64_t err[MS__ERR_NCLASSES];
 	uint64_t slow_queued, slow_dropped, slow_removed;
+	bool ts_armed;           /* some message headers carry timestamp requests (msg_control):
+	                            the backends must send those with sendmsg */
 };
 
 enum ms__errclass ms__errclass(int err);
@@ -185,6 +195,10 @@ extern const struct ms__backend ms__backend_sendmmsg;
 extern const struct ms__backend ms__backend_iouring;
 #endif
 
+struct ms__tscounters {
+	uint64_t sampled, requested, stamped, missing, unsupported, foreign, late;
+};
+
 struct ms_ctx {
 	const struct ms__backend *be;
 	uint32_t flags;
@@ -192,6 +206,57 @@ struct ms_ctx {
 	unsigned ngroups;
 	struct ms__counters c;
 	void *be_state; /* owned by the backend */
+	uint32_t ts_sample, ts_flags;
+	uint32_t ts_key;    /* the next SCM_TS_OPT_ID key */
+	uint32_t ts_epoch;  /* collections so far */
+	struct ms__tscounters ts;
+	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
+	 * in a live-counter file's slot or in a private one (lib/publish in ctx.c). */
+	struct ms_shm_slot *slot;
+	bool slot_shared;
 };
+
+/* ---- timestamps (lib/tstamp.c) and histograms (lib/hist.c) ---- */
+enum { MS__H_CALL_FIRST, MS__H_CALL_LAST, MS__H_FIRST_LAST, MS__H_DEST_LAG, MS__H_N };
+unsigned ms__hist_index(uint64_t v);
+void ms__hist_add(struct ms_hist *h, uint64_t v);
+/* Can this kernel key stamps per datagram? 0 or -ENOTSUP (probed once per process). */
+int ms__ts_probe(void);
+/* Before the backend, on a sampled fan-out: account the previous sample, arm this one. */
+void ms__ts_begin(struct ms__send *s);
+/* After the backend: disarm the message headers. */
+void ms__ts_end(struct ms__send *s);
+/* A socket leaves the group (its last destination): forget its pending stamps, undo the
+ * socket option. */
+void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b);
+void ms__ts_group_free(struct ms_group *g);
+/* Copy the counters into the published slot (under its seqlock). */
+void ms__publish(struct ms_ctx *ctx);
+/* The same, for a caller already inside the slot's seqlock (ms__shm_begin). */
+void ms__publish_counters(struct ms_ctx *ctx);
+
+/* ---- live counters (lib/shm.c, lib/shm-format.h) ---- */
+struct ms_shm_slot;
+uint64_t ms__realtime_ns(void);
+/* Expand %p (the process id) in tmpl into out[cap]. 0, or -EINVAL (empty, or too long). */
+int ms__shm_expand(char *out, size_t cap, const char *tmpl);
+/* A slot in the live-counter file at tmpl (%p expanded), named, with its counter and histogram
+ * names set; NULL with *err on failure (-EBUSY: the file belongs to a live process; -EEXIST:
+ * it is not a live-counter file; -ENOSPC: no slot left; or the system's error). */
+struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
+				 const char *const *counters, unsigned nc,
+				 const char *const *hists, unsigned nh, int *err);
+/* Mark the slot closed and drop the file's mapping when its last slot closes. */
+void ms__shm_close(struct ms_shm_slot *slot);
+/* The writer's side of a slot's seqlock: values change only between begin and end. */
+static inline void ms__shm_begin(uint64_t *seq)
+{
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void ms__shm_end(uint64_t *seq)
+{
+	__atomic_store_n(seq, *seq + 1, __ATOMIC_RELEASE);
+}
 
 #endif

@@ -50,6 +50,7 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	c->slow_queued += s->slow_queued;
 	c->slow_dropped += s->slow_dropped;
 	c->slow_removed += s->slow_removed;
+	ms__publish(ctx);
 }
 
 static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
@@ -75,7 +76,11 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 		.managed = g->nmanaged > 0,
 	};
 	struct ms_ctx *ctx = g->ctx;
+	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0)
+		ms__ts_begin(&s);
 	int err = ctx->be->send(&s);
+	if (unlikely(s.ts_armed))
+		ms__ts_end(&s);
 	if (s.managed)
 		ms__slow_after(&s, err);
 	ctx->c.fanouts++;

@@ -22,7 +22,9 @@ static int same(const char *a, const char *b)
 
 int main(void)
 {
-	struct ms_config cfg = { sizeof(struct ms_config), MS_BACKEND_AUTO, MS_CFG_ALL_FLAGS, 0 };
+	struct ms_config cfg = { sizeof(struct ms_config), MS_BACKEND_AUTO, MS_CFG_ALL_FLAGS, 0,
+				 64, MS_TS_ALL_FLAGS, (const char *)0 };
+	struct ms_ts_dest td = { 0, MS_TS_SCHED | MS_TS_SND, 0, 0, 0, 0 };
 	struct ms_stats st = { sizeof(struct ms_stats), MS_BACKEND_LOOP, 0, 0, 0, 0, 0, 0, 0,
 			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	struct ms_slow_config slow = { sizeof(struct ms_slow_config), MS_SLOW_QUEUE, MS_SLOW_DROP, 0 };
@@ -32,7 +34,7 @@ int main(void)
 	enum ms_backend b = MS_BACKEND_SENDMMSG;
 	unsigned flags = MS_SEND_ALL_FLAGS | MS_SEND_DONTWAIT;
 
-	(void)cfg, (void)st, (void)slow, (void)d, (void)r, (void)iov, (void)b, (void)flags;
+	(void)cfg, (void)td, (void)st, (void)slow, (void)d, (void)r, (void)iov, (void)b, (void)flags;
 	if (ms_version() != MS_VERSION_NUMBER)
 		return 1;
 	if (!same(ms_version_string(), MS_VERSION_STRING))

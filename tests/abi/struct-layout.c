@@ -24,11 +24,14 @@ struct row {
 static const struct row rows[] = {
 	SIZE(enum ms_backend, 4),
 
-	SIZE(struct ms_config, 16),
+	SIZE(struct ms_config, 24 + PTR),
 	OFF(struct ms_config, size, 0),
 	OFF(struct ms_config, backend, 4),
 	OFF(struct ms_config, flags, 8),
 	OFF(struct ms_config, queue_depth, 12),
+	OFF(struct ms_config, ts_sample, 16),
+	OFF(struct ms_config, ts_flags, 20),
+	OFF(struct ms_config, stats_shm, 24),
 
 	SIZE(struct ms_stats, 160),
 	OFF(struct ms_stats, size, 0),
@@ -64,6 +67,32 @@ static const struct row rows[] = {
 	OFF(struct ms_result, status, 4),
 	OFF(struct ms_result, flags, 8),
 	OFF(struct ms_result, backlog, 12),
+
+	SIZE(struct ms_hist, 32 + 8 * MS_HIST_BUCKETS),
+	OFF(struct ms_hist, count, 0),
+	OFF(struct ms_hist, sum_ns, 8),
+	OFF(struct ms_hist, min_ns, 16),
+	OFF(struct ms_hist, max_ns, 24),
+	OFF(struct ms_hist, bucket, 32),
+
+	SIZE(struct ms_ts_stats, 56),
+	OFF(struct ms_ts_stats, sampled, 0),
+	OFF(struct ms_ts_stats, late, 48),
+
+	SIZE(struct ms_snapshot, 16 + 160 + 56 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, size, 0),
+	OFF(struct ms_snapshot, ts_sample, 4),
+	OFF(struct ms_snapshot, taken_ns, 8),
+	OFF(struct ms_snapshot, stats, 16),
+	OFF(struct ms_snapshot, ts, 176),
+	OFF(struct ms_snapshot, call_first, 232),
+
+	SIZE(struct ms_ts_dest, 32),
+	OFF(struct ms_ts_dest, id, 0),
+	OFF(struct ms_ts_dest, flags, 4),
+	OFF(struct ms_ts_dest, pos, 8),
+	OFF(struct ms_ts_dest, sched_ns, 16),
+	OFF(struct ms_ts_dest, snd_ns, 24),
 
 	SIZE(struct ms_dest, 8 + PTR),
 	OFF(struct ms_dest, fd, 0),

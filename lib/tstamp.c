@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sampled kernel transmit timestamps (the contract is in include/multisend.h, "Timestamps").
+ *
+ * A sampled fan-out puts a control message on the prebuilt message header of each destination
+ * it stamps (SO_TIMESTAMPING with TX_SCHED | TX_SOFTWARE, and SCM_TS_OPT_ID with a key of its
+ * own), so every backend sends those few with sendmsg and everything else as always; the
+ * headers are cleared again as soon as the backend returns. Keys are consecutive within a
+ * sample, so a stamp finds its destination by subtraction. The stamps are read from the
+ * sockets' error queues at the group's next sampled fan-out (or ms_group_ts_collect), by when
+ * even a real NIC's completions have long arrived, and only then accounted: nothing but the
+ * sampled fan-outs pays for any of this.
+ */
+#include <errno.h>
+#include <time.h> /* before linux/errqueue.h, which uses struct timespec */
+#include <linux/errqueue.h>
+#include <linux/net_tstamp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "shm-format.h"
+#include "sys.h"
+
+#ifndef SCM_TS_OPT_ID
+#define SCM_TS_OPT_ID 81 /* Linux 6.13, asm-generic/socket.h; newer than this system's headers */
+#endif
+
+#ifndef MSG_PROBE
+#define MSG_PROBE 0x10 /* the kernel's name; glibc calls the bit MSG_PROXY */
+#endif
+
+#define TS_SOCKOPT (SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY)
+#define TS_TXFLAGS (SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_SOFTWARE)
+
+union ts_ctl {
+	char buf[CMSG_SPACE(sizeof(uint32_t)) * 2];
+	struct cmsghdr align;
+};
+
+struct ts_dest {
+	struct ms__bucket *b; /* NULL once the socket has left the group */
+	struct msghdr *hdr;   /* armed header, until ms__ts_end */
+	int id;
+	uint32_t pos;
+	uint32_t got; /* MS_TS_SCHED | MS_TS_SND */
+	uint64_t sched, snd; /* CLOCK_REALTIME ns */
+};
+
+struct ms__tsgroup {
+	bool pending;        /* a sample waits to be accounted */
+	uint64_t t0;         /* its call's CLOCK_REALTIME */
+	uint32_t key0;       /* its first key */
+	uint32_t n, cap;
+	struct ts_dest *d;
+	union ts_ctl *ctl;
+	/* the last accounted sample, for ms_group_ts_last */
+	uint64_t last_t0;
+	uint32_t last_n, last_cap;
+	struct ms_ts_dest *last;
+};
+
+/* ---- the probe ------------------------------------------------------------------------------ */
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probe_result;
+
+static void fill_ctl(union ts_ctl *c, uint32_t key)
+{
+	struct msghdr m = { .msg_control = c->buf, .msg_controllen = sizeof(c->buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	uint32_t v = TS_TXFLAGS;
+
+	memset(c, 0, sizeof(*c));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SO_TIMESTAMPING;
+	cm->cmsg_len = CMSG_LEN(sizeof(v));
+	memcpy(CMSG_DATA(cm), &v, sizeof(v));
+	cm = CMSG_NXTHDR(&m, cm);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_TS_OPT_ID;
+	cm->cmsg_len = CMSG_LEN(sizeof(key));
+	memcpy(CMSG_DATA(cm), &key, sizeof(key));
+}
+
+static void probe(void)
+{
+	/* MSG_PROBE parses the control messages and looks up the route, then sends nothing. A
+	 * kernel that does not know SCM_TS_OPT_ID says EINVAL; any other outcome (a namespace
+	 * without loopback: ENETUNREACH) came after it was accepted. */
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int opt = TS_SOCKOPT;
+	probe_result = -ENOTSUP;
+	if (fd < 0)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) == 0) {
+		union ts_ctl c;
+		struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(9),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		char byte = 0;
+		struct iovec iov = { &byte, 1 };
+		struct msghdr m = { .msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov,
+				    .msg_iovlen = 1, .msg_control = c.buf,
+				    .msg_controllen = sizeof(c.buf) };
+		fill_ctl(&c, 0);
+		if (sendmsg(fd, &m, MSG_PROBE | MSG_DONTWAIT) == 0 || errno != EINVAL)
+			probe_result = 0;
+	}
+	close(fd);
+}
+
+int ms__ts_probe(void)
+{
+	pthread_once(&probe_once, probe);
+	return probe_result;
+}
+
+/* ---- reading stamps ------------------------------------------------------------------------- */
+
+static uint64_t ts_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000u + (uint64_t)t->tv_nsec;
+}
+
+/* One error-queue entry of b's socket. */
+static void take(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b,
+		 struct msghdr *m)
+{
+	const struct sock_extended_err *ee = NULL;
+	const struct scm_timestamping *st = NULL;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(m); cm; cm = CMSG_NXTHDR(m, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPING &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(*st)))
+			st = (const struct scm_timestamping *)CMSG_DATA(cm);
+		else if (((cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
+			  (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR)) &&
+			 cm->cmsg_len >= CMSG_LEN(sizeof(*ee)))
+			ee = (const struct sock_extended_err *)CMSG_DATA(cm);
+	}
+	if (!st || !ee || ee->ee_errno != ENOMSG || ee->ee_origin != SO_EE_ORIGIN_TIMESTAMPING ||
+	    (ee->ee_info != SCM_TSTAMP_SCHED && ee->ee_info != SCM_TSTAMP_SND)) {
+		ctx->ts.foreign++;
+		return;
+	}
+	uint32_t idx = ee->ee_data - (t ? t->key0 : 0);
+	if (!t || !t->pending || idx >= t->n || t->d[idx].b != b) {
+		ctx->ts.late++;
+		return;
+	}
+	struct ts_dest *d = &t->d[idx];
+	if (ee->ee_info == SCM_TSTAMP_SND) {
+		d->snd = ts_ns(&st->ts[0]);
+		d->got |= MS_TS_SND;
+	} else {
+		d->sched = ts_ns(&st->ts[0]);
+		d->got |= MS_TS_SCHED;
+	}
+}
+
+#define RX_BATCH 32
+
+/* Read everything on b's error queue. Returns the entries read. */
+static int drain(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b)
+{
+	struct mmsghdr mm[RX_BATCH];
+	union {
+		char buf[256];
+		struct cmsghdr align;
+	} ctl[RX_BATCH];
+	int total = 0;
+
+	for (;;) {
+		for (int k = 0; k < RX_BATCH; k++)
+			mm[k].msg_hdr = (struct msghdr){ .msg_control = ctl[k].buf,
+							 .msg_controllen = sizeof(ctl[k].buf) };
+		int r = recvmmsg(b->fd, mm, RX_BATCH, MSG_ERRQUEUE | MSG_DONTWAIT, NULL);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return total;
+		for (int k = 0; k < r; k++)
+			take(ctx, t, b, &mm[k].msg_hdr);
+		total += r;
+		if (r < RX_BATCH)
+			return total;
+	}
+}
+
+static int collect(struct ms_group *g)
+{
+	struct ms_ctx *ctx = g->ctx;
+	struct ms__tsgroup *t = g->ts;
+	int n = 0;
+
+	if (!t || !t->pending)
+		return 0;
+	uint32_t epoch = ++ctx->ts_epoch;
+	for (uint32_t i = 0; i < t->n; i++) {
+		struct ms__bucket *b = t->d[i].b;
+		if (b && b->ts_epoch != epoch) {
+			b->ts_epoch = epoch;
+			n += drain(ctx, t, b);
+		}
+	}
+	return n;
+}
+
+static uint64_t lag(uint64_t stamp, uint64_t t0)
+{
+	return stamp > t0 ? stamp - t0 : 0;
+}
+
+static uint64_t best(const struct ts_dest *d)
+{
+	return (d->got & MS_TS_SND) ? d->snd : d->sched;
+}
+
+/* Account the pending sample: counters, histograms, and the copy ms_group_ts_last reads. */
+static void account(struct ms_ctx *ctx, struct ms__tsgroup *t)
+{
+	struct ms_shm_slot *sl = ctx->slot;
+
+	if (!t->pending)
+		return;
+	t->pending = false;
+	if (t->n > t->last_cap) {
+		struct ms_ts_dest *p = realloc(t->last, t->n * sizeof(*p));
+		if (p) {
+			t->last = p;
+			t->last_cap = t->n;
+		}
+	}
+	t->last_n = t->n <= t->last_cap ? t->n : 0;
+	t->last_t0 = t->t0;
+
+	ms__shm_begin(&sl->seq);
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct ts_dest *d = &t->d[i];
+		if (t->last_n)
+			t->last[i] = (struct ms_ts_dest){
+				.id = d->id,
+				.flags = d->got,
+				.pos = d->pos,
+				.sched_ns = (d->got & MS_TS_SCHED) ? (int64_t)(d->sched - t->t0) : 0,
+				.snd_ns = (d->got & MS_TS_SND) ? (int64_t)(d->snd - t->t0) : 0,
+			};
+		if (!d->got) {
+			ctx->ts.missing++;
+			continue;
+		}
+		ctx->ts.stamped++;
+		ms__hist_add(&sl->hist[MS__H_DEST_LAG], lag(best(d), t->t0));
+	}
+	/* The first and the last destination are the sample's first and last entries (the
+	 * fan-out's ends, when they could be stamped). */
+	if (t->n) {
+		const struct ts_dest *f = &t->d[0], *l = &t->d[t->n - 1];
+		if (f->got)
+			ms__hist_add(&sl->hist[MS__H_CALL_FIRST], lag(best(f), t->t0));
+		if (l->got)
+			ms__hist_add(&sl->hist[MS__H_CALL_LAST], lag(best(l), t->t0));
+		if (f->got && l->got)
+			ms__hist_add(&sl->hist[MS__H_FIRST_LAST], lag(best(l), best(f)));
+	}
+	__atomic_store_n(&sl->updated_ns, ms__realtime_ns(), __ATOMIC_RELAXED);
+	ms__publish_counters(ctx); /* the counters and the histograms move together */
+	ms__shm_end(&sl->seq);
+}
+
+/* ---- arming a sample ------------------------------------------------------------------------ */
+
+/* May this socket be stamped? Sets it up on first use. */
+static bool stampable(struct ms__bucket *b)
+{
+	if (b->ts_state)
+		return b->ts_state > 0;
+	b->ts_state = -1;
+	if (b->type != SOCK_DGRAM || (b->family != AF_INET && b->family != AF_INET6))
+		return false;
+	int cur = 0, opt = TS_SOCKOPT;
+	socklen_t len = sizeof(cur);
+	if (getsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &cur, &len) < 0 || cur != 0)
+		return false; /* the caller's own setting: not ours to change */
+	if (setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) < 0)
+		return false;
+	b->ts_state = 1;
+	return true;
+}
+
+static bool grow(struct ms__tsgroup *t, uint32_t n)
+{
+	if (n <= t->cap)
+		return true;
+	struct ts_dest *d = realloc(t->d, n * sizeof(*d));
+	if (!d)
+		return false;
+	t->d = d;
+	union ts_ctl *c = realloc(t->ctl, n * sizeof(*c));
+	if (!c)
+		return false;
+	t->ctl = c;
+	t->cap = n;
+	return true;
+}
+
+static void arm_one(struct ms__send *s, struct ms__tsgroup *t, struct ms__bucket *b, uint32_t j,
+		    uint32_t pos)
+{
+	struct ms_ctx *ctx = s->g->ctx;
+
+	ctx->ts.requested++;
+	if (!stampable(b)) {
+		ctx->ts.unsupported++;
+		return;
+	}
+	uint32_t i = t->n++;
+	struct msghdr *h = &b->msgs[j].msg_hdr;
+	fill_ctl(&t->ctl[i], t->key0 + i);
+	h->msg_control = t->ctl[i].buf;
+	h->msg_controllen = sizeof(t->ctl[i].buf);
+	t->d[i] = (struct ts_dest){ .b = b, .hdr = h, .id = b->dests[j].id, .pos = pos };
+}
+
+void ms__ts_begin(struct ms__send *s)
+{
+	struct ms_group *g = s->g;
+	struct ms_ctx *ctx = g->ctx;
+
+	if (!g->ts) {
+		g->ts = calloc(1, sizeof(*g->ts));
+		if (!g->ts)
+			return; /* not sampled this time; the send goes on */
+	}
+	struct ms__tsgroup *t = g->ts;
+	collect(g);
+	account(ctx, t);
+
+	bool all = ctx->ts_flags & MS_TS_ALL_DESTS;
+	uint32_t want = all ? (uint32_t)g->size : (g->size > 1 ? 2 : 1);
+	if (!grow(t, want))
+		return;
+	t->n = 0;
+	t->key0 = ctx->ts_key;
+	ctx->ts.sampled++;
+	if (all) {
+		uint32_t pos = 0;
+		for (uint32_t k = 0; k < g->nbuckets; k++) {
+			struct ms__bucket *b = g->buckets[k];
+			for (uint32_t j = 0; j < b->n; j++, pos++)
+				if (!b->stalled)
+					arm_one(s, t, b, j, pos);
+		}
+	} else {
+		struct ms__bucket *first = g->buckets[0], *last = g->buckets[g->nbuckets - 1];
+		if (!first->stalled)
+			arm_one(s, t, first, 0, 0);
+		if (g->size > 1 && !last->stalled)
+			arm_one(s, t, last, last->n - 1, (uint32_t)g->size - 1);
+	}
+	ctx->ts_key += t->n;
+	if (!t->n)
+		return;
+	t->pending = true;
+	s->ts_armed = true;
+	t->t0 = ms__realtime_ns(); /* last: the wait measured is the backend's alone */
+}
+
+void ms__ts_end(struct ms__send *s)
+{
+	struct ms__tsgroup *t = s->g->ts;
+	for (uint32_t i = 0; i < t->n; i++) {
+		t->d[i].hdr->msg_control = NULL;
+		t->d[i].hdr->msg_controllen = 0;
+		t->d[i].hdr = NULL;
+	}
+	s->ts_armed = false;
+}
+
+/* ---- group changes -------------------------------------------------------------------------- */
+
+void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b)
+{
+	struct ms__tsgroup *t = g->ts;
+	if (t && t->pending) {
+		/* Its stamps can no longer be read through this group: read them now. */
+		uint32_t epoch = ++g->ctx->ts_epoch;
+		for (uint32_t i = 0; i < t->n; i++) {
+			if (t->d[i].b == b && b->ts_epoch != epoch) {
+				b->ts_epoch = epoch;
+				drain(g->ctx, t, b);
+			}
+		}
+		for (uint32_t i = 0; i < t->n; i++)
+			if (t->d[i].b == b)
+				t->d[i].b = NULL;
+	}
+	if (b->ts_state > 0) {
+		/* Undo the option, unless the number now names another socket. */
+		struct stat st;
+		int off = 0;
+		if (fstat(b->fd, &st) == 0 && (uint64_t)st.st_ino == b->ino)
+			setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &off, sizeof(off));
+		b->ts_state = 0;
+	}
+}
+
+void ms__ts_group_free(struct ms_group *g)
+{
+	struct ms__tsgroup *t = g->ts;
+	if (!t)
+		return;
+	collect(g);
+	account(g->ctx, t);
+	ms__publish(g->ctx);
+	free(t->d);
+	free(t->ctl);
+	free(t->last);
+	free(t);
+	g->ts = NULL;
+}
+
+/* ---- public calls --------------------------------------------------------------------------- */
+
+int ms_group_ts_collect(struct ms_group *g)
+{
+	if (!g)
+		return -EINVAL;
+	if (!g->ts)
+		return 0;
+	int n = collect(g);
+	account(g->ctx, g->ts);
+	ms__publish(g->ctx);
+	return n;
+}
+
+int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out, size_t n,
+		     uint64_t *call_ns)
+{
+	if (!g || (!out && n))
+		return -EINVAL;
+	const struct ms__tsgroup *t = g->ts;
+	uint32_t have = t ? t->last_n : 0;
+	if (call_ns)
+		*call_ns = have ? t->last_t0 : 0;
+	for (size_t i = 0; i < have && i < n; i++)
+		out[i] = t->last[i];
+	return (int)have;
+}
