@@ -54,7 +54,8 @@ struct ms_shm_header {
 	uint32_t header_size;  /* sizeof(struct ms_shm_header) */
 	uint32_t slot_size;    /* sizeof(struct ms_shm_slot) */
 	uint32_t nslots;       /* MS_SHM_SLOTS */
-	uint32_t used;         /* slots handed out so far (atomic; only grows) */
+	uint32_t used;         /* slots handed out so far (atomic; only grows); a slot is
+	                          readable once its state is LIVE or CLOSED */
 	int32_t pid;           /* the publishing process */
 	uint64_t start_ns;     /* CLOCK_REALTIME when the file was set up */
 	char program[64];      /* the publishing program's name (comm) */

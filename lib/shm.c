@@ -84,7 +84,8 @@ static struct ms_shm_header *map_file(const char *path, int *err)
 	}
 	if ((size_t)st.st_size >= sizeof(struct ms_shm_header)) {
 		/* Someone's file: ours to take over only if it is this format and its owner
-		 * has gone. */
+		 * has gone. This process's own (another copy of this code in it, the shim's
+		 * and the program's library, say) is shared as it is. */
 		struct ms_shm_header old;
 		if (pread(fd, &old, sizeof(old), 0) != (ssize_t)sizeof(old)) {
 			*err = -EIO;
@@ -96,6 +97,13 @@ static struct ms_shm_header *map_file(const char *path, int *err)
 		}
 		if (owner_alive(&old)) {
 			*err = -EBUSY;
+			goto out;
+		}
+		if (old.pid == getpid() && (size_t)st.st_size == MS_SHM_FILE_SIZE &&
+		    old.version == MS_SHM_VERSION && old.slot_size == sizeof(struct ms_shm_slot)) {
+			m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			if (m == MAP_FAILED)
+				*err = -errno;
 			goto out;
 		}
 	}
@@ -170,13 +178,17 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		f->h = h;
 		f->pid = getpid();
 	}
+	/* Atomic: another copy of this code in the process may be taking slots too. */
 	uint32_t used = __atomic_load_n(&f->h->used, __ATOMIC_RELAXED);
-	if (used >= MS_SHM_SLOTS) {
-		e = -ENOSPC;
-		if (!f->refs)
-			munmap(f->h, MS_SHM_FILE_SIZE);
-		goto unlock;
-	}
+	do {
+		if (used >= MS_SHM_SLOTS) {
+			e = -ENOSPC;
+			if (!f->refs)
+				munmap(f->h, MS_SHM_FILE_SIZE);
+			goto unlock;
+		}
+	} while (!__atomic_compare_exchange_n(&f->h->used, &used, used + 1, false,
+					      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
 	f->refs++;
 	slot = (struct ms_shm_slot *)((char *)f->h + sizeof(*f->h)) + used;
 	copy_name(slot->name, name);
@@ -186,9 +198,8 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		copy_name(slot->hist_name[k], hists[k]);
 	slot->ncounters = nc;
 	slot->nhists = nh;
-	slot->updated_ns = ms__realtime_ns();
+	/* Last: a reader that sees the slot live sees its names. */
 	__atomic_store_n(&slot->state, MS_SHM_LIVE, __ATOMIC_RELEASE);
-	__atomic_store_n(&f->h->used, used + 1, __ATOMIC_RELEASE);
 unlock:
 	pthread_mutex_unlock(&files_lock);
 	if (slot)

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -410,13 +411,60 @@ static void test_shm_file(void **state)
 	assert_int_equal(sa->hist[2].count, 5);
 	/* A second process may not take a live process's file: a child that tries publishes
 	 * nowhere, and its context works. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ms_config c = { .size = sizeof(c), .backend = backend, .stats_shm = path,
+				       .flags = MS_CFG_IGNORE_ENV };
+		struct ms_ctx *x = NULL;
+		_exit(ms_ctx_new(&x, &c) == 0 && x ? 0 : 1);
+	}
+	int wst;
+	assert_int_equal(waitpid(pid, &wst, 0), pid);
+	assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	assert_int_equal(h->used, 2);
+	assert_int_equal(h->pid, getpid());
 	ms_group_free(g);
 	ms_ctx_free(a);
 	assert_int_equal(sa->state, MS_SHM_CLOSED);
 	assert_int_equal(counter(sa, "fanouts"), 5); /* the last values stay */
 	ms_ctx_free(b);
 	munmap((void *)h, MS_SHM_FILE_SIZE);
+
+	/* The file of a process that is gone (the child's pid, reaped) is taken over, from
+	 * zero; a file that is not a live-counter file is left alone. */
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	int32_t dead = pid;
+	assert_int_equal(pwrite(fd, &dead, sizeof(dead), offsetof(struct ms_shm_header, pid)),
+			 (ssize_t)sizeof(dead));
+	close(fd);
+	char fixed[80];
+	snprintf(fixed, sizeof(fixed), "%s", path);
+	struct ms_ctx *c2 = new_ctx(0, 0, fixed);
+	fd = open(path, O_RDONLY);
+	h = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	assert_true(h != MAP_FAILED);
+	assert_int_equal(h->pid, getpid());
+	assert_int_equal(h->used, 1);
+	assert_int_equal(slot_at(h, 0)->state, MS_SHM_LIVE);
+	munmap((void *)h, MS_SHM_FILE_SIZE);
+	ms_ctx_free(c2);
 	unlink(path);
+	char other[80];
+	snprintf(other, sizeof(other), "%s/not-ours", dir);
+	fd = open(other, O_RDWR | O_CREAT, 0600);
+	char junk[250];
+	memset(junk, 'x', sizeof(junk));
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	struct ms_ctx *c3 = new_ctx(0, 0, other); /* works, publishes nowhere */
+	ms_ctx_free(c3);
+	struct stat st2;
+	assert_int_equal(stat(other, &st2), 0);
+	assert_int_equal(st2.st_size, 250);
+	unlink(other);
 	rmdir(dir);
 	net_free(&nt);
 }
