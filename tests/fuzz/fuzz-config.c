@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: ms_ctx_new with arbitrary configuration bytes (any size field, flags, backend,
- * queue depth, and tail) and arbitrary MULTISEND_* environment values. The call must either
+ * queue depth, timestamp sampling, and tail; the live-counter path from a small table) and arbitrary MULTISEND_* environment values. The call must either
  * fail with one of its documented errors or give a working context whose backend is real;
  * a working context must send to a real AF_UNIX pair.
  */
@@ -53,6 +53,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool null_cfg = n == 0;
 	if (cfg->size > sizeof(buf))
 		cfg->size %= sizeof(buf); /* the library reads size bytes: stay inside the buffer */
+	/* stats_shm is a pointer: its bytes choose one of these instead (a file that cannot be
+	 * created leaves the context working, publishing nowhere). */
+	static char too_long[5000];
+	if (!too_long[0])
+		memset(too_long, 'a', sizeof(too_long) - 1);
+	const char *const shm_values[] = { "", too_long, "/proc/nonexistent/ms-%p" };
+	uintptr_t raw = (uintptr_t)cfg->stats_shm;
+	cfg->stats_shm = raw ? shm_values[raw % 3] : NULL;
+	unsetenv("MULTISEND_STATS_SHM");
 
 	struct ms_ctx *ctx = NULL;
 	int err = ms_ctx_new(&ctx, null_cfg ? NULL : cfg);
@@ -66,6 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!null_cfg) {
 		CHECK(cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096);
 		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
+		CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
+		CHECK(!cfg->stats_shm || (*cfg->stats_shm && strlen(cfg->stats_shm) < 4096));
 	}
 	struct ms_group *g;
 	CHECK(ms_group_new(ctx, &g) == 0);
