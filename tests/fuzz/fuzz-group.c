@@ -492,15 +492,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ready = true;
 	}
 	struct in in = { data, size };
-	struct ms_config cfg = { .size = sizeof(cfg), .backend = 1 + take(&in) % 3,
-				 .flags = MS_CFG_IGNORE_ENV, .queue_depth = 1u << (take(&in) % 8) };
+	unsigned backend = 1 + take(&in) % 3, shape = take(&in);
+	/* Timestamps: off, every fan-out's first and last destination, or all of them. */
+	unsigned ts = (shape >> 3) % 3;
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
+				 .flags = MS_CFG_IGNORE_ENV, .queue_depth = 1u << (shape % 8),
+				 .ts_sample = ts ? 1 : 0, .ts_flags = ts == 2 ? MS_TS_ALL_DESTS : 0 };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	/* Contexts are kept from one input to the next (one per backend and ring size): setting
-	 * up a ring and its file table costs more than most inputs, and a context outliving
-	 * many groups is what a publisher does. */
-	static struct ms_ctx *ctxs[4][8];
-	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)];
+	/* Contexts are kept from one input to the next (one per backend, ring size and sampling):
+	 * setting up a ring and its file table costs more than most inputs, and a context
+	 * outliving many groups is what a publisher does. */
+	static struct ms_ctx *ctxs[4][8][3];
+	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)][ts];
 	if (!*slot)
 		CHECK(ms_ctx_new(slot, &cfg) == 0);
 	ctx = *slot;
@@ -598,6 +602,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ms_group_free(g);
 	struct ms_stats st = { .size = sizeof(st) };
 	CHECK(ms_ctx_stats(ctx, &st) == 0 && st.backlog_bytes == 0);
+	/* Freeing the group accounted its last sample: every destination that asked for a stamp
+	 * is stamped, missing or not stampable, and the histograms agree. */
+	struct ms_snapshot sn = { .size = sizeof(sn) };
+	CHECK(ms_ctx_snapshot(ctx, &sn) == 0);
+	CHECK(sn.ts.requested == sn.ts.stamped + sn.ts.missing + sn.ts.unsupported);
+	CHECK(sn.dest_lag.count == sn.ts.stamped && sn.stats.fanouts == st.fanouts);
+	CHECK(sn.first_last.count <= sn.call_first.count && sn.call_first.count <= sn.ts.sampled);
 	/* Whatever the kernel took for the small stream arrives; what the group still held was
 	 * discarded with it. Next input starts from an empty stream. */
 	drain_lazy();
