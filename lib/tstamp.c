@@ -6,10 +6,13 @@
  * it stamps (SO_TIMESTAMPING with TX_SCHED | TX_SOFTWARE, and SCM_TS_OPT_ID with a key of its
  * own), so every backend sends those few with sendmsg and everything else as always; the
  * headers are cleared again as soon as the backend returns. Keys are consecutive within a
- * sample, so a stamp finds its destination by subtraction. The stamps are read from the
- * sockets' error queues at the group's next sampled fan-out (or ms_group_ts_collect), by when
- * even a real NIC's completions have long arrived, and only then accounted: nothing but the
- * sampled fan-outs pays for any of this.
+ * sample, so a stamp finds its destination by subtraction.
+ *
+ * Two samples per group: the one just sent, and the one before it. After a sampled fan-out
+ * has gone out (never before: its subscribers must not wait for it), the sockets' error
+ * queues are read and the sample before it is accounted; by then, K fan-outs later, even a
+ * real NIC's completions have long arrived. Nothing but the sampled fan-outs pays for any of
+ * this.
  */
 #include <errno.h>
 #include <time.h> /* before linux/errqueue.h, which uses struct timespec */
@@ -52,13 +55,18 @@ struct ts_dest {
 	uint64_t sched, snd; /* CLOCK_REALTIME ns */
 };
 
-struct ms__tsgroup {
-	bool pending;        /* a sample waits to be accounted */
+struct sample {
+	bool pending;        /* sent, waiting to be accounted */
 	uint64_t t0;         /* its call's CLOCK_REALTIME */
 	uint32_t key0;       /* its first key */
 	uint32_t n, cap;
 	struct ts_dest *d;
 	union ts_ctl *ctl;
+};
+
+struct ms__tsgroup {
+	struct sample s[2];
+	unsigned cur;        /* s[cur]: the latest sample; s[cur ^ 1]: the one before */
 	/* the last accounted sample, for ms_group_ts_last */
 	uint64_t last_t0;
 	uint32_t last_n, last_cap;
@@ -148,12 +156,17 @@ static void take(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 		ctx->ts.foreign++;
 		return;
 	}
-	uint32_t idx = ee->ee_data - (t ? t->key0 : 0);
-	if (!t || !t->pending || idx >= t->n || t->d[idx].b != b) {
+	struct ts_dest *d = NULL;
+	for (int k = 0; k < 2 && !d; k++) {
+		struct sample *x = &t->s[k];
+		uint32_t idx = ee->ee_data - x->key0;
+		if (x->pending && idx < x->n && x->d[idx].b == b)
+			d = &x->d[idx];
+	}
+	if (!d) {
 		ctx->ts.late++;
 		return;
 	}
-	struct ts_dest *d = &t->d[idx];
 	if (ee->ee_info == SCM_TSTAMP_SND) {
 		d->snd = ts_ns(&st->ts[0]);
 		d->got |= MS_TS_SND;
@@ -192,20 +205,22 @@ static int drain(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 	}
 }
 
+/* Read the error queues of every socket a pending sample stamped. */
 static int collect(struct ms_group *g)
 {
 	struct ms_ctx *ctx = g->ctx;
 	struct ms__tsgroup *t = g->ts;
+	uint32_t epoch = ++ctx->ts_epoch;
 	int n = 0;
 
-	if (!t || !t->pending)
-		return 0;
-	uint32_t epoch = ++ctx->ts_epoch;
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct ms__bucket *b = t->d[i].b;
-		if (b && b->ts_epoch != epoch) {
-			b->ts_epoch = epoch;
-			n += drain(ctx, t, b);
+	for (int k = 0; t && k < 2; k++) {
+		const struct sample *x = &t->s[k];
+		for (uint32_t i = 0; x->pending && i < x->n; i++) {
+			struct ms__bucket *b = x->d[i].b;
+			if (b && b->ts_epoch != epoch) {
+				b->ts_epoch = epoch;
+				n += drain(ctx, t, b);
+			}
 		}
 	}
 	return n;
@@ -221,29 +236,29 @@ static uint64_t best(const struct ts_dest *d)
 	return (d->got & MS_TS_SND) ? d->snd : d->sched;
 }
 
-/* Account the pending sample: counters, histograms, and the copy ms_group_ts_last reads. */
-static void account(struct ms_ctx *ctx, struct ms__tsgroup *t)
+/* Account a pending sample: counters, histograms, and the copy ms_group_ts_last reads. */
+static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t)
 {
 	struct ms_shm_slot *sl = ctx->slot;
 
 	if (!t->pending)
 		return;
 	t->pending = false;
-	if (t->n > t->last_cap) {
-		struct ms_ts_dest *p = realloc(t->last, t->n * sizeof(*p));
+	if (t->n > tg->last_cap) {
+		struct ms_ts_dest *p = realloc(tg->last, t->n * sizeof(*p));
 		if (p) {
-			t->last = p;
-			t->last_cap = t->n;
+			tg->last = p;
+			tg->last_cap = t->n;
 		}
 	}
-	t->last_n = t->n <= t->last_cap ? t->n : 0;
-	t->last_t0 = t->t0;
+	tg->last_n = t->n <= tg->last_cap ? t->n : 0;
+	tg->last_t0 = t->t0;
 
 	ms__shm_begin(&sl->seq);
 	for (uint32_t i = 0; i < t->n; i++) {
 		const struct ts_dest *d = &t->d[i];
-		if (t->last_n)
-			t->last[i] = (struct ms_ts_dest){
+		if (tg->last_n)
+			tg->last[i] = (struct ms_ts_dest){
 				.id = d->id,
 				.flags = d->got,
 				.pos = d->pos,
@@ -293,7 +308,15 @@ static bool stampable(struct ms__bucket *b)
 	return true;
 }
 
-static bool grow(struct ms__tsgroup *t, uint32_t n)
+/* Both samples, older first. */
+static void account_all(struct ms_group *g)
+{
+	struct ms__tsgroup *t = g->ts;
+	account(g->ctx, t, &t->s[t->cur ^ 1]);
+	account(g->ctx, t, &t->s[t->cur]);
+}
+
+static bool grow(struct sample *t, uint32_t n)
 {
 	if (n <= t->cap)
 		return true;
@@ -309,7 +332,7 @@ static bool grow(struct ms__tsgroup *t, uint32_t n)
 	return true;
 }
 
-static void arm_one(struct ms__send *s, struct ms__tsgroup *t, struct ms__bucket *b, uint32_t j,
+static void arm_one(struct ms__send *s, struct sample *t, struct ms__bucket *b, uint32_t j,
 		    uint32_t pos)
 {
 	struct ms_ctx *ctx = s->g->ctx;
@@ -337,9 +360,13 @@ void ms__ts_begin(struct ms__send *s)
 		if (!g->ts)
 			return; /* not sampled this time; the send goes on */
 	}
-	struct ms__tsgroup *t = g->ts;
-	collect(g);
-	account(ctx, t);
+	struct ms__tsgroup *tg = g->ts;
+	tg->cur ^= 1;
+	struct sample *t = &tg->s[tg->cur];
+	if (t->pending) { /* not accounted after its own fan-out (no memory then) */
+		collect(g);
+		account(ctx, tg, t);
+	}
 
 	bool all = ctx->ts_flags & MS_TS_ALL_DESTS;
 	uint32_t want = all ? (uint32_t)g->size : (g->size > 1 ? 2 : 1);
@@ -373,32 +400,37 @@ void ms__ts_begin(struct ms__send *s)
 
 void ms__ts_end(struct ms__send *s)
 {
-	struct ms__tsgroup *t = s->g->ts;
+	struct ms__tsgroup *tg = s->g->ts;
+	struct sample *t = &tg->s[tg->cur];
 	for (uint32_t i = 0; i < t->n; i++) {
 		t->d[i].hdr->msg_control = NULL;
 		t->d[i].hdr->msg_controllen = 0;
 		t->d[i].hdr = NULL;
 	}
 	s->ts_armed = false;
+	/* The fan-out has gone: now the previous sample's stamps are read and accounted. */
+	if (tg->s[tg->cur ^ 1].pending) {
+		collect(s->g);
+		account(s->g->ctx, tg, &tg->s[tg->cur ^ 1]);
+	}
 }
 
 /* ---- group changes -------------------------------------------------------------------------- */
 
 void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b)
 {
-	struct ms__tsgroup *t = g->ts;
-	if (t && t->pending) {
+	struct ms__tsgroup *tg = g->ts;
+	bool used = false;
+	for (int k = 0; tg && k < 2; k++)
+		for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
+			used |= tg->s[k].d[i].b == b;
+	if (used) {
 		/* Its stamps can no longer be read through this group: read them now. */
-		uint32_t epoch = ++g->ctx->ts_epoch;
-		for (uint32_t i = 0; i < t->n; i++) {
-			if (t->d[i].b == b && b->ts_epoch != epoch) {
-				b->ts_epoch = epoch;
-				drain(g->ctx, t, b);
-			}
-		}
-		for (uint32_t i = 0; i < t->n; i++)
-			if (t->d[i].b == b)
-				t->d[i].b = NULL;
+		drain(g->ctx, tg, b);
+		for (int k = 0; k < 2; k++)
+			for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
+				if (tg->s[k].d[i].b == b)
+					tg->s[k].d[i].b = NULL;
 	}
 	if (b->ts_state > 0) {
 		/* Undo the option, unless the number now names another socket. */
@@ -416,10 +448,12 @@ void ms__ts_group_free(struct ms_group *g)
 	if (!t)
 		return;
 	collect(g);
-	account(g->ctx, t);
+	account_all(g);
 	ms__publish(g->ctx);
-	free(t->d);
-	free(t->ctl);
+	for (int k = 0; k < 2; k++) {
+		free(t->s[k].d);
+		free(t->s[k].ctl);
+	}
 	free(t->last);
 	free(t);
 	g->ts = NULL;
@@ -434,7 +468,7 @@ int ms_group_ts_collect(struct ms_group *g)
 	if (!g->ts)
 		return 0;
 	int n = collect(g);
-	account(g->ctx, g->ts);
+	account_all(g);
 	ms__publish(g->ctx);
 	return n;
 }
