@@ -432,8 +432,9 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * setting of its own: such a socket is never stamped, and counted in ts_unsupported) and
  * clears it again when the socket's last destination leaves the group. Each stamped datagram
  * carries its own key (SCM_TS_OPT_ID) and the stamps come back on the socket's error queue,
- * which the library reads (recvmmsg with MSG_ERRQUEUE) at the group's next sampled fan-out or
- * in ms_group_ts_collect, never on the other fan-outs. Anything else on that error queue
+ * which the library reads (recvmmsg with MSG_ERRQUEUE) once the group's next sampled fan-out
+ * has gone out (never before it, so its subscribers do not wait for that), or in
+ * ms_group_ts_collect; never on the other fan-outs. Anything else on that error queue
  * (IP_RECVERR errors) is read and discarded there, counted in ts_foreign. A socket with
  * stamps waiting polls POLLERR.
  *
@@ -515,7 +516,7 @@ struct ms_ts_dest {
 
 /*
  * Read the stamps waiting on the group's sockets now and account for the group's pending
- * sampled fan-out (ms_send does both at the group's next sampled fan-out). Call it after the
+ * sampled fan-outs (ms_send does both after the group's next sampled fan-out). Call it after the
  * last send, or when idle, to see the last sample in the histograms. Context thread only.
  * Returns the number of stamps read, or -EINVAL (g NULL).
  */
