@@ -7,6 +7,10 @@
  * (struct md_tick) plus padding up to --size, gathered with ms_sendv so the padding is never
  * copied into the header's buffer. Between ticks the control socket is drained without
  * blocking, so subscribers can join and leave while the feed runs.
+ *
+ * With --stats-shm (or MULTISEND_STATS_SHM) the library publishes its counters, and with
+ * --ts-sample its latency histograms, in a shared-memory file that `multisend-stat FILE`
+ * shows live, attaching and detaching without disturbing the feed.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -497,6 +501,12 @@ static void usage(FILE *f)
 		"  --count N           ticks to publish (default 10000)\n"
 		"  --rate R            ticks per second, 0 = as fast as possible (default 10000)\n"
 		"  --size BYTES        datagram size, >= %zu (default 64)\n"
+		"  --stats-shm PATH    publish live counters in PATH, a shared-memory file (put it\n"
+		"                      in /dev/shm; %%p is replaced by the process id) that\n"
+		"                      multisend-stat shows while the feed runs (default: the\n"
+		"                      MULTISEND_STATS_SHM variable, or nowhere)\n"
+		"  --ts-sample K       kernel transmit timestamps on one tick in K (0 = off,\n"
+		"                      default): fills the live histograms (Linux 6.13 or later)\n"
 		"  --help\n",
 		MD_PORT_DEFAULT, sizeof(struct md_tick));
 }
@@ -513,6 +523,8 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'n' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 's' },
+		{ "stats-shm", required_argument, NULL, 'S' },
+		{ "ts-sample", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -544,6 +556,10 @@ int main(int argc, char **argv)
 		case 'n': count = ex_num("count", optarg, 0, UINT64_MAX / 2); break;
 		case 'r': rate = ex_num("rate", optarg, 0, 1000000000); break;
 		case 's': size = ex_num("size", optarg, sizeof(struct md_tick), 65507); break;
+		/* The library expands %p and creates the file; without the option it reads
+		 * MULTISEND_STATS_SHM itself. */
+		case 'S': cfg.stats_shm = optarg; break;
+		case 'T': cfg.ts_sample = (uint32_t)ex_num("ts-sample", optarg, 0, 1000000000); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

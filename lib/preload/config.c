@@ -151,6 +151,17 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 		}
 	}
 
+	/* Live counters (live.c): the path as given; %p is expanded when the file is made. */
+	v = get(arg, "MULTISEND_STATS_SHM");
+	if (v && *v) {
+		size_t n = strlen(v);
+		if (n >= sizeof(c->stats_shm))
+			shim_warn("ignoring MULTISEND_STATS_SHM: path longer than %zu bytes (no live "
+				  "counters)", sizeof(c->stats_shm) - 1);
+		else
+			memcpy(c->stats_shm, v, n + 1);
+	}
+
 	/* Children inherit LD_PRELOAD; the filter keeps every program not named untouched. */
 	v = get(arg, "MULTISEND_PRELOAD_PROGRAMS");
 	if (v && *v && !listed(v, c->program) && !listed(v, exe))

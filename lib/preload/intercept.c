@@ -80,6 +80,8 @@ static inline void point(int fd, enum shim_reason why)
 		    (fd >= 0 && other_pending(fd, t)))
 			point_slow(fd, why);
 	}
+	if (t && unlikely(__atomic_load_n(&shim_live_enabled, __ATOMIC_RELAXED)))
+		shim_live_idle(t);
 	shim_guard = 0;
 }
 
@@ -697,6 +699,7 @@ static void before_exec(void)
 		int saved = errno;
 		if (shim_cfg.mode == SHIM_BATCH)
 			shim_flush_all(FLUSH_EXEC);
+		shim_live_final(true, true);
 		shim_report_write();
 		errno = saved;
 	}

@@ -96,6 +96,7 @@ struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, 
 		pthread_mutex_lock(&shim_registry_lock);
 		shim_report_retire_row(r);
 		pthread_mutex_unlock(&shim_registry_lock);
+		shim_counts_add(&t->live_gone, &r->c); /* the live totals never go down */
 		memset(r, 0, sizeof(*r));
 		if (t->run_row == r)
 			t->run_row = NULL;
@@ -103,6 +104,8 @@ struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, 
 	r->fd = fd;
 	r->gen = gen;
 	r->info = info;
+	if ((uint32_t)fd >= t->rows_hi)
+		t->rows_hi = (uint32_t)fd + 1; /* how far live.c adds up */
 	return r;
 }
 
@@ -135,6 +138,13 @@ void shim_count_boundary(struct shim_thread *t)
 {
 	if (t->est.n)
 		est_flush(t);
+}
+
+void shim_count_thread_end(struct shim_thread *t)
+{
+	end_run(t);
+	if (shim_cfg.mode == SHIM_METRICS)
+		shim_count_boundary(t);
 }
 
 static bool last_eq(const struct shim_thread *t, const struct iovec *iov, int iovcnt, size_t len)
@@ -211,6 +221,7 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 			row->c.syscalls_est++;
 		}
 	}
+	shim_live_count(t);
 	return row;
 }
 
@@ -271,6 +282,7 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 		row->c.syscalls_est++;
 	}
 
+	shim_live_count(t);
 	shim_guard = 0;
 	ssize_t r = call == CALL_SENDTO ? shim_real.sendto(fd, buf, len, flags, addr, alen)
 					: shim_real.send(fd, buf, len, flags);

@@ -104,6 +104,7 @@ static void init(void)
 		ms__sys.sendmmsg = shim_real.sendmmsg;
 	atomic_store_explicit(&resolved, true, memory_order_release);
 	shim_config_load();
+	shim_live_setup();
 	shim_thread_setup();
 }
 

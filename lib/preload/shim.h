@@ -9,6 +9,7 @@
  *   batch.c      batch mode: append, flush as sendmmsg per socket, the age-bound flusher
  *   metrics.c    counters, fan-out runs, the system calls batching would need
  *   report.c     the report at exit (text or JSON)
+ *   live.c       live counters: the "shim" slot of the MULTISEND_STATS_SHM file
  *   intercept.c  the exported wrappers, and nothing else is exported
  *
  * Rules every file keeps (they are why a shim survives other people's programs):
@@ -157,6 +158,7 @@ struct shim_config {
 	bool secure;            /* AT_SECURE: the environment was ignored */
 	bool json;              /* the stats path ends in .json */
 	char stats_path[1024];  /* "" = stderr */
+	char stats_shm[1024];   /* live-counter file (MULTISEND_STATS_SHM); "" = none */
 	char program[64];       /* the program's name, for the report */
 };
 
@@ -243,6 +245,10 @@ extern const char *const shim_reason_name[FLUSH_N];
 extern const char *const shim_call_name[CALL_N];
 
 #define SHIM_ERRNO_MAX 160 /* errs[0] counts anything larger */
+
+/* Live counters each thread adds up for itself (live.c): 13 totals, then the calls by kind
+ * and the flushes by reason. */
+#define SHIM_LIVE_THREAD_N (13 + CALL_N + FLUSH_N)
 
 /* Counters of one socket (or of everything): written by one thread, added up at the end. */
 struct shim_counts {
@@ -396,6 +402,14 @@ struct shim_thread {
 	uint64_t run_len;
 	struct shim_sockrow *run_row;
 	struct shim_plan est;         /* metrics mode: the batch batch mode would have */
+
+	/* live counters (live.c), written by the owner; other threads read only live_pub */
+	uint32_t live_tick, live_every; /* calls since the last clock check, and how many to
+	                                   make between two checks */
+	uint64_t live_check_ns, live_pub_ns; /* coarse clock at the last check / publication */
+	uint32_t rows_hi;             /* rows[0, rows_hi) have been used (and the "other" row) */
+	struct shim_counts live_gone; /* rows this thread retired (their fd number was reused) */
+	_Atomic uint64_t live_pub[SHIM_LIVE_THREAD_N]; /* this thread's totals, as published */
 };
 
 extern pthread_mutex_t shim_registry_lock;
@@ -585,6 +599,9 @@ void shim_count_result(struct shim_thread *t, struct shim_sockrow *row, ssize_t 
 void shim_count_flush_error(struct shim_thread *t, int fd, int err);
 /* Metrics mode: a call that would have flushed a batch ends the estimated batch. */
 void shim_count_boundary(struct shim_thread *t);
+/* The thread is exiting: its fan-out run in progress and metrics mode's estimated batch end
+ * now, so that they count (the report adds those of running threads at exit itself). */
+void shim_count_thread_end(struct shim_thread *t);
 /* The row for (fd, its generation) in t's table (e: fd's entry, or NULL). */
 struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t info);
 
@@ -597,6 +614,34 @@ void shim_report_write(void);
 void shim_report_retire_row(const struct shim_sockrow *r);
 /* ... of all of t's sockets (thread exit); NULL: forget them all (forked child). */
 void shim_report_retire_rows(struct shim_thread *t);
+
+/* ---- live.c -------------------------------------------------------------------------------- */
+
+/* Set once at init when MULTISEND_STATS_SHM names a file; cleared when it cannot be used. */
+extern bool shim_live_enabled;
+void shim_live_setup(void);
+/* Every live_every calls: look at the clock, publish when due (no lock waited for, no
+ * system call but the first publication's, which creates the file). Keeps errno. */
+void shim_live_tick(struct shim_thread *t);
+/* One send-family call made by t (guard set): the cheap part of the check. */
+static inline void shim_live_count(struct shim_thread *t)
+{
+	if (unlikely(__atomic_load_n(&shim_live_enabled, __ATOMIC_RELAXED)) &&
+	    ++t->live_tick >= t->live_every)
+		shim_live_tick(t);
+}
+/* Any other intercepted call by a thread that has sent (guard set): a thread about to wait
+ * publishes what it sent since its last publication, if that was PERIOD_NS ago, so that a
+ * burst's end does not wait for the next burst. One look at the coarse clock. */
+void shim_live_idle(struct shim_thread *t);
+/* Thread exit (its own thread, its batch flushed): its totals move to the retired ones. */
+void shim_live_retire(struct shim_thread *t);
+/* Process exit or exec: publish the final totals and close the slot. may_wait: false when
+ * called from a signal handler that may have interrupted a publication on this thread.
+ * reopen: a failed exec continues, and publishes again in a fresh file. */
+void shim_live_final(bool may_wait, bool reopen);
+/* In a forked child: the parent's slot is not ours; start over, as the counters do. */
+void shim_live_after_fork_child(void);
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 

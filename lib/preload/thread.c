@@ -64,6 +64,12 @@ static void counters_reset(struct shim_thread *t)
 	t->run_row = NULL;
 	shim_plan_reset(&t->est);
 	t->counted = false;
+	t->live_tick = t->live_every = 0;
+	t->live_check_ns = t->live_pub_ns = 0;
+	t->rows_hi = 0;
+	memset(&t->live_gone, 0, sizeof(t->live_gone));
+	for (int k = 0; k < SHIM_LIVE_THREAD_N; k++)
+		atomic_store_explicit(&t->live_pub[k], 0, memory_order_relaxed);
 }
 
 static void thread_gone(void *p);
@@ -90,7 +96,8 @@ struct shim_thread *shim_thread_new(void)
 		counters_reset(t);
 	} else if ((t = state_new())) {
 		t->next = shim_registry;
-		shim_registry = t;
+		/* live.c walks the list without the lock: t is complete before it is seen. */
+		__atomic_store_n(&shim_registry, t, __ATOMIC_RELEASE);
 	}
 	if (t)
 		t->in_use = true;
@@ -158,6 +165,8 @@ static void thread_gone(void *p)
 	shim_guard = 1;
 	if (t->b)
 		shim_flush_thread(t, FLUSH_THREAD_EXIT);
+	shim_count_thread_end(t);
+	shim_live_retire(t);
 	pthread_mutex_lock(&shim_registry_lock);
 	retire(t);
 	t->in_use = false;
@@ -194,6 +203,7 @@ void shim_exit_hook(void)
 				shim_flush_thread(t, FLUSH_EXIT);
 		pthread_mutex_unlock(&shim_registry_lock);
 	}
+	shim_live_final(!g, false);
 	shim_report_write();
 	shim_guard = g;
 }
@@ -232,4 +242,5 @@ void shim_after_fork_child(void)
 	}
 	atomic_store(&reported, false);
 	shim_batch_after_fork_child();
+	shim_live_after_fork_child();
 }

@@ -9,9 +9,9 @@
  * Input: byte 0 holds flags (bit 0: an AT_SECURE process, whose lookup finds nothing; bit 1:
  * program_invocation_short_name is NULL). The rest is chunks separated by NUL bytes (a value
  * in the environment cannot hold one; the last chunk needs no terminator). A chunk's first
- * byte is a tag: tag & 15 picks the slot (0..6 the variables below, 7 the name the program
- * was invoked as, 8 the executable's file name, others are ignored); a later chunk for a slot
- * replaces an earlier one. With tag & 16 the value is stretched: the low six bits of the next
+ * byte is a tag: tag & 15 picks the slot (0..6 and 9 the variables below, 7 the name the
+ * program was invoked as, 8 the executable's file name, others are ignored; 9 came last, so
+ * that the corpus kept its meaning); a later chunk for a slot replaces an earlier one. With tag & 16 the value is stretched: the low six bits of the next
  * two bytes give a count (high bits first, 0..4095; the other bits are free, so that no byte
  * need be NUL) of copies of the byte after them, and the rest follows, so "0" x 3000 + "7",
  * or a 1024-byte MULTISEND_STATS, fit in a short input.
@@ -41,13 +41,14 @@
 		}                                                                            \
 	} while (0)
 
-enum { V_MODE, V_MAX, V_DELAY, V_DEFER, V_FANOUT, V_STATS, V_PROGRAMS, NVARS,
-       S_INVOKED = NVARS, S_EXE, NSLOTS };
+enum { V_MODE, V_MAX, V_DELAY, V_DEFER, V_FANOUT, V_STATS, V_PROGRAMS, S_INVOKED, S_EXE,
+       V_STATS_SHM, NSLOTS };
 
-static const char *const var_names[NVARS] = {
+/* Indexed by slot: NULL for the two names that are not variables. */
+static const char *const var_names[NSLOTS] = {
 	"MULTISEND_PRELOAD_MODE", "MULTISEND_BATCH_MAX", "MULTISEND_BATCH_DELAY_US",
 	"MULTISEND_DEFER_ERRORS", "MULTISEND_BATCH_FANOUT_END", "MULTISEND_STATS",
-	"MULTISEND_PRELOAD_PROGRAMS",
+	"MULTISEND_PRELOAD_PROGRAMS", NULL, NULL, "MULTISEND_STATS_SHM",
 };
 
 /* ---- the warning hook ----------------------------------------------------------------------- */
@@ -80,7 +81,7 @@ struct env {
 	bool secure;
 	char *val[NSLOTS];   /* malloc'ed to size, so a read past a value's end is caught */
 	size_t len[NSLOTS];
-	unsigned asked[NVARS];
+	unsigned asked[NSLOTS];
 };
 
 static const char *lookup(void *arg, const char *name)
@@ -88,8 +89,8 @@ static const char *lookup(void *arg, const char *name)
 	struct env *e = arg;
 
 	CHECK(!strncmp(name, "MULTISEND_", 10));
-	for (int i = 0; i < NVARS; i++) {
-		if (strcmp(name, var_names[i]))
+	for (int i = 0; i < NSLOTS; i++) {
+		if (!var_names[i] || strcmp(name, var_names[i]))
 			continue;
 		e->asked[i]++;
 		return e->secure ? NULL : e->val[i];
@@ -224,9 +225,9 @@ static bool model_listed(const char *list, const char *name)
 
 static void model(const struct env *e, struct shim_config *c, struct warnings *w)
 {
-	const char *v[NVARS];
-	for (int i = 0; i < NVARS; i++)
-		v[i] = e->secure ? NULL : e->val[i];
+	const char *v[NSLOTS];
+	for (int i = 0; i < NSLOTS; i++)
+		v[i] = e->secure || !var_names[i] ? NULL : e->val[i];
 
 	*c = documented_defaults();
 	memset(w, 0, sizeof(*w));
@@ -267,6 +268,13 @@ static void model(const struct env *e, struct shim_config *c, struct warnings *w
 			c->json = n >= 5 && !memcmp(v[V_STATS] + n - 5, ".json", 5);
 		}
 	}
+	if (v[V_STATS_SHM] && *v[V_STATS_SHM]) {
+		if (e->len[V_STATS_SHM] > 1023)
+			expect_warning(w, "ignoring MULTISEND_STATS_SHM: path longer than 1023 bytes "
+				       "(no live counters)");
+		else
+			memcpy(c->stats_shm, v[V_STATS_SHM], e->len[V_STATS_SHM] + 1);
+	}
 	if (v[V_PROGRAMS] && *v[V_PROGRAMS] && !model_listed(v[V_PROGRAMS], prog) &&
 	    !model_listed(v[V_PROGRAMS], exe))
 		c->mode = SHIM_OFF;
@@ -282,7 +290,7 @@ static void parse(struct env *e, struct shim_config *c, struct warnings *w)
 	warn_to = w;
 	shim_config_parse(c, lookup, e, e->val[S_INVOKED], e->val[S_EXE] ? e->val[S_EXE] : "");
 	warn_to = NULL;
-	for (int i = 0; i < NVARS; i++)
+	for (int i = 0; i < NSLOTS; i++)
 		CHECK(e->asked[i] <= 1);
 }
 
@@ -297,6 +305,7 @@ static void check_ranges(const struct shim_config *c)
 	size_t n = strnlen(c->stats_path, sizeof(c->stats_path));
 	CHECK(n < sizeof(c->stats_path));
 	CHECK(c->json == (n >= 5 && !strcmp(c->stats_path + n - 5, ".json")));
+	CHECK(strnlen(c->stats_shm, sizeof(c->stats_shm)) < sizeof(c->stats_shm));
 	CHECK(strnlen(c->program, sizeof(c->program)) < sizeof(c->program));
 }
 
@@ -305,7 +314,8 @@ static bool same_config(const struct shim_config *a, const struct shim_config *b
 	return a->mode == b->mode && a->asked == b->asked && a->batch_max == b->batch_max &&
 	       a->delay_us == b->delay_us && a->defer_errors == b->defer_errors &&
 	       a->fanout_end == b->fanout_end && a->secure == b->secure && a->json == b->json &&
-	       !strcmp(a->stats_path, b->stats_path) && !strcmp(a->program, b->program);
+	       !strcmp(a->stats_path, b->stats_path) && !strcmp(a->stats_shm, b->stats_shm) &&
+	       !strcmp(a->program, b->program);
 }
 
 static bool same_warnings(const struct warnings *a, const struct warnings *b)
@@ -323,7 +333,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* The shim's own defaults (config.c's initializer of shim_cfg) are the documented ones. */
 	struct shim_config d = documented_defaults();
-	CHECK(same_config(&shim_cfg, &d) && !shim_cfg.stats_path[0] && !shim_cfg.program[0]);
+	CHECK(same_config(&shim_cfg, &d) && !shim_cfg.stats_path[0] && !shim_cfg.stats_shm[0] &&
+	      !shim_cfg.program[0]);
 
 	static struct env e;
 	decode(&e, data, size);

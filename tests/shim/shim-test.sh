@@ -9,9 +9,11 @@
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
+#   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
+#                                           multisend-stat while and after the program runs
 #
 # The environment gives the programs: SHIM_DIR (where libmultisend-preload.so and
-# multisend-run are), EXAMPLES_DIR, TESTS_DIR, SHIM_MAP, SHIM_SRC.
+# multisend-run are), EXAMPLES_DIR, TESTS_DIR, SHIM_MAP, SHIM_SRC, STAT_BIN (multisend-stat).
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
 
@@ -438,6 +440,105 @@ exports_test() {
 	echo "PASS: the shim exports exactly the $(wc -l <"$tmp/map") intercepted names"
 }
 
+# ---- live counters ---------------------------------------------------------------------------
+
+# live_check FILE REPORT PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines; l is
+# the list of the "shim" slot's counters line by line, z the last line's, p the pids, st the
+# slot states; t is the report's totals and f its flushes (REPORT, as check_stats reads it),
+# `same` the totals that have the same name in both.
+live_check() {
+	_f=$1 _r=$2
+	shift 2
+	python3 - "$_f" "$_r" "$@" <<'PY' || { show "$_f"; fail "live counters check"; }
+import json, sys
+lines = [json.loads(x) for x in open(sys.argv[1]).read().splitlines() if x.strip()]
+slots = [[s for s in x.get("slots", []) if s["name"] == "shim"] for x in lines]
+if not lines or not all(len(s) == 1 for s in slots):
+    sys.exit("multisend-stat showed no single 'shim' slot in every line")
+l = [s[0]["counters"] for s in slots]
+st = [s[0]["state"] for s in slots]
+p = [x["pid"] for x in lines]
+z = l[-1]
+try:
+    r = [json.loads(x) for x in open(sys.argv[2]).read().splitlines() if x.strip()]
+except FileNotFoundError:
+    r = []
+t, f = (r[0]["total"], r[0]["flushes"]) if r else ({}, {})
+same = ("calls", "datagrams", "bytes", "batched", "passed_through", "errors", "errors_at_flush",
+        "syscalls", "fanout_runs", "fanout_destinations", "sendmmsg", "single_sends_at_flush",
+        "reentered_calls", "reentered_queued", "reentered_overflow", "reentered_unordered")
+for cond in sys.argv[3:]:
+    if not eval(cond):
+        if t:
+            print("report:", json.dumps(r[0]), file=sys.stderr)
+        sys.exit("live counters check failed: " + cond)
+PY
+}
+
+live_test() { # MODE legacy|threads
+	mode=$1 kind=$2
+	need python3
+	stat=${STAT_BIN:?}
+	[ -x "$stat" ] || fail "$stat is not built"
+	n=16 size=64
+	if [ "$kind" = legacy ]; then
+		[ -x "$legacy_bin" ] || skip "examples are not built (-Dexamples=false)"
+		m=3000 # at 1500 per second: 2 s, long enough to watch it run
+		start_receiver "$n" "$m" --size "$size" --identical
+		bg "$run" --mode "$mode" --stats "$tmp/stats.json" --stats-shm "$tmp/live-%p" -- \
+			"$legacy_bin" --dest "127.0.0.1:$base" --subscribers "$n" --messages "$m" \
+			--rate 1500 --size "$size" --identical >"$tmp/legacy" 2>&1
+		lpid=$bgpid
+		_n=0
+		while [ ! -s "$tmp/live-$lpid" ] && [ "$_n" -lt 100 ]; do
+			sleep 0.05
+			_n=$((_n + 1))
+		done
+		[ -s "$tmp/live-$lpid" ] || { show "$tmp/legacy"; fail "no live-counter file"; }
+		# Watched while it sends: the calls rise in every interval, from the right pid.
+		"$stat" --json --interval 200 --count 3 "$tmp/live-$lpid" >"$tmp/during" \
+			2>"$tmp/during.err" || { show "$tmp/during.err"; fail "multisend-stat: exit $?"; }
+		kill -0 "$lpid" 2>/dev/null || fail "legacy-fanout was done before it was watched"
+		live_check "$tmp/during" /nonexistent "len(l) == 3" "all(x == $lpid for x in p)" \
+			"all(a['calls'] < b['calls'] for a, b in zip(l, l[1:]))" \
+			"all(x == 'live' for x in st)" "0 < z['calls'] < $n * $m"
+		wait "$lpid" || { show "$tmp/legacy"; fail "legacy-fanout exited with $?"; }
+		finish_receiver
+		show "$tmp/legacy"
+		grep -q ', errors 0,' "$tmp/legacy" || fail "legacy-fanout saw errors"
+	else
+		bin=${TESTS_DIR:?}/shim-threads
+		[ -x "$bin" ] || fail "$bin is not built"
+		m=200
+		start_receiver "$n" "$m" --size "$size" --identical
+		"$run" --mode "$mode" --stats "$tmp/stats.json" --stats-shm "$tmp/live-%p" -- \
+			"$bin" "$base" "$n" "$m" >"$tmp/out" 2>&1 ||
+			{ show "$tmp/out"; fail "shim-threads exited with $?"; }
+		finish_receiver
+		show "$tmp/out"
+		set -- "$tmp"/live-*
+		[ $# = 1 ] && [ -s "$1" ] || fail "expected one live-counter file, found: $*"
+		lpid=${1##*-}
+	fi
+	# The program is gone and its slot closed: multisend-stat says so and stops by itself,
+	# and the final counters are the report's.
+	timeout 20 "$stat" --json --interval 100 "$tmp/live-$lpid" >"$tmp/after" \
+		2>"$tmp/after.err" || { show "$tmp/after.err"; fail "multisend-stat after the end: exit $?"; }
+	show "$tmp/after.err"
+	grep -q "publisher $lpid (.*) has exited and closed all its slots" "$tmp/after.err" ||
+		fail "multisend-stat did not say the publisher had exited"
+	live_check "$tmp/after" "$tmp/stats.json" "len(r) == 1" "st[-1] == 'closed'" \
+		"z['calls'] == $n * $m" "z['datagrams'] == $n * $m" "z['bytes'] == $n * $m * $size" \
+		"all(z[k] == t[k] for k in same)" \
+		"all(z['calls_' + k] == v for k, v in t['calls_by'].items())" \
+		"all(z['flush_' + k] == v for k, v in f.items())"
+	[ "$mode" != metrics ] || live_check "$tmp/after" "$tmp/stats.json" \
+		"z['syscalls_if_batched'] == t['syscalls_if_batched']"
+	[ "$mode" != batch ] || live_check "$tmp/after" "$tmp/stats.json" "z['batched'] == $n * $m"
+	sed -n '$s/^/  multisend-stat: /p' "$tmp/after" | cut -c1-400
+	echo "PASS: live counters of $kind under the shim, mode $mode, watched and final"
+}
+
 case ${1:-} in
 fanout) shift; fanout "$@" ;;
 prog) shift; prog "$@" ;;
@@ -450,5 +551,6 @@ nc) nc_test "$2" ;;
 setuid) setuid_test ;;
 run) run_test ;;
 exports) exports_test ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports ..." ;;
+live) live_test "$2" "$3" ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live ..." ;;
 esac

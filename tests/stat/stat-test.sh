@@ -1,0 +1,319 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The 'stat' suite's driver (registered by tests/stat/meson.build): multisend-stat against
+# real live-counter files (lib/shm-format.h). The preload shim's slot is tested by
+# tests/shim/shim-test.sh (live), also in this suite.
+#
+#   stat-test.sh md PUBLISHER SUBSCRIBER STAT
+#       attach to a running md-publisher and detach, twice, and interrupt a third watcher:
+#       the fanouts counter rises in every interval, the publisher keeps running and ends
+#       well (every tick delivered, no error), and once it is gone multisend-stat says so and
+#       stops by itself, on the closed slot's final values.
+#   stat-test.sh md-ts PUBLISHER SUBSCRIBER STAT
+#       the same publisher with transmit timestamps: the histograms' summaries, and the
+#       refreshing screen on a terminal (through script(1)).
+#   stat-test.sh refuse PUBLISHER STAT
+#       files that are not live-counter files of this version are refused with exit status 2
+#       and a message saying why; a missing one with 1; none of them is ever written.
+#   stat-test.sh replace PUBLISHER STAT
+#       a watched file truncated, rewritten by a new owner and replaced by another file:
+#       multisend-stat carries on, and ends on the last owner's values.
+#
+# Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
+set -u
+
+. "$(dirname "$0")/../harness.sh"
+harness_init stat-test
+
+need() {
+	for _c in "$@"; do
+		command -v "$_c" >/dev/null 2>&1 || skip "$_c is not installed"
+	done
+}
+
+need_exe() {
+	for _f in "$@"; do
+		[ -x "$_f" ] || skip "$_f is not built"
+	done
+}
+
+# check FILE PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines. j is the list of
+# objects, c the list of counter dicts of the first slot named "ctx ...", r its rates,
+# h its histograms, st its states. Every line must parse; each condition must be true.
+check() {
+	_f=$1
+	shift
+	python3 - "$_f" "$@" <<'PY' || { show "$_f"; fail "check of multisend-stat's output"; }
+import json, sys
+j = [json.loads(x) for x in open(sys.argv[1]).read().splitlines() if x.strip()]
+def ctx(o):
+    s = [s for s in o.get("slots", []) if s["name"].startswith("ctx ")]
+    return s[0] if s else {"counters": {}, "rates": {}, "histograms": {}, "state": None}
+c = [ctx(o)["counters"] for o in j]
+r = [ctx(o)["rates"] for o in j]
+h = [ctx(o)["histograms"] for o in j]
+st = [ctx(o)["state"] for o in j]
+def rising(k, xs=c):
+    return all(a[k] < b[k] for a, b in zip(xs, xs[1:]))
+for cond in sys.argv[2:]:
+    if not eval(cond):
+        sys.exit("failed: " + cond)
+PY
+}
+
+# start_md PUBLISHER SUBSCRIBER COUNT RATE [publisher options]: a publisher with one
+# subscriber, publishing its live counters in $tmp/md-PID; sets $pubpid, $subpid, $file.
+start_md() {
+	_pub=$1 _sub=$2 count=$3 _rate=$4
+	shift 4
+	bg "$_pub" --control 0 --subscribers 1 --count "$count" --rate "$_rate" --size 100 \
+		--stats-shm "$tmp/md-%p" "$@" >"$tmp/publisher" 2>"$tmp/publisher.err"
+	pubpid=$bgpid
+	if ! wait_line "$tmp/publisher" '^control port [0-9]' "$pubpid" 10; then
+		wait "$pubpid"
+		_rc=$?
+		show "$tmp/publisher" "$tmp/publisher.err"
+		grep -q 'ms_ctx_new: .*not supported' "$tmp/publisher.err" &&
+			skip "md-publisher $*: not supported here"
+		fail "md-publisher did not start (exit $_rc)"
+	fi
+	_port=$(sed -n 's/^control port \([0-9]*\)$/\1/p' "$tmp/publisher")
+	bg "$_sub" --control "127.0.0.1:$_port" --timeout 60 --expect "$count" \
+		>"$tmp/subscriber" 2>&1
+	subpid=$bgpid
+	wait_line "$tmp/publisher.err" 'publishing to' "$pubpid" 30 ||
+		{ show "$tmp/publisher.err"; fail "md-publisher did not start publishing"; }
+	file=$tmp/md-$pubpid
+	[ -s "$file" ] || { show "$tmp/publisher.err"; fail "md-publisher made no $file"; }
+}
+
+# finish_md: the publisher and its subscriber end well, undisturbed by any watcher.
+finish_md() {
+	_st=0
+	wait "$pubpid" || { echo "md-publisher exited with $?" >&2; _st=1; }
+	wait "$subpid" || { echo "md-subscriber exited with $?" >&2; _st=1; }
+	show "$tmp/publisher" "$tmp/publisher.err" "$tmp/subscriber"
+	[ "$_st" = 0 ] || fail "md-publisher or md-subscriber failed"
+	grep -q "^md-publisher: .*, ticks $count, .*, failures 0," "$tmp/publisher" ||
+		fail "md-publisher did not send every tick without failure"
+	# Its only line on stderr is the start: no warning about the live counters, no error.
+	[ "$(grep -cv '^md-publisher: publishing to' "$tmp/publisher.err")" = 0 ] ||
+		fail "md-publisher wrote more than its start line on stderr"
+	grep -q "received $count, gaps 0 (missing 0), duplicates 0," "$tmp/subscriber" ||
+		fail "the subscriber did not get every tick once"
+}
+
+# after_md STAT: the publisher is gone; multisend-stat, without --count, reads the closed
+# slot, says the publisher has exited and stops by itself, and leaves the file as it was.
+after_md() {
+	cp "$file" "$tmp/copy"
+	timeout 20 "$1" --json --interval 100 "$file" >"$tmp/after" 2>"$tmp/after.err" ||
+		{ show "$tmp/after.err"; fail "multisend-stat on the finished publisher: exit $?"; }
+	show "$tmp/after.err"
+	grep -q "publisher $pubpid (md-publisher) has exited and closed all its slots" \
+		"$tmp/after.err" || fail "multisend-stat did not say that the publisher had exited"
+	accepted=$(sed -n 's/.*destinations accepted \([0-9]*\),.*/\1/p' "$tmp/publisher")
+	check "$tmp/after" "len(j) == 1" "st == ['closed']" "j[0]['alive'] is False" \
+		"c[0]['fanouts'] >= $count" "c[0]['dests_accepted'] >= $accepted" \
+		"c[0]['dests_failed'] == 0"
+	cmp -s "$file" "$tmp/copy" || fail "multisend-stat changed the file"
+}
+
+md_test() { # ts PUBLISHER SUBSCRIBER STAT
+	ts=$1 pub=$2 sub=$3 stat=$4
+	need python3 timeout cmp
+	need_exe "$pub" "$sub" "$stat"
+	if [ "$ts" = ts ]; then
+		need script
+		# 2 s at 5000 ticks/s, one in 16 stamped.
+		start_md "$pub" "$sub" 10000 5000 --ts-sample 16
+		"$stat" --json --interval 300 --count 2 "$file" >"$tmp/stat1" 2>"$tmp/stat1.err" ||
+			{ show "$tmp/stat1.err"; fail "multisend-stat: exit $?"; }
+		check "$tmp/stat1" "len(j) == 2" "rising('fanouts')" "rising('ts_sampled')" \
+			"h[-1]['call_last_ns']['count'] > 0" \
+			"all(x['min'] <= x['p50'] <= x['p90'] <= x['p99'] <= x['p999'] <= x['max']
+			     for x in h[-1].values() if x['count'])" \
+			"all(x['p50'] > 0 for k, x in h[-1].items() if x['count'] and k != 'first_last_ns')"
+		# On a terminal: the screen, cleared and redrawn, with the histogram table.
+		TERM=${TERM:-dumb} script -qec "$stat --interval 200 --count 2 $file" /dev/null \
+			>"$tmp/screen" 2>&1 || { show "$tmp/screen"; fail "multisend-stat on a terminal"; }
+		[ "$(grep -c "$(printf '\033\\[H\033\\[2J')" "$tmp/screen")" = 2 ] ||
+			{ show "$tmp/screen"; fail "the screen was not redrawn twice"; }
+		for w in "pid $pubpid (md-publisher)" 'slot 0 "ctx 1 ' 'fanouts' 'per second' \
+			'call_last_ns' 'p99.9'; do
+			grep -q "$w" "$tmp/screen" || { show "$tmp/screen"; fail "no '$w' on the screen"; }
+		done
+		sed -n '/pid/,$s/^/  screen: /p' "$tmp/screen" | tr -d '\r' | head -n 40
+		finish_md
+		after_md "$stat"
+		echo "PASS: multisend-stat shows md-publisher's histograms, as JSON and on a terminal"
+		return
+	fi
+
+	# 5 s at 5000 ticks/s: long enough to attach twice and interrupt a third watcher.
+	start_md "$pub" "$sub" 25000 5000
+	"$stat" --json --interval 200 --count 5 "$file" >"$tmp/stat1" 2>"$tmp/stat1.err" ||
+		{ show "$tmp/stat1.err"; fail "multisend-stat: exit $?"; }
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended while it was watched"
+	show "$tmp/stat1.err"
+	check "$tmp/stat1" "len(j) == 5" "all(o['pid'] == $pubpid for o in j)" \
+		"all(o['program'] == 'md-publisher' and o['alive'] for o in j)" \
+		"all(x == 'live' for x in st)" "rising('fanouts')" "rising('dests_accepted')" \
+		"all(x['fanouts'] > 0 for x in r)" "all(x['dests_failed'] == 0 for x in c)" \
+		"c[-1]['fanouts'] < $count"
+	sed -n '$s/^/  multisend-stat: /p' "$tmp/stat1" | cut -c1-300
+
+	# Detached: the publisher's counters keep rising, as a second attach shows.
+	"$stat" --json --interval 200 --count 2 "$file" >"$tmp/stat2" 2>"$tmp/stat2.err" ||
+		{ show "$tmp/stat2.err"; fail "multisend-stat, second time: exit $?"; }
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended while it was watched"
+	last=$(python3 -c 'import json, sys
+o = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print([s for s in o["slots"] if s["name"].startswith("ctx ")][0]["counters"]["fanouts"])' \
+		"$tmp/stat1")
+	check "$tmp/stat2" "len(j) == 2" "rising('fanouts')" "c[0]['fanouts'] > $last"
+
+	# Without --count, it runs until interrupted, and an interrupt is a clean end.
+	bg "$stat" --json --interval 100 "$file" >"$tmp/stat3" 2>"$tmp/stat3.err"
+	statpid=$bgpid
+	sleep 0.5
+	kill -INT "$statpid"
+	wait "$statpid" || { show "$tmp/stat3.err"; fail "multisend-stat interrupted: exit $?"; }
+	check "$tmp/stat3" "len(j) >= 2" "rising('fanouts')"
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended while it was watched"
+
+	finish_md
+	after_md "$stat"
+	echo "PASS: multisend-stat attached to md-publisher three times; it ran on undisturbed"
+}
+
+# ---------------------------------------------------------------------------------------------
+
+# refused RC MESSAGE STAT-ARGUMENTS...: multisend-stat exits with RC and says MESSAGE.
+refused() {
+	_rc=$1 _msg=$2
+	shift 2
+	"$stat" --json --count 1 --interval 10 "$@" >"$tmp/out" 2>"$tmp/err"
+	_got=$?
+	[ "$_got" = "$_rc" ] || { show "$tmp/out" "$tmp/err"; fail "$*: exit $_got, not $_rc"; }
+	grep -q -e "$_msg" "$tmp/err" || { show "$tmp/err"; fail "$*: no '$_msg' on stderr"; }
+	[ ! -s "$tmp/out" ] || { show "$tmp/out"; fail "$*: output on a refused file"; }
+	sed -n 's/^/  refused: /p' "$tmp/err"
+}
+
+# patch FILE OFFSET VALUE: a 32-bit little-endian field of the header, changed.
+patch() {
+	python3 -c 'import struct, sys
+f = open(sys.argv[1], "r+b"); f.seek(int(sys.argv[2])); f.write(struct.pack("<I", int(sys.argv[3])))' "$@"
+}
+
+refuse_test() { # PUBLISHER STAT
+	pub=$1 stat=$2
+	need python3 cmp
+	need_exe "$pub" "$stat"
+	# A genuine file, from a publisher that is gone.
+	"$pub" --control 0 --count 10 --rate 0 --stats-shm "$tmp/real" >"$tmp/pub" 2>&1 ||
+		{ show "$tmp/pub"; fail "md-publisher exited with $?"; }
+	[ -s "$tmp/real" ] || fail "md-publisher made no live-counter file"
+	"$stat" --json --interval 10 "$tmp/real" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat refused a genuine file"; }
+	check "$tmp/out" "len(j) == 1" "st == ['closed']"
+
+	seq 1 1000 >"$tmp/text" # text, longer than a header
+	refused 2 'not a libmultisend live-counter file (no magic number)' "$tmp/text"
+	head -c 200000 /dev/zero >"$tmp/zeros"
+	refused 2 'not a libmultisend live-counter file' "$tmp/zeros"
+	printf 'short' >"$tmp/short5"
+	refused 2 'not a libmultisend live-counter file (5 bytes, too short' "$tmp/short5"
+	: >"$tmp/empty"
+	refused 2 'not a libmultisend live-counter file (0 bytes, too short' "$tmp/empty"
+	mkdir "$tmp/dir"
+	refused 2 'not a libmultisend live-counter file (not a regular file)' "$tmp/dir"
+	refused 1 "cannot open $tmp/missing: No such file or directory" "$tmp/missing"
+	cp "$tmp/real" "$tmp/v2"
+	patch "$tmp/v2" 8 2 # version
+	refused 2 'live-counter file of format version 2; this multisend-stat reads version 1' \
+		"$tmp/v2"
+	cp "$tmp/real" "$tmp/layout"
+	patch "$tmp/layout" 16 12345 # slot_size
+	refused 2 'unexpected layout' "$tmp/layout"
+	head -c 100000 "$tmp/real" >"$tmp/short"
+	refused 2 'live-counter file cut short (100000 of' "$tmp/short"
+	# One bad file among good ones: nothing is shown.
+	refused 2 'not a libmultisend live-counter file' "$tmp/real" "$tmp/text"
+	# Arguments.
+	refused 2 'usage:' --interval 100
+	refused 2 '--interval must be a whole number' --interval 5 "$tmp/real"
+	refused 2 '--count must be a whole number' --count 0 "$tmp/real"
+	# Only ever read.
+	for f in text zeros v2 layout short; do
+		[ -s "$tmp/$f" ] || fail "$f emptied"
+	done
+	patch "$tmp/v2" 8 1
+	cmp -s "$tmp/real" "$tmp/v2" || fail "multisend-stat changed a file it refused"
+	echo "PASS: multisend-stat refuses what is not a live-counter file of its version"
+}
+
+# ---------------------------------------------------------------------------------------------
+
+replace_test() { # PUBLISHER STAT
+	pub=$1 stat=$2
+	need python3
+	need_exe "$pub" "$stat"
+	for i in 1 2 3; do
+		"$pub" --control 0 --count "$((i * 10))" --rate 0 --stats-shm "$tmp/f$i-%p" \
+			>"$tmp/pub$i" 2>&1 || { show "$tmp/pub$i"; fail "md-publisher exited with $?"; }
+	done
+	set -- "$tmp"/f1-* "$tmp"/f2-* "$tmp"/f3-*
+	[ $# = 3 ] || fail "expected three live-counter files: $*"
+	f1=$1 f2=$2 f3=$3
+	cp "$f1" "$tmp/watched"
+	bg "$stat" --json --interval 50 --count 40 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
+	statpid=$bgpid
+	wait_line "$tmp/out" '"pid"' "$statpid" 10 ||
+		{ show "$tmp/err"; fail "multisend-stat did not start"; }
+	sleep 0.2
+	: >"$tmp/watched"          # truncated under it
+	sleep 0.3
+	cat "$f2" >"$tmp/watched"  # the same file, a new owner
+	sleep 0.3
+	cp "$f3" "$tmp/new"
+	mv "$tmp/new" "$tmp/watched" # another file under the same name
+	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	p1=${f1##*-} p3=${f3##*-}
+	check "$tmp/out" "len(j) == 40" "j[0]['pid'] == $p1" "j[-1]['pid'] == $p3" \
+		"st[-1] == 'closed'" "any('error' in o for o in j)"
+
+	# Then as fast as it can be done, read every 10 ms: cut to nothing, to a page, rewritten.
+	cp "$f1" "$tmp/watched"
+	# (The publishers are gone: --count keeps it from stopping at the first whole file. It is
+	# stopped by SIGTERM, which must be a clean end.)
+	bg "$stat" --json --interval 10 --count 100000 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
+	statpid=$bgpid
+	wait_line "$tmp/out" '"pid"' "$statpid" 10 ||
+		{ show "$tmp/err"; fail "multisend-stat did not start"; }
+	for i in $(seq 1 150); do
+		: >"$tmp/watched"
+		cat "$f2" >"$tmp/watched"
+		head -c 5000 "$f2" >"$tmp/watched"
+		cat "$f2" >"$tmp/watched"
+	done
+	sleep 0.2
+	kill -TERM "$statpid"
+	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat, hammered: exit $?"; }
+	p2=${f2##*-}
+	check "$tmp/out" "len(j) >= 20" "j[-1]['pid'] == $p2" "any('error' in o for o in j)"
+	echo "PASS: multisend-stat follows a file truncated, rewritten and replaced"
+}
+
+case ${1:-} in
+md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
+	md_test plain "$2" "$3" "$4" ;;
+md-ts) [ $# -eq 4 ] || fail "usage: $0 md-ts PUBLISHER SUBSCRIBER STAT"
+	md_test ts "$2" "$3" "$4" ;;
+refuse) [ $# -eq 3 ] || fail "usage: $0 refuse PUBLISHER STAT"
+	refuse_test "$2" "$3" ;;
+replace) [ $# -eq 3 ] || fail "usage: $0 replace PUBLISHER STAT"
+	replace_test "$2" "$3" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace ..." ;;
+esac
