@@ -32,7 +32,38 @@
 #define MAX_LIST 64
 #define MAX_ROUNDS 1000
 
-enum variant_id { V_RAW, V_LOOP, V_SENDMMSG, V_IO_URING, V_COUNT };
+/* The library's backends twice: as they are, and with kernel transmit timestamps sampled
+ * (--ts-sample, --ts-compare), so that both can run interleaved in one set of rounds. A "+ts"
+ * variant has its own context and its own sending sockets: timestamps are set up per socket
+ * and come back on its error queue, which two contexts must not share. */
+enum variant_id {
+	V_RAW,
+	V_LOOP,
+	V_SENDMMSG,
+	V_IO_URING,
+	V_LOOP_TS,
+	V_SENDMMSG_TS,
+	V_IO_URING_TS,
+	V_COUNT
+};
+#define V_FIRST_TS V_LOOP_TS
+
+static inline bool variant_is_ts(enum variant_id v)
+{
+	return v >= V_FIRST_TS && v < V_COUNT;
+}
+
+/* The same backend without timestamps (v itself for the others). */
+static inline enum variant_id variant_base(enum variant_id v)
+{
+	return variant_is_ts(v) ? (enum variant_id)(v - V_FIRST_TS + V_LOOP) : v;
+}
+
+static inline enum variant_id variant_ts(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_TS) : v;
+}
+
 enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER };
 enum {
 	MODE_COMPARE = 1,
@@ -64,6 +95,11 @@ struct opts {
 	double p99_bound_us; /* 0: none */
 	uint64_t subscribers;
 	unsigned relay_cores;
+	/* Kernel transmit timestamps: the "+ts" variants sample one fan-out in ts_sample (0: no
+	 * such variant). ts_compare: each library backend also runs without them, interleaved
+	 * (otherwise the "+ts" variants replace the plain ones). */
+	uint32_t ts_sample;
+	bool ts_compare, ts_all, ts_hist;
 };
 
 /* A backend under test: raw-sendto (no library) or one of the library's. */
@@ -78,6 +114,14 @@ struct variant {
  * raw-sendto, which does not use the library. */
 struct lib_count {
 	uint64_t fanouts, attempted, accepted, failed, bytes, syscalls;
+};
+
+/* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
+ * two ms_ctx_snapshot calls, the histograms bucket by bucket. */
+enum { TS_CALL_FIRST, TS_CALL_LAST, TS_FIRST_LAST, TS_DEST_LAG, TS_NHIST };
+struct ts_result {
+	struct ms_ts_stats c;
+	struct ms_hist h[TS_NHIST];
 };
 
 /* One timed run of one backend. */
@@ -106,6 +150,11 @@ struct result {
 	struct summary fanouts_s, dests_s, cpu_proc, cpu_caller, syscalls, wall_dest, softirqd;
 	bool have_ratio; /* raw-sendto ran in the same rounds */
 	struct summary r_fanouts_s, r_dests_s, r_cpu_proc, r_cpu_caller, r_syscalls;
+	/* A "+ts" variant whose plain backend ran in the same rounds: ratios to it, round by
+	 * round, as for raw-sendto: what sampling costs. */
+	bool have_base;
+	struct summary b_dests_s, b_cpu_proc, b_cpu_caller;
+	struct ts_result *ts; /* "+ts" variants only, else NULL */
 	struct kstat k; /* summed over rounds */
 	uint64_t failed, dests, received, lost, late, bad, corrupt, foreign, preempted, drops;
 	int64_t unaccounted;
@@ -128,6 +177,7 @@ struct lat_result {
 	uint64_t drops;     /* as in struct sample */
 	struct kstat k;
 	char hgrm[128]; /* file name in the report directory, when written */
+	struct ts_result *ts; /* "+ts" variants only, else NULL */
 };
 
 /* Capacity answer for one backend. */
@@ -203,7 +253,10 @@ int parse_args(int argc, char **argv, struct opts *o);
 
 /* workload.c */
 const char *variant_name(enum variant_id v);
+/* A backend's name as --backends takes it: raw-sendto or a library backend, not "+ts". */
 int variant_from_name(const char *name);
+/* Name the "+ts" variants after the sampling interval ("loop+ts/64"); once, before use. */
+void variants_name_ts(uint32_t ts_sample);
 /* Create the library contexts for the wanted backends; unavailable ones get a reason. */
 int variants_open(struct session *s);
 void variants_close(struct session *s);
@@ -214,6 +267,13 @@ int run_throughput(struct session *s, unsigned mode, const uint64_t *fanouts, un
 /* The mean wall ns per fan-out of each variant at (n, size), measured briefly (for default
  * latency rates and capacity). */
 int run_probe_rate(struct session *s, uint64_t n, uint64_t size, double ns_per_fanout[V_COUNT]);
+/* Transmit timestamps over a stretch of sends of a "+ts" variant: ts_begin reads what the
+ * group's sockets hold and snapshots the context (into *mark, allocated); ts_end does the same
+ * and leaves the difference in *out (allocated), freeing *mark. NULL/no-op for the other
+ * variants. 0 or -errno. */
+int ts_begin(struct session *s, struct ms_group *g, enum variant_id v, struct ms_snapshot **mark);
+int ts_end(struct session *s, struct ms_group *g, enum variant_id v, struct ms_snapshot **mark,
+	   struct ts_result **out);
 /* Add planned work units for the progress line. */
 void progress_plan(struct session *s, double units);
 void progress_step(struct session *s, double units, const char *fmt, ...)
@@ -239,6 +299,10 @@ void env_collect(struct env_info *e);
 void report_header(struct session *s);
 void report_result(struct session *s, const struct result *r);
 void report_results_done(struct session *s, unsigned mode, uint64_t size);
+/* After one configuration's rows (s->res or s->lat [first, first + n)): the "+ts" variants'
+ * transmit-timestamp figures, and with --ts-hist their skew histograms. */
+void report_ts(struct session *s, size_t first, size_t n);
+void report_ts_latency(struct session *s, size_t first, size_t n);
 void report_latency(struct session *s, const struct lat_result *l);
 void report_capacity(struct session *s);
 void report_skip(struct session *s, const char *what, const char *why);

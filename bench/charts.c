@@ -19,7 +19,23 @@ static const char *const colour[V_COUNT] = {
 	[V_LOOP] = "#1f77b4",
 	[V_SENDMMSG] = "#ff7f0e",
 	[V_IO_URING] = "#2ca02c",
+	/* With timestamps: the same hue, lighter. */
+	[V_LOOP_TS] = "#6baed6",
+	[V_SENDMMSG_TS] = "#fdae6b",
+	[V_IO_URING_TS] = "#74c476",
 };
+
+/* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */
+static const char *file_tag(enum variant_id v)
+{
+	static char tag[V_COUNT][40];
+
+	snprintf(tag[v], sizeof(tag[v]), "%s", variant_name(v));
+	for (char *p = tag[v]; *p; p++)
+		if (*p == '/')
+			*p = '-';
+	return tag[v];
+}
 
 struct dir {
 	const char *path;
@@ -104,7 +120,7 @@ static int write_throughput(struct session *s, struct dir *d, FILE *gp)
 			unsigned rows = 0;
 
 			snprintf(name, sizeof(name), "data/tp-%s-%s-s%" PRIu64 ".dat", mode_name(mode),
-				 variant_name(v), sizes[j]);
+				 file_tag(v), sizes[j]);
 			if (!(f = open_in(d, name, "w")))
 				return -EIO;
 			fprintf(f, "# fan-out  dests/s median min max  CPU ns/dest (process) median min "
@@ -186,7 +202,7 @@ static int write_latency(struct session *s, struct dir *d, FILE *gp)
 
 		snprintf(l->hgrm, sizeof(l->hgrm), "latency-%s-n%" PRIu64 "-s%" PRIu64 "-r%" PRIu64
 						   ".hgrm",
-			 variant_name(l->v), l->n, l->size, l->rate);
+			 file_tag(l->v), l->n, l->size, l->rate);
 		if (!(f = open_in(d, l->hgrm, "w")))
 			return -EIO;
 		hist_write_hgrm(&l->lat, f, 1000, 5);
@@ -221,7 +237,7 @@ static int write_latency(struct session *s, struct dir *d, FILE *gp)
 			FILE *rf;
 
 			snprintf(rname, sizeof(rname), "data/latrate-%s-n%" PRIu64 "-s%" PRIu64 ".dat",
-				 variant_name(v), first->n, first->size);
+				 file_tag(v), first->n, first->size);
 			if (!(rf = open_in(d, rname, "w")))
 				return -EIO;
 			fprintf(rf, "# offered/s achieved/s p50_us p90_us p99_us p99.9_us max_us\n");
@@ -248,7 +264,7 @@ static int write_latency(struct session *s, struct dir *d, FILE *gp)
 
 					snprintf(name, sizeof(name), "data/spectrum-%s-n%" PRIu64 "-s%" PRIu64
 								     "-r%" PRIu64 ".dat",
-						 variant_name(v), l->n, l->size, l->rate);
+						 file_tag(v), l->n, l->size, l->rate);
 					if (!(sf = open_in(d, name, "w"))) {
 						fclose(rf);
 						return -EIO;
@@ -307,6 +323,86 @@ static int write_latency(struct session *s, struct dir *d, FILE *gp)
 				    "set ylabel 'latency, microseconds (log scale)'\n");
 			fprintf(gp, "plot %s\nset xrange [*:*]\n", vs);
 		}
+	}
+	return 0;
+}
+
+/* The "+ts" variants' first-to-last skew, one chart per configuration that has any: the
+ * cumulative distribution from the kernel's transmit stamps, one step line per backend, so
+ * backends with different sample counts still compare. */
+static int write_skew(struct session *s, struct dir *d, FILE *gp)
+{
+	int err;
+
+	for (size_t i = 0; i < s->nres; i++) {
+		const struct result *first = &s->res[i];
+		char plot[4096] = "";
+		size_t lp = 0;
+		bool seen = false;
+
+		if (!first->ts)
+			continue;
+		/* Once per configuration: at its first "+ts" result. */
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = s->res[k].ts && s->res[k].mode == first->mode &&
+			       s->res[k].n == first->n && s->res[k].size == first->size;
+		if (seen)
+			continue;
+		for (size_t k = i; k < s->nres; k++) {
+			const struct result *r = &s->res[k];
+			const struct ms_hist *h;
+			char name[160];
+			uint64_t cum = 0;
+			FILE *f;
+
+			if (!r->ts || r->mode != first->mode || r->n != first->n ||
+			    r->size != first->size)
+				continue;
+			h = &r->ts->h[TS_FIRST_LAST];
+			snprintf(name, sizeof(name), "data/skew-%s-%s-n%" PRIu64 "-s%" PRIu64 ".dat",
+				 mode_name(r->mode), file_tag(r->v), r->n, r->size);
+			if (!(f = open_in(d, name, "w")))
+				return -EIO;
+			fprintf(f, "# first-to-last skew from kernel TX timestamps, %s, %" PRIu64
+				   " samples\n# from_us below_us count cumulative_fraction\n",
+				variant_name(r->v), h->count);
+			for (unsigned b = 0; b < MS_HIST_BUCKETS && h->count; b++) {
+				uint64_t lo, hi;
+
+				if (!h->bucket[b] || ms_hist_bucket_range(b, &lo, &hi))
+					continue;
+				cum += h->bucket[b];
+				fprintf(f, "%.3f %.3f %" PRIu64 " %.6f\n", lo / 1000.0, (hi + 1) / 1000.0,
+					h->bucket[b], (double)cum / (double)h->count);
+			}
+			if ((err = close_checked(d, f, name)))
+				return err;
+			if (!h->count)
+				continue;
+			lp += (size_t)snprintf(plot + lp, sizeof(plot) - lp,
+					       "%s'%s' using 2:4 with steps lw 2 lc rgb '%s' title "
+					       "'%s (%" PRIu64 " samples)'",
+					       lp ? ", \\\n     " : "", name, colour[r->v],
+					       variant_name(r->v), h->count);
+			if (lp >= sizeof(plot))
+				return -E2BIG;
+		}
+		if (!lp)
+			continue;
+		fprintf(gp, "\n# Skew from transmit timestamps, %s fan-out %" PRIu64 ", %" PRIu64 " B\n",
+			mode_name(first->mode), first->n, first->size);
+		fprintf(gp, "set output 'skew-%s-n%" PRIu64 "-s%" PRIu64 ".svg'\n",
+			mode_name(first->mode), first->n, first->size);
+		fprintf(gp, "set title 'Skew, first to last destination (kernel TX timestamps), "
+			    "fan-out %" PRIu64 ", %" PRIu64 " B, %s'\n",
+			first->n, first->size, sink_name(s->o->sink));
+		/* A log axis, base 2 for a tic per doubling: the tail (preemptions) reaches several
+		 * times the body. */
+		fprintf(gp, "set logscale x 2\nunset logscale y\nset xrange [*:*]\nset autoscale xfix\n"
+			    "set yrange [0:1]\nset format x '%%g'\nset format y '%%g'\n");
+		fprintf(gp, "set xlabel 'skew, microseconds (log scale)'\nset ylabel 'fraction of "
+			    "sampled fan-outs with at most this skew'\n");
+		fprintf(gp, "plot %s\nset autoscale x\nset yrange [*:*]\n", plot);
 	}
 	return 0;
 }
@@ -373,7 +469,7 @@ static void html_results(FILE *f, const struct session *s)
 static int chart_rank(const char *name)
 {
 	static const char *const order[] = { "throughput-", "cpu-per-dest-", "latency-spectrum-",
-					     "latency-vs-rate-" };
+					     "latency-vs-rate-", "skew-" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(order); i++)
 		if (!strncmp(name, order[i], strlen(order[i])))
@@ -460,7 +556,8 @@ static int write_index(struct session *s, struct dir *d, bool charts)
 	      "result</li><li><a href=\"runs.jsonl\">runs.jsonl</a>: JSON lines, every run's raw "
 	      "figures</li><li>*.hgrm: latency histograms in HdrHistogram's percentile format "
 	      "(microseconds)</li><li><a href=\"charts.gp\">charts.gp</a> and data/: the charts' "
-	      "gnuplot script and data</li></ul>\n</body></html>\n",
+	      "gnuplot script and data (data/skew-*.dat: the +ts backends' first-to-last skew "
+	      "histograms, from the kernel's transmit timestamps)</li></ul>\n</body></html>\n",
 	      f);
 	return close_checked(d, f, "index.html");
 }
@@ -497,6 +594,8 @@ int report_dir_write(struct session *s)
 	err = write_throughput(s, &d, gp);
 	if (!err)
 		err = write_latency(s, &d, gp); /* also writes the .hgrm files */
+	if (!err)
+		err = write_skew(s, &d, gp);
 	if (close_checked(&d, gp, "charts.gp") || err)
 		goto fail;
 

@@ -62,6 +62,17 @@ static void usage(FILE *f)
 	      "      --subscribers N    also say how many cores or relay hosts N subscribers need\n"
 	      "      --relay-cores N    cores per relay host (default: this host's)\n"
 	      "\n"
+	      "Kernel transmit timestamps (the library's SO_TIMESTAMPING sampling; off by default):\n"
+	      "      --ts-sample K      every library backend runs as \"BACKEND+ts/K\": one fan-out in\n"
+	      "                         K stamped; adds the skew figures from the kernel's stamps\n"
+	      "                         (call to first and to last destination, first to last)\n"
+	      "      --ts-compare K     every library backend runs twice, interleaved: plain and\n"
+	      "                         +ts/K, with the CPU ratio of the two taken round by round\n"
+	      "                         (what sampling costs), and the +ts/K skew figures\n"
+	      "      --ts-all           stamp every destination of a sampled fan-out (default: the\n"
+	      "                         first and the last)\n"
+	      "      --ts-hist          print each +ts backend's whole first-to-last skew histogram\n"
+	      "\n"
 	      "Output (the table always goes to stdout, or to stderr with --json -):\n"
 	      "  -J, --json FILE|-      one JSON object per line: env, then one per backend and\n"
 	      "                         configuration (all runs' raw figures inside), latency,\n"
@@ -124,7 +135,7 @@ static int parse_backends(const char *arg, struct opts *o)
 	strcpy(buf, arg);
 	o->nvariants = 0;
 	if (!strcmp(buf, "all")) {
-		for (int v = 0; v < V_COUNT; v++)
+		for (int v = 0; v < V_FIRST_TS; v++)
 			o->order[o->nvariants++] = (enum variant_id)v;
 		return 0;
 	}
@@ -143,6 +154,33 @@ static int parse_backends(const char *arg, struct opts *o)
 	return o->nvariants ? 0 : bad("--backends: empty list '%s'", arg);
 }
 
+/* Turn the library backends in o->order into their "+ts" variants (--ts-sample), or follow
+ * each with its "+ts" variant (--ts-compare), so the two run back to back in every round.
+ * -EINVAL if there is no library backend to sample. */
+static int expand_ts(struct opts *o)
+{
+	enum variant_id order[V_COUNT];
+	unsigned n = 0, lib = 0;
+
+	for (unsigned i = 0; i < o->nvariants; i++) {
+		enum variant_id v = o->order[i];
+
+		if (v == V_RAW) {
+			order[n++] = v;
+			continue;
+		}
+		lib++;
+		if (o->ts_compare)
+			order[n++] = v;
+		order[n++] = variant_ts(v);
+	}
+	if (!lib)
+		return -EINVAL;
+	memcpy(o->order, order, n * sizeof(*order));
+	o->nvariants = n;
+	return 0;
+}
+
 enum {
 	OPT_SINK = 256,
 	OPT_CONNECTED,
@@ -156,6 +194,10 @@ enum {
 	OPT_RELAY,
 	OPT_NO_PROGRESS,
 	OPT_VERIFY_PAYLOAD,
+	OPT_TS_SAMPLE,
+	OPT_TS_COMPARE,
+	OPT_TS_ALL,
+	OPT_TS_HIST,
 };
 
 static const struct option long_opts[] = {
@@ -180,6 +222,10 @@ static const struct option long_opts[] = {
 	{ "csv", required_argument, NULL, OPT_CSV },
 	{ "report", required_argument, NULL, OPT_REPORT },
 	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "ts-sample", required_argument, NULL, OPT_TS_SAMPLE },
+	{ "ts-compare", required_argument, NULL, OPT_TS_COMPARE },
+	{ "ts-all", no_argument, NULL, OPT_TS_ALL },
+	{ "ts-hist", no_argument, NULL, OPT_TS_HIST },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -195,7 +241,8 @@ int parse_args(int argc, char **argv, struct opts *o)
 	o->cpu = -1;
 	o->cpu_budget = 0.7;
 	o->progress = true;
-	for (int v = 0; v < V_COUNT; v++)
+	/* The "+ts" variants join only with --ts-sample or --ts-compare (expand_ts). */
+	for (int v = 0; v < V_FIRST_TS; v++)
 		o->order[o->nvariants++] = (enum variant_id)v;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":m:b:n:s:t:i:qr:J:hV", long_opts, NULL)) != -1) {
@@ -297,6 +344,23 @@ int parse_args(int argc, char **argv, struct opts *o)
 		case OPT_NO_PROGRESS:
 			o->progress = false;
 			break;
+		case OPT_TS_SAMPLE:
+		case OPT_TS_COMPARE:
+			/* The library's range for ms_config.ts_sample. */
+			if (parse_u64(optarg, 0, 1000000000, &u))
+				return bad("%s: expected one in K fan-outs, K = 1..1000000000 (0: off)",
+					   c == OPT_TS_SAMPLE ? "--ts-sample" : "--ts-compare");
+			if (o->ts_sample && u && o->ts_compare != (c == OPT_TS_COMPARE))
+				return bad("--ts-sample and --ts-compare exclude each other%s", "");
+			o->ts_sample = (uint32_t)u;
+			o->ts_compare = u && c == OPT_TS_COMPARE;
+			break;
+		case OPT_TS_ALL:
+			o->ts_all = true;
+			break;
+		case OPT_TS_HIST:
+			o->ts_hist = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -318,6 +382,12 @@ int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s' (options only)", argv[optind]);
+	if ((o->ts_all || o->ts_hist) && !o->ts_sample)
+		return bad("%s needs --ts-sample K or --ts-compare K",
+			   o->ts_all ? "--ts-all" : "--ts-hist");
+	if (o->ts_sample && expand_ts(o))
+		return bad("--ts-sample/--ts-compare need a library backend (loop, sendmmsg, "
+			   "io_uring) in --backends%s", "");
 	if (o->verify_payload && o->sink != SINK_DELIVER)
 		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)

@@ -177,6 +177,11 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 			l[i].drops = 0;
 			elapsed[i] = 0;
 		}
+		/* The "+ts" variants' stamps over the recorded rounds, as their latencies. */
+		struct ms_snapshot *mark[V_COUNT] = { NULL };
+
+		for (unsigned i = 0; i < made && !err; i++)
+			err = ts_begin(s, r->g[act[i]], act[i], &mark[i]);
 		for (unsigned k = 0; k < rounds && !err; k++)
 			for (unsigned i = 0; i < nv && !err; i++) {
 				err = lat_run(s, r, act[i], rates[q], calls, &l[i], &elapsed[i]);
@@ -185,7 +190,12 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 					      (unsigned long long)rates[q], k + 1, rounds,
 					      variant_name(act[i]));
 			}
+		for (unsigned i = 0; i < made && !err; i++)
+			err = ts_end(s, r->g[act[i]], act[i], &mark[i], &l[i].ts);
+		size_t first = s->nlat;
+
 		for (unsigned i = 0; i < made; i++) {
+			free(mark[i]);
 			if (!err) {
 				l[i].achieved = elapsed[i] > 0 ? (double)l[i].lat.total * 1e9 / elapsed[i]
 							       : 0;
@@ -197,7 +207,10 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 			}
 			hist_free(&l[i].lat);
 			hist_free(&l[i].svc);
+			free(l[i].ts);
 		}
+		if (!err)
+			report_ts_latency(s, first, s->nlat - first);
 	}
 	return err;
 }

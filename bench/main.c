@@ -189,12 +189,15 @@ static void raise_nofile(void)
 
 static void free_session(struct session *s)
 {
-	for (size_t i = 0; i < s->nres; i++)
+	for (size_t i = 0; i < s->nres; i++) {
 		free(s->res[i].s);
+		free(s->res[i].ts);
+	}
 	free(s->res);
 	for (size_t i = 0; i < s->nlat; i++) {
 		hist_free(&s->lat[i].lat);
 		hist_free(&s->lat[i].svc);
+		free(s->lat[i].ts);
 	}
 	free(s->lat);
 }
@@ -234,6 +237,7 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc > 0 ? 0 : EXIT_USAGE;
+	variants_name_ts(o.ts_sample);
 
 	memset(&s, 0, sizeof(s));
 	memset(&ns, 0, sizeof(ns));

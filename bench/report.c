@@ -67,6 +67,20 @@ static void out_end(struct session *s)
 
 /* ---- environment header ------------------------------------------------------------------- */
 
+/* The backend column fits the longest name that runs ("sendmmsg+ts/64"). */
+static int backend_width(const struct session *s)
+{
+	int w = 10;
+
+	for (unsigned i = 0; i < s->o->nvariants; i++) {
+		int l = (int)strlen(variant_name(s->o->order[i]));
+
+		if (l > w)
+			w = l;
+	}
+	return w;
+}
+
 void text_header(FILE *f, const struct session *s)
 {
 	const struct env_info *e = &s->env;
@@ -87,10 +101,17 @@ void text_header(FILE *f, const struct session *s)
 	for (unsigned i = 0; i < s->o->nvariants; i++) {
 		const struct variant *v = &s->var[s->o->order[i]];
 
-		fprintf(f, "%s%-11s %s%s\n", first ? "  " : "            ", v->name,
+		fprintf(f, "%s%-*s %s%s\n", first ? "  " : "            ",
+			backend_width(s) > 11 ? backend_width(s) : 11, v->name,
 			v->available ? "" : "SKIPPED: ", v->detail);
 		first = false;
 	}
+	if (s->o->ts_sample)
+		fprintf(f, "  stamps    kernel software transmit timestamps (SO_TIMESTAMPING) on one fan-out "
+			   "in %u of each +ts backend, %s;\n            skew figures from them%s\n",
+			s->o->ts_sample,
+			s->o->ts_all ? "every destination" : "first and last destination",
+			s->o->ts_compare ? "; every backend also runs without, interleaved" : "");
 	fprintf(f, "  sockets   %s\n", s->shape_desc);
 	fprintf(f, "  sink      %s\n", s->sink_desc);
 	fprintf(f, "  method    %s\n", s->method_desc);
@@ -127,6 +148,12 @@ void json_env(FILE *f, const struct session *s)
 	json_str(f, s->o->connected ? "connected" : "unconnected");
 	fputs(",\"method\":", f);
 	json_str(f, s->method_desc);
+	if (s->o->ts_sample)
+		fprintf(f, ",\"tx_timestamps\":{\"sample_one_in\":%u,\"dests\":\"%s\",\"compare\":%s}",
+			s->o->ts_sample, s->o->ts_all ? "all" : "first_last",
+			s->o->ts_compare ? "true" : "false");
+	else
+		fputs(",\"tx_timestamps\":null", f);
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < s->o->nvariants; i++) {
 		const struct variant *v = &s->var[s->o->order[i]];
@@ -164,20 +191,27 @@ static const char *ratio_str(char *buf, size_t len, const struct summary *r)
 static void table_heading(struct session *s, unsigned mode)
 {
 	FILE *f = s->table;
+	const int bw = backend_width(s);
+	const bool nots = s->o->ts_compare;
 
 	fprintf(f, "\n%s: %s sink, %s\n", mode == MODE_CAPACITY ? "capacity sweep" : mode_name(mode),
 		sink_name(s->o->sink),
 		s->o->connected ? "one connected socket per destination"
 				: "one unconnected socket");
-	fprintf(f, "%7s %5s  %-10s %10s %9s  %-19s %6s  %-19s %8s %6s", "fan-out", "size",
-		"backend", "fan-outs/s", "dests/s", "CPU ns/dest process", "caller",
-		"vs raw-sendto", "syscalls", "drops");
+	fprintf(f, "%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "fan-out", "size", bw, "backend",
+		"fan-outs/s", "dests/s", "CPU ns/dest process", "caller", "vs raw-sendto");
+	if (nots)
+		fprintf(f, "  %-19s", "+ts vs plain");
+	fprintf(f, " %8s %6s", "syscalls", "drops");
 	if (s->o->sink == SINK_DELIVER)
 		fprintf(f, " %9s %6s", "received", "unacc.");
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10s", "veth drops");
-	fprintf(f, "\n%7s %5s  %-10s %10s %9s  %-19s %6s  %-19s %8s %6s\n", "", "B", "", "median",
-		"median", "median [min-max]", "median", "CPU/dest [min-max]", "/fan-out", "");
+	fprintf(f, "\n%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "", "B", bw, "", "median", "median",
+		"median [min-max]", "median", "CPU/dest [min-max]");
+	if (nots)
+		fprintf(f, "  %-19s", "CPU/dest [min-max]");
+	fprintf(f, " %8s %6s\n", "/fan-out", "");
 }
 
 void report_result(struct session *s, const struct result *r)
@@ -196,10 +230,17 @@ void report_result(struct session *s, const struct result *r)
 		ratio_str(ratio, sizeof(ratio), &r->r_cpu_proc);
 	else
 		snprintf(ratio, sizeof(ratio), "-");
-	fprintf(f, "%7" PRIu64 " %5" PRIu64 "  %-10s %10s %9s  %-19s %6.0f  %-19s %8.2f %6" PRIu64,
-		r->n, r->size, variant_name(r->v), fmt_si(a, sizeof(a), r->fanouts_s.median),
-		fmt_si(b, sizeof(b), r->dests_s.median), cpu, r->cpu_caller.median, ratio,
-		r->syscalls.median, r->drops);
+	fprintf(f, "%7" PRIu64 " %5" PRIu64 "  %-*s %10s %9s  %-19s %6.0f  %-19s", r->n, r->size,
+		backend_width(s), variant_name(r->v), fmt_si(a, sizeof(a), r->fanouts_s.median),
+		fmt_si(b, sizeof(b), r->dests_s.median), cpu, r->cpu_caller.median, ratio);
+	if (s->o->ts_compare) {
+		char nots[40] = "-";
+
+		if (r->have_base)
+			ratio_str(nots, sizeof(nots), &r->b_cpu_proc);
+		fprintf(f, "  %-19s", nots);
+	}
+	fprintf(f, " %8.2f %6" PRIu64, r->syscalls.median, r->drops);
 	if (s->o->sink == SINK_DELIVER)
 		fprintf(f, " %9" PRIu64 " %6" PRId64, r->received, r->unaccounted);
 	if (s->o->sink == SINK_NETNS_DROP)
@@ -265,13 +306,299 @@ void report_results_done(struct session *s, unsigned mode, uint64_t size)
 
 			if (w == 0 || fabs(det) < 1e-300)
 				continue;
-			fprintf(f, "  fit %4" PRIu64 " B %-10s process CPU per fan-out = %.0f ns + %.0f ns "
+			fprintf(f, "  fit %4" PRIu64 " B %-*s process CPU per fan-out = %.0f ns + %.0f ns "
 				   "x N\n",
-				size, variant_name(v), (sxx * sy - sx * sxy) / det,
+				size, backend_width(s), variant_name(v), (sxx * sy - sx * sxy) / det,
 				(w * sxy - sx * sy) / det);
 		}
 	}
 	out_end(s);
+}
+
+/* ---- transmit timestamps ------------------------------------------------------------------ */
+
+static const char *const ts_hist_names[TS_NHIST] = {
+	[TS_CALL_FIRST] = "call_to_first_us",
+	[TS_CALL_LAST] = "call_to_last_us",
+	[TS_FIRST_LAST] = "skew_first_to_last_us",
+	[TS_DEST_LAG] = "dest_lag_us",
+};
+
+/* Microseconds with the precision the value deserves, in a column of width 7. */
+static const char *fmt_us(char *buf, size_t len, double ns)
+{
+	double us = ns / 1000;
+
+	if (us < 10)
+		snprintf(buf, len, "%.2f", us);
+	else if (us < 1000)
+		snprintf(buf, len, "%.1f", us);
+	else
+		snprintf(buf, len, "%.0f", us);
+	return buf;
+}
+
+/* p50, p99, max of one histogram; "*" marks a p99 with fewer than 10 samples beyond it, as in
+ * the latency table. */
+static void ts_cells(FILE *f, const struct ms_hist *h)
+{
+	char a[24], b[24], c[24];
+
+	if (!h->count) {
+		fprintf(f, "  %7s %7s  %7s", "-", "-", "-");
+		return;
+	}
+	fprintf(f, "  %7s %7s%c %7s", fmt_us(a, sizeof(a), (double)ms_hist_quantile(h, 0.5)),
+		fmt_us(b, sizeof(b), (double)ms_hist_quantile(h, 0.99)),
+		(double)h->count * 0.01 < 10 ? '*' : ' ', fmt_us(c, sizeof(c), (double)h->max_ns));
+}
+
+/* The whole first-to-last histogram as a text chart: its buckets from the lowest to the highest
+ * that holds a value, each row [from, below), a stretch of empty ones folded into one line.
+ * Neighbouring buckets are merged in runs of equal length only when more than a screenful hold
+ * values, so the body of the distribution keeps the library's resolution. */
+static void ts_hist_chart(FILE *f, const char *backend, const char *what, const struct ms_hist *h)
+{
+	enum { ROWS = 40, BAR = 40 };
+	int first = -1, last = -1;
+	unsigned used = 0;
+
+	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++)
+		if (h->bucket[i]) {
+			if (first < 0)
+				first = (int)i;
+			last = (int)i;
+			used++;
+		}
+	fprintf(f, "\n        skew first -> last destination, %s, %s: %" PRIu64
+		   " sampled fan-outs (kernel TX timestamps), microseconds\n",
+		backend, what, h->count);
+	if (first < 0) {
+		fprintf(f, "          (no sample)\n");
+		return;
+	}
+	unsigned group = (used + ROWS - 1) / ROWS;
+	uint64_t top = 0, cum = 0;
+
+	for (unsigned i = (unsigned)first; i <= (unsigned)last; i += group) {
+		uint64_t c = 0;
+
+		for (unsigned k = i; k < i + group && k <= (unsigned)last; k++)
+			c += h->bucket[k];
+		if (c > top)
+			top = c;
+	}
+	fprintf(f, "        %10s %10s %8s %6s\n", "from", "below", "count", "cum %");
+	for (unsigned i = (unsigned)first, empty_from = 0, empty = 0; i <= (unsigned)last;
+	     i += group) {
+		unsigned end = i + group - 1 < (unsigned)last ? i + group - 1 : (unsigned)last;
+		uint64_t lo = 0, hi = 0, dummy, c = 0;
+		char a[24], b[24], bar[BAR + 1];
+
+		ms_hist_bucket_range(i, &lo, &dummy);
+		ms_hist_bucket_range(end, &dummy, &hi);
+		for (unsigned k = i; k <= end; k++)
+			c += h->bucket[k];
+		if (!c) {
+			if (!empty++)
+				empty_from = i;
+			continue;
+		}
+		if (empty) {
+			uint64_t elo = 0;
+
+			ms_hist_bucket_range(empty_from, &elo, &dummy);
+			fprintf(f, "        %10s %10s %8s\n", fmt_us(a, sizeof(a), (double)elo),
+				fmt_us(b, sizeof(b), (double)lo), "0");
+			empty = 0;
+		}
+		cum += c;
+		/* At least one mark for a non-empty row, so a lone outlier stays visible. */
+		unsigned w = (unsigned)((c * BAR + top - 1) / top);
+
+		memset(bar, '#', w);
+		bar[w] = 0;
+		fprintf(f, "        %10s %10s %8" PRIu64 " %6.1f  %s\n",
+			fmt_us(a, sizeof(a), (double)lo), fmt_us(b, sizeof(b), (double)hi + 1), c,
+			100.0 * (double)cum / (double)h->count, bar);
+	}
+	char a[24], b[24];
+
+	fprintf(f, "        min %s us, mean %.2f us, max %s us\n",
+		fmt_us(a, sizeof(a), (double)h->min_ns), (double)h->sum_ns / (double)h->count / 1000,
+		fmt_us(b, sizeof(b), (double)h->max_ns));
+}
+
+struct ts_row {
+	enum variant_id v;
+	const struct ts_result *t;
+};
+
+/* The block under one configuration's rows: what the kernel's transmit stamps say. */
+static void ts_block(struct session *s, const struct ts_row *rows, unsigned n, const char *what)
+{
+	FILE *f = s->table;
+	const int bw = backend_width(s);
+	const bool all = s->o->ts_all;
+	unsigned shown = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		shown += rows[i].t != NULL;
+	if (!shown)
+		return;
+	fprintf(f, "        TX timestamps (kernel software stamps, 1 fan-out in %u), microseconds from "
+		   "the ms_send call:\n",
+		s->o->ts_sample);
+	fprintf(f, "        %-*s %8s %7s %7s  %-24s  %-24s  %-24s", bw, "", "sampled", "stamped",
+		"missing", "call -> first dest", "call -> last dest", "skew first -> last");
+	if (all)
+		fprintf(f, "  %-24s", "call -> each dest");
+	fprintf(f, "\n        %-*s %8s %7s %7s", bw, "backend", "fan-outs", "dests", "dests");
+	for (int k = 0; k < (all ? 4 : 3); k++)
+		fprintf(f, "  %7s %7s  %7s", "p50", "p99", "max");
+	fputc('\n', f);
+	for (unsigned i = 0; i < n; i++) {
+		const struct ts_result *t = rows[i].t;
+
+		if (!t)
+			continue;
+		fprintf(f, "        %-*s %8" PRIu64 " %7" PRIu64 " %7" PRIu64, bw,
+			variant_name(rows[i].v), t->c.sampled, t->c.stamped, t->c.missing);
+		ts_cells(f, &t->h[TS_CALL_FIRST]);
+		ts_cells(f, &t->h[TS_CALL_LAST]);
+		ts_cells(f, &t->h[TS_FIRST_LAST]);
+		if (all)
+			ts_cells(f, &t->h[TS_DEST_LAG]);
+		fputc('\n', f);
+		if (t->c.missing || t->c.unsupported || t->c.late)
+			fprintf(f, "        ! %s: %" PRIu64 " sampled destinations got no stamp (a failed "
+				   "send, or a drop before the device), %" PRIu64 " could not be "
+				   "stamped, %" PRIu64 " stamps came too late to count\n",
+				variant_name(rows[i].v), t->c.missing, t->c.unsupported, t->c.late);
+		if (t->c.foreign)
+			fprintf(f, "        ! %s: %" PRIu64 " other entries on the sockets' error queues "
+				   "(ICMP errors), read and discarded by the library\n",
+				variant_name(rows[i].v), t->c.foreign);
+		if (!t->c.sampled)
+			fprintf(f, "        ! %s: no fan-out was sampled in the timed rounds: lower "
+				   "--ts-sample or run longer\n",
+				variant_name(rows[i].v));
+	}
+	if (s->o->ts_hist)
+		for (unsigned i = 0; i < n; i++)
+			if (rows[i].t)
+				ts_hist_chart(f, variant_name(rows[i].v), what,
+					      &rows[i].t->h[TS_FIRST_LAST]);
+}
+
+void report_ts(struct session *s, size_t first, size_t n)
+{
+	struct ts_row rows[V_COUNT];
+	unsigned k = 0;
+	char what[64] = "";
+
+	for (size_t i = first; i < first + n && i < s->nres && k < V_COUNT; i++) {
+		rows[k++] = (struct ts_row){ s->res[i].v, s->res[i].ts };
+		snprintf(what, sizeof(what), "fan-out %" PRIu64 ", %" PRIu64 " B", s->res[i].n,
+			 s->res[i].size);
+	}
+	out_begin(s);
+	ts_block(s, rows, k, what);
+	out_end(s);
+}
+
+void report_ts_latency(struct session *s, size_t first, size_t n)
+{
+	struct ts_row rows[V_COUNT];
+	unsigned k = 0;
+	char what[96] = "";
+
+	for (size_t i = first; i < first + n && i < s->nlat && k < V_COUNT; i++) {
+		rows[k++] = (struct ts_row){ s->lat[i].v, s->lat[i].ts };
+		snprintf(what, sizeof(what), "fan-out %" PRIu64 ", %" PRIu64 " B at %" PRIu64 "/s",
+			 s->lat[i].n, s->lat[i].size, s->lat[i].rate);
+	}
+	out_begin(s);
+	ts_block(s, rows, k, what);
+	out_end(s);
+}
+
+static void json_ts_hist(FILE *f, const char *name, const struct ms_hist *h)
+{
+	static const double q[] = { 0.5, 0.9, 0.99, 0.999 };
+	static const char *const qn[] = { "p50", "p90", "p99", "p99.9" };
+
+	fprintf(f, ",\"%s\":{\"samples\":%" PRIu64, name, h->count);
+	for (size_t i = 0; i < ARRAY_SIZE(q); i++) {
+		fprintf(f, ",\"%s\":", qn[i]);
+		json_num(f, h->count ? (double)ms_hist_quantile(h, q[i]) / 1000 : NAN);
+	}
+	fputs(",\"max\":", f);
+	json_num(f, h->count ? (double)h->max_ns / 1000 : NAN);
+	fputs(",\"mean\":", f);
+	json_num(f, h->count ? round((double)h->sum_ns / (double)h->count) / 1000 : NAN);
+	fputc('}', f);
+}
+
+/* "tx_timestamps": the "+ts" variants' figures, null for the others. */
+static void json_ts(FILE *f, const struct session *s, const struct ts_result *t)
+{
+	if (!t) {
+		fputs(",\"tx_timestamps\":null", f);
+		return;
+	}
+	fprintf(f,
+		",\"tx_timestamps\":{\"source\":\"kernel software transmit timestamps "
+		"(SO_TIMESTAMPING TX_SOFTWARE, else TX_SCHED), minus the ms_send call's start\""
+		",\"sample_one_in\":%u,\"dests\":\"%s\",\"sampled\":%" PRIu64
+		",\"requested\":%" PRIu64 ",\"stamped\":%" PRIu64 ",\"missing\":%" PRIu64
+		",\"unsupported\":%" PRIu64 ",\"foreign\":%" PRIu64 ",\"late\":%" PRIu64,
+		s->o->ts_sample, s->o->ts_all ? "all" : "first_last", t->c.sampled, t->c.requested,
+		t->c.stamped, t->c.missing, t->c.unsupported, t->c.foreign, t->c.late);
+	for (int k = 0; k < TS_NHIST; k++)
+		json_ts_hist(f, ts_hist_names[k], &t->h[k]);
+	/* The skew histogram itself, non-empty buckets only: [low ns, high ns, count]. */
+	fputs(",\"skew_histogram_ns\":[", f);
+	for (unsigned i = 0, n = 0; i < MS_HIST_BUCKETS; i++) {
+		uint64_t lo, hi;
+
+		if (!t->h[TS_FIRST_LAST].bucket[i] || ms_hist_bucket_range(i, &lo, &hi))
+			continue;
+		fprintf(f, "%s[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "]", n++ ? "," : "", lo, hi,
+			t->h[TS_FIRST_LAST].bucket[i]);
+	}
+	fputs("]}", f);
+}
+
+/* CSV columns for the timestamps, appended to every row (empty where they do not apply). */
+static const char csv_ts_columns[] =
+	",ts_sample,ts_sampled,ts_stamped,ts_missing,call_first_p50_us,call_first_p99_us,"
+	"call_first_max_us,call_last_p50_us,call_last_p99_us,call_last_max_us,skew_p50_us,"
+	"skew_p99_us,skew_max_us,ratio_cpu_no_ts,ratio_cpu_no_ts_min,ratio_cpu_no_ts_max";
+
+static void csv_ts(FILE *f, const struct session *s, const struct ts_result *t,
+		   const struct result *r)
+{
+	if (t) {
+		fprintf(f, ",%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64, s->o->ts_sample, t->c.sampled,
+			t->c.stamped, t->c.missing);
+		for (int k = TS_CALL_FIRST; k <= TS_FIRST_LAST; k++) {
+			const struct ms_hist *h = &t->h[k];
+
+			if (h->count)
+				fprintf(f, ",%.3f,%.3f,%.3f", ms_hist_quantile(h, 0.5) / 1000.0,
+					ms_hist_quantile(h, 0.99) / 1000.0, h->max_ns / 1000.0);
+			else
+				fputs(",,,", f);
+		}
+	} else {
+		fputs(",,,,,,,,,,,,,", f);
+	}
+	if (r && r->have_base)
+		fprintf(f, ",%.4f,%.4f,%.4f\n", r->b_cpu_proc.median, r->b_cpu_proc.min,
+			r->b_cpu_proc.max);
+	else
+		fputs(",,,\n", f);
 }
 
 static void json_summary(FILE *f, const char *name, const struct summary *m)
@@ -362,6 +689,17 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		json_deliver(f, s, &all);
 	}
 	json_lib(f, r, &r->lib);
+	if (r->have_base) {
+		fputs(",\"ratio_to_no_ts\":{\"baseline\":", f);
+		json_str(f, variant_name(variant_base(r->v)));
+		json_summary(f, "dests_per_s", &r->b_dests_s);
+		json_summary(f, "cpu_ns_per_dest_process", &r->b_cpu_proc);
+		json_summary(f, "cpu_ns_per_dest_caller", &r->b_cpu_caller);
+		fputc('}', f);
+	} else {
+		fputs(",\"ratio_to_no_ts\":null", f);
+	}
+	json_ts(f, s, r->ts);
 	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
 	fprintf(f,
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
@@ -397,8 +735,10 @@ void csv_header(FILE *f)
 	      "cpu_ns_dest_caller_max,ratio_cpu_process,ratio_cpu_process_min,"
 	      "ratio_cpu_process_max,ratio_dests_per_s,ratio_cpu_caller,syscalls_per_fanout,"
 	      "drops,dests_failed,received,unaccounted,veth_tx_dropped,"
-	      "rate,achieved_rate,samples,p50_us,p90_us,p99_us,p999_us,p9999_us,max_us\n",
+	      "rate,achieved_rate,samples,p50_us,p90_us,p99_us,p999_us,p9999_us,max_us",
 	      f);
+	fputs(csv_ts_columns, f);
+	fputc('\n', f);
 }
 
 void csv_result(FILE *f, const struct session *s, const struct result *r)
@@ -424,7 +764,8 @@ void csv_result(FILE *f, const struct session *s, const struct result *r)
 		fprintf(f, ",%" PRIu64, r->k.dev_tx_dropped);
 	else
 		fputs(",", f);
-	fputs(",,,,,,,,,\n", f);
+	fputs(",,,,,,,,,", f);
+	csv_ts(f, s, r->ts, r);
 }
 
 /* ---- latency ------------------------------------------------------------------------------ */
@@ -514,6 +855,7 @@ void json_latency(FILE *f, const struct session *s, const struct lat_result *l)
 		fputs(",\"hgrm\":", f);
 		json_str(f, l->hgrm);
 	}
+	json_ts(f, s, l->ts);
 	fputs("}\n", f);
 }
 
@@ -527,7 +869,8 @@ void csv_latency(FILE *f, const struct session *s, const struct lat_result *l)
 	fprintf(f, ",%" PRIu64 ",%.0f,%" PRIu64, l->rate, l->achieved, l->lat.total);
 	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
 		fprintf(f, ",%.3f", hist_percentile(&l->lat, levels[i]) / 1000.0);
-	fprintf(f, ",%.3f\n", l->lat.max / 1000.0);
+	fprintf(f, ",%.3f", l->lat.max / 1000.0);
+	csv_ts(f, s, l->ts, NULL);
 }
 
 /* ---- capacity ----------------------------------------------------------------------------- */
@@ -657,6 +1000,27 @@ void report_legend(struct session *s)
 	      "drops: datagrams the kernel dropped over all rounds, counted at the receiving sockets "
 	      "(loopback, deliver)\n  or by the private namespace's UDP counters (netns-drop).\n",
 	      s->table);
+	if (s->o->ts_sample) {
+		fprintf(s->table,
+			"+ts/%u: the same backend with the library's kernel transmit timestamps on one "
+			"fan-out in %u, on its own sockets.\n",
+			s->o->ts_sample, s->o->ts_sample);
+		if (s->o->ts_compare)
+			fputs("+ts vs plain: its CPU/dest over the plain backend's in the same round; the "
+			      "median of those ratios [min-max].\n",
+			      s->table);
+		fputs("TX timestamps: from the ms_send call's start to the kernel's software transmit "
+		      "stamp (TX_SOFTWARE, when the\n  driver took the datagram; TX_SCHED if it got "
+		      "none) of the first and the last destination; skew first -> last\n  is how much "
+		      "longer the last destination waited than the first. Timed rounds only; p50, p99 "
+		      "are the\n  upper ends of the library's histogram buckets (at most 6.25% wide); "
+		      "* = fewer than 10 samples beyond the p99.\n",
+		      s->table);
+		if (s->o->ts_all)
+			fputs("call -> each dest (--ts-all): the same for every destination of a sampled "
+			      "fan-out.\n",
+			      s->table);
+	}
 	out_end(s);
 }
 

@@ -276,13 +276,117 @@ double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64
 	return (double)wall / (double)fanouts;
 }
 
+/* ---- transmit timestamps -------------------------------------------------------------------- */
+
+/* d = a - b for cumulative histograms (a taken after b). min and max are exact when the
+ * window holds the extreme; otherwise the edge of the window's outermost bucket (kept within
+ * a's range) is as close as the buckets say. */
+static void hist_delta(struct ms_hist *d, const struct ms_hist *a, const struct ms_hist *b)
+{
+	int first = -1, last = -1;
+	uint64_t lo, hi;
+
+	memset(d, 0, sizeof(*d));
+	d->count = a->count - b->count;
+	d->sum_ns = a->sum_ns - b->sum_ns;
+	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++) {
+		d->bucket[i] = a->bucket[i] - b->bucket[i];
+		if (d->bucket[i]) {
+			if (first < 0)
+				first = (int)i;
+			last = (int)i;
+		}
+	}
+	if (!d->count || first < 0)
+		return;
+	if (!b->count || a->min_ns < b->min_ns)
+		d->min_ns = a->min_ns;
+	else if (!ms_hist_bucket_range((unsigned)first, &lo, &hi))
+		d->min_ns = lo > a->min_ns ? lo : a->min_ns;
+	if (!b->count || a->max_ns > b->max_ns)
+		d->max_ns = a->max_ns;
+	else if (!ms_hist_bucket_range((unsigned)last, &lo, &hi))
+		d->max_ns = hi < a->max_ns ? hi : a->max_ns;
+	if (d->min_ns > d->max_ns)
+		d->min_ns = d->max_ns;
+}
+
+static struct ms_snapshot *ts_snapshot(struct session *s, struct ms_group *g, enum variant_id v,
+				       int *err)
+{
+	struct ms_snapshot *snap = calloc(1, sizeof(*snap));
+
+	if (!snap) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	/* Account for the group's last sample (its stamps are on the error queue by now: the
+	 * sinks' devices stamp inside the send), so a window ends with every sample it sent. */
+	ms_group_ts_collect(g);
+	snap->size = sizeof(*snap);
+	*err = ms_ctx_snapshot(s->var[v].ctx, snap);
+	if (*err) {
+		free(snap);
+		return NULL;
+	}
+	return snap;
+}
+
+int ts_begin(struct session *s, struct ms_group *g, enum variant_id v, struct ms_snapshot **mark)
+{
+	int err = 0;
+
+	*mark = NULL;
+	if (!variant_is_ts(v) || !s->var[v].ctx || !g)
+		return 0;
+	*mark = ts_snapshot(s, g, v, &err);
+	return err;
+}
+
+int ts_end(struct session *s, struct ms_group *g, enum variant_id v, struct ms_snapshot **mark,
+	   struct ts_result **out)
+{
+	struct ms_snapshot *a, *b = *mark;
+	struct ts_result *t;
+	int err = 0;
+
+	*out = NULL;
+	if (!b)
+		return 0;
+	*mark = NULL;
+	a = ts_snapshot(s, g, v, &err);
+	t = a ? calloc(1, sizeof(*t)) : NULL;
+	if (!t) {
+		free(a);
+		free(b);
+		return err ? err : -ENOMEM;
+	}
+	t->c.sampled = a->ts.sampled - b->ts.sampled;
+	t->c.requested = a->ts.requested - b->ts.requested;
+	t->c.stamped = a->ts.stamped - b->ts.stamped;
+	t->c.missing = a->ts.missing - b->ts.missing;
+	t->c.unsupported = a->ts.unsupported - b->ts.unsupported;
+	t->c.foreign = a->ts.foreign - b->ts.foreign;
+	t->c.late = a->ts.late - b->ts.late;
+	hist_delta(&t->h[TS_CALL_FIRST], &a->call_first, &b->call_first);
+	hist_delta(&t->h[TS_CALL_LAST], &a->call_last, &b->call_last);
+	hist_delta(&t->h[TS_FIRST_LAST], &a->first_last, &b->first_last);
+	hist_delta(&t->h[TS_DEST_LAG], &a->dest_lag, &b->dest_lag);
+	free(a);
+	free(b);
+	*out = t;
+	return 0;
+}
+
 /* Per-round figures of one sample. */
 static double per(uint64_t a, uint64_t b)
 {
 	return b ? (double)a / (double)b : 0;
 }
 
-static void summarize_one(struct result *res, const struct result *raw)
+/* raw: raw-sendto's result from the same rounds, base: for a "+ts" variant its plain backend's;
+ * either may be NULL. */
+static void summarize_one(struct result *res, const struct result *raw, const struct result *base)
 {
 	double v[MAX_ROUNDS], w[MAX_ROUNDS];
 	unsigned n = res->rounds;
@@ -295,14 +399,14 @@ static void summarize_one(struct result *res, const struct result *raw)
 		}                                                                               \
 		summarize(v, n, &res->field);                                                   \
 	} while (0)
-#define RATIO(field, expr)                                                                      \
+#define RATIO(ref, field, expr)                                                                 \
 	do {                                                                                    \
 		for (unsigned i = 0; i < n; i++) {                                              \
 			const struct sample *x = &res->s[i];                                    \
 			w[i] = (expr);                                                          \
-			x = &raw->s[i];                                                         \
-			double base = (expr);                                                   \
-			w[i] = base > 0 ? w[i] / base : 0;                                      \
+			x = &(ref)->s[i];                                                       \
+			double b_ = (expr);                                                     \
+			w[i] = b_ > 0 ? w[i] / b_ : 0;                                          \
 		}                                                                               \
 		summarize(w, n, &res->field);                                                   \
 	} while (0)
@@ -316,11 +420,17 @@ static void summarize_one(struct result *res, const struct result *raw)
 	SUMMARY(softirqd, per(x->softirqd_ns, x->dests));
 	if (raw) {
 		res->have_ratio = true;
-		RATIO(r_fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
-		RATIO(r_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
-		RATIO(r_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
-		RATIO(r_cpu_caller, per(x->thread_ns, x->dests));
-		RATIO(r_syscalls, per(x->syscalls, x->fanouts));
+		RATIO(raw, r_fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
+		RATIO(raw, r_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
+		RATIO(raw, r_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(raw, r_cpu_caller, per(x->thread_ns, x->dests));
+		RATIO(raw, r_syscalls, per(x->syscalls, x->fanouts));
+	}
+	if (base) {
+		res->have_base = true;
+		RATIO(base, b_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
+		RATIO(base, b_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(base, b_cpu_caller, per(x->thread_ns, x->dests));
 	}
 #undef SUMMARY
 #undef RATIO
@@ -371,6 +481,7 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 	unsigned nv = active_variants(s, act);
 	double est[V_COUNT];
 	struct result res[V_COUNT];
+	struct ms_snapshot *mark[V_COUNT] = { NULL };
 	int err = 0;
 
 	memset(res, 0, sizeof(res));
@@ -413,6 +524,10 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 			goto out;
 		}
 	}
+	/* The "+ts" variants' stamps are counted over the rounds only, not the warm-up. */
+	for (unsigned i = 0; i < nv; i++)
+		if ((err = ts_begin(s, r->g[act[i]], act[i], &mark[i])))
+			goto out;
 	for (unsigned k = 0; k < rounds; k++)
 		for (unsigned i = 0; i < nv; i++) {
 			err = timed_run(s, r, act[i], iters, burst ? burst : 1, &res[i].s[k]);
@@ -422,13 +537,22 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 				      mode_name(mode), (unsigned long long)r->n,
 				      (unsigned long long)r->size, k + 1, rounds, variant_name(act[i]));
 		}
+	for (unsigned i = 0; i < nv; i++)
+		if ((err = ts_end(s, r->g[act[i]], act[i], &mark[i], &res[i].ts)))
+			goto out;
 	const struct result *raw = NULL;
 
 	for (unsigned i = 0; i < nv; i++)
 		if (act[i] == V_RAW)
 			raw = &res[i];
-	for (unsigned i = 0; i < nv; i++)
-		summarize_one(&res[i], raw);
+	for (unsigned i = 0; i < nv; i++) {
+		const struct result *base = NULL;
+
+		for (unsigned j = 0; j < nv && variant_is_ts(act[i]); j++)
+			if (act[j] == variant_base(act[i]))
+				base = &res[j];
+		summarize_one(&res[i], raw, base);
+	}
 	double spread = 0;
 
 	for (unsigned i = 0; i < nv; i++) {
@@ -443,6 +567,7 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 			goto out;
 		report_result(s, &s->res[s->nres - 1]);
 		res[i].s = NULL; /* owned by s->res now */
+		res[i].ts = NULL;
 	}
 	/* A wide min-max in CPU per destination while the thread was on the CPU the whole time
 	 * means the machine itself changed speed (a busy host under a virtual machine, frequency
@@ -452,9 +577,13 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 			       "speed changed during this configuration; trust the ratios more than the "
 			       "absolute figures",
 			    spread * 100);
+	report_ts(s, s->nres - nv, nv);
 out:
-	for (unsigned i = 0; i < nv; i++)
+	for (unsigned i = 0; i < nv; i++) {
 		free(res[i].s);
+		free(res[i].ts);
+		free(mark[i]);
+	}
 	return err;
 }
 

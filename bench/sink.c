@@ -42,7 +42,8 @@ struct sink {
 	int *rx;            /* n receiving sockets (loopback, deliver) or NULL */
 	uint64_t *next_seq; /* deliver: next sequence number expected per destination */
 	unsigned char *ref; /* deliver with payload checking: the message as msg_fill makes it */
-	uint16_t *src_port; /* deliver: the sending port per destination (network order), 0: unset */
+	uint16_t *src_port; /* deliver: SINK_MAX_SOURCES sending ports per destination (network
+			     * order), 0: unset */
 	int rcvbuf;         /* effective SO_RCVBUF */
 	unsigned truesize;  /* kernel memory per queued datagram, measured */
 	uint64_t burst;     /* fan-outs between drains */
@@ -206,8 +207,14 @@ static void verify(struct sink *s, struct rx_thread *t, size_t idx, const char *
 	struct msg_head h;
 
 	/* Other programs may send to any loopback port, ours included: only what comes from the
-	 * rig's own sending socket for this destination is the bench's to check. */
-	if (from->sin_port != __atomic_load_n(&s->src_port[idx], __ATOMIC_RELAXED)) {
+	 * rig's own sending sockets for this destination (the plain one, and each "+ts"
+	 * variant's) is the bench's to check. */
+	bool ours = false;
+
+	for (unsigned k = 0; k < SINK_MAX_SOURCES && !ours; k++)
+		ours = from->sin_port ==
+		       __atomic_load_n(&s->src_port[idx * SINK_MAX_SOURCES + k], __ATOMIC_RELAXED);
+	if (!ours) {
 		t->foreign++;
 		return;
 	}
@@ -291,7 +298,7 @@ static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t err
 	if (s->nth > s->n)
 		s->nth = (unsigned)s->n;
 	s->next_seq = calloc(s->n, sizeof(*s->next_seq));
-	s->src_port = calloc(s->n, sizeof(*s->src_port));
+	s->src_port = calloc(s->n * SINK_MAX_SOURCES, sizeof(*s->src_port));
 	if (!s->next_seq || !s->src_port) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -496,8 +503,15 @@ uint64_t sink_drops(const struct sink *s)
 
 void sink_expect_source(struct sink *s, size_t idx, uint16_t port)
 {
-	if (s->src_port && idx < s->n)
-		__atomic_store_n(&s->src_port[idx], port, __ATOMIC_RELAXED);
+	if (!s->src_port || idx >= s->n)
+		return;
+	uint16_t *p = &s->src_port[idx * SINK_MAX_SOURCES];
+
+	for (unsigned k = 0; k < SINK_MAX_SOURCES; k++)
+		if (!p[k] || p[k] == port) {
+			__atomic_store_n(&p[k], port, __ATOMIC_RELAXED);
+			return;
+		}
 }
 
 void sink_count(const struct sink *s, struct deliver_count *c)

@@ -15,10 +15,16 @@ static const char *const names[V_COUNT] = {
 	[V_IO_URING] = "io_uring",
 };
 
+/* "loop+ts/64": the interval is part of the name, so that every output says what ran. */
+static char ts_names[V_COUNT][32];
+
 static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP] = MS_BACKEND_LOOP,
 	[V_SENDMMSG] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING] = MS_BACKEND_IO_URING,
+	[V_LOOP_TS] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_TS] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_TS] = MS_BACKEND_IO_URING,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -29,12 +35,21 @@ static const char *const plain_detail[V_COUNT] = {
 
 const char *variant_name(enum variant_id v)
 {
+	if (variant_is_ts(v))
+		return ts_names[v][0] ? ts_names[v] : "?+ts";
 	return v < V_COUNT ? names[v] : "?";
+}
+
+void variants_name_ts(uint32_t ts_sample)
+{
+	for (int v = V_FIRST_TS; v < V_COUNT; v++)
+		snprintf(ts_names[v], sizeof(ts_names[v]), "%s+ts/%u",
+			 names[variant_base((enum variant_id)v)], ts_sample);
 }
 
 int variant_from_name(const char *name)
 {
-	for (int v = 0; v < V_COUNT; v++)
+	for (int v = 0; v < V_FIRST_TS; v++)
 		if (!strcmp(name, names[v]))
 			return v;
 	return -EINVAL;
@@ -66,14 +81,34 @@ static void why_unavailable(enum variant_id v, int err, char *buf, size_t len)
 	snprintf(buf, len, "unavailable: ms_ctx_new failed: %s", ms_strerror(err));
 }
 
+/* Why a "+ts" variant's context could not be made: the timestamps, or the backend itself. */
+static void why_unavailable_ts(enum variant_id v, int err, const struct ms_config *cfg,
+			       char *buf, size_t len)
+{
+	struct ms_config plain = *cfg;
+	struct ms_ctx *ctx = NULL;
+
+	plain.ts_sample = 0;
+	plain.ts_flags = 0;
+	if (err == -ENOTSUP && !ms_ctx_new(&ctx, &plain)) {
+		ms_ctx_free(ctx);
+		snprintf(buf, len,
+			 "unavailable: this kernel cannot key transmit timestamps per datagram "
+			 "(SCM_TS_OPT_ID, Linux 6.13 or later)");
+		return;
+	}
+	why_unavailable(variant_base(v), err, buf, len);
+}
+
 int variants_open(struct session *s)
 {
 	int any = 0;
 
 	for (int v = 0; v < V_COUNT; v++) {
 		struct variant *x = &s->var[v];
+		const bool ts = variant_is_ts((enum variant_id)v);
 
-		x->name = names[v];
+		x->name = variant_name((enum variant_id)v);
 		if (!x->wanted)
 			continue;
 		if (v == V_RAW) {
@@ -89,12 +124,18 @@ int variants_open(struct session *s)
 			.size = sizeof(cfg),
 			.backend = lib_backend[v],
 			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+			.ts_sample = ts ? s->o->ts_sample : 0,
+			.ts_flags = ts && s->o->ts_all ? MS_TS_ALL_DESTS : 0,
 		};
 		int err = ms_ctx_new(&x->ctx, &cfg);
 
 		if (err) {
 			x->ctx = NULL;
-			why_unavailable((enum variant_id)v, err, x->detail, sizeof(x->detail));
+			if (ts)
+				why_unavailable_ts((enum variant_id)v, err, &cfg, x->detail,
+						   sizeof(x->detail));
+			else
+				why_unavailable((enum variant_id)v, err, x->detail, sizeof(x->detail));
 			continue;
 		}
 		if (ms_ctx_backend(x->ctx) != lib_backend[v]) {
@@ -106,9 +147,21 @@ int variants_open(struct session *s)
 		}
 		/* The library describes set-ups that have options (io_uring's ring); for the others
 		 * say what multisend.h promises about their system calls. */
+		enum variant_id b = variant_base((enum variant_id)v);
+
 		if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
-		    !strcmp(x->detail, names[v]))
-			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[v]);
+		    !strcmp(x->detail, names[b]))
+			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[b]);
+		if (ts) {
+			size_t l = strlen(x->detail);
+
+			snprintf(x->detail + l, sizeof(x->detail) - l,
+				 "; kernel transmit timestamps on one fan-out in %u (%s), own "
+				 "sending socket%s",
+				 s->o->ts_sample,
+				 s->o->ts_all ? "every destination" : "first and last destination",
+				 s->o->connected ? "s" : "");
+		}
 		x->available = true;
 		any++;
 	}
@@ -133,9 +186,11 @@ bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *
 
 uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 {
-	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n;
+	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1;
 
-	return rx + (s->o->connected ? n : 1) + 64;
+	for (int v = V_FIRST_TS; v < V_COUNT; v++)
+		sets += s->var[v].wanted;
+	return rx + sets * (s->o->connected ? n : 1) + 64;
 }
 
 static int sender_socket(struct session *s, char *err, size_t errlen)
@@ -182,21 +237,75 @@ fail:
 	return 0;
 }
 
+static void close_senders(uint64_t n, int shared, int *conn)
+{
+	if (conn)
+		for (uint64_t i = 0; i < n; i++)
+			if (conn[i] >= 0)
+				close(conn[i]);
+	free(conn);
+	if (shared >= 0)
+		close(shared);
+}
+
 void rig_close(struct rig *r)
 {
 	for (int v = 0; v < V_COUNT; v++)
 		ms_group_free(r->g[v]);
-	if (r->conn)
-		for (uint64_t i = 0; i < r->n; i++)
-			if (r->conn[i] >= 0)
-				close(r->conn[i]);
-	free(r->conn);
-	if (r->shared >= 0)
-		close(r->shared);
+	close_senders(r->n, r->shared, r->conn);
+	for (int v = 0; v < V_COUNT; v++)
+		close_senders(r->n, r->ts_shared[v], r->ts_conn[v]);
 	sink_close(r->sink);
 	free(r->msg);
 	memset(r, 0, sizeof(*r));
 	r->shared = -1;
+	for (int v = 0; v < V_COUNT; v++)
+		r->ts_shared[v] = -1;
+}
+
+/* One set of sending sockets in the rig's shape: one unconnected socket (*shared), or n
+ * connected ones (*conn); for deliver, the receivers learn their ports. On failure what was
+ * made is left in *shared / *conn for rig_close. */
+static int open_senders(struct session *s, struct rig *r, int *shared, int **conn, char *err,
+			size_t errlen)
+{
+	const uint64_t n = r->n;
+
+	if (!r->connected) {
+		*shared = sender_socket(s, err, errlen);
+		if (*shared < 0)
+			return *shared;
+	} else {
+		*conn = malloc(n * sizeof(**conn));
+		if (!*conn) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		for (uint64_t i = 0; i < n; i++)
+			(*conn)[i] = -1;
+		for (uint64_t i = 0; i < n; i++) {
+			(*conn)[i] = sender_socket(s, err, errlen);
+			if ((*conn)[i] < 0)
+				return (*conn)[i];
+			if (connect((*conn)[i], (const struct sockaddr *)&r->dests[i],
+				    sizeof(r->dests[i]))) {
+				int e = errno;
+
+				snprintf(err, errlen, "connect: %s", strerror(e));
+				return -e;
+			}
+		}
+	}
+	/* Deliver: tell the receivers which socket each destination's datagrams come from, so
+	 * they can tell ours from what other programs send to the same ports. */
+	for (uint64_t i = 0; s->o->sink == SINK_DELIVER && i < n; i++) {
+		uint16_t port = sender_port(r->connected ? (*conn)[i] : *shared, err, errlen);
+
+		if (!port)
+			return -EADDRNOTAVAIL;
+		sink_expect_source(r->sink, i, port);
+	}
+	return 0;
 }
 
 int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *err,
@@ -206,6 +315,8 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 
 	memset(r, 0, sizeof(*r));
 	r->shared = -1;
+	for (int v = 0; v < V_COUNT; v++)
+		r->ts_shared[v] = -1;
 	r->n = n;
 	r->size = size;
 	r->connected = s->o->connected;
@@ -228,66 +339,35 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 		goto fail;
 	}
 	msg_fill(r->msg, size);
-
-	if (!r->connected) {
-		r->shared = sender_socket(s, err, errlen);
-		if (r->shared < 0) {
-			ret = r->shared;
-			goto fail;
-		}
-	} else {
-		r->conn = malloc(n * sizeof(*r->conn));
-		if (!r->conn) {
-			ret = -ENOMEM;
-			snprintf(err, errlen, "out of memory");
-			goto fail;
-		}
-		for (uint64_t i = 0; i < n; i++)
-			r->conn[i] = -1;
-		for (uint64_t i = 0; i < n; i++) {
-			r->conn[i] = sender_socket(s, err, errlen);
-			if (r->conn[i] < 0) {
-				ret = r->conn[i];
-				goto fail;
-			}
-			if (connect(r->conn[i], (const struct sockaddr *)&r->dests[i],
-				    sizeof(r->dests[i]))) {
-				ret = -errno;
-				snprintf(err, errlen, "connect: %s", strerror(errno));
-				goto fail;
-			}
-		}
-	}
-
-	/* Deliver: tell the receivers which socket each destination's datagrams come from, so
-	 * they can tell ours from what other programs send to the same ports. */
-	for (uint64_t i = 0; s->o->sink == SINK_DELIVER && i < n; i++) {
-		uint16_t port = sender_port(r->connected ? r->conn[i] : r->shared, err, errlen);
-
-		if (!port) {
-			ret = -EADDRNOTAVAIL;
-			goto fail;
-		}
-		sink_expect_source(r->sink, i, port);
-	}
+	if ((ret = open_senders(s, r, &r->shared, &r->conn, err, errlen)))
+		goto fail;
 
 	for (int v = V_LOOP; v < V_COUNT; v++) {
+		int shared = r->shared, *conn = r->conn;
+
 		if (!s->var[v].available)
 			continue;
+		if (variant_is_ts((enum variant_id)v)) {
+			ret = open_senders(s, r, &r->ts_shared[v], &r->ts_conn[v], err, errlen);
+			if (ret)
+				goto fail;
+			shared = r->ts_shared[v];
+			conn = r->ts_conn[v];
+		}
 		if ((ret = ms_group_new(s->var[v].ctx, &r->g[v]))) {
 			snprintf(err, errlen, "ms_group_new: %s", ms_strerror(ret));
 			goto fail;
 		}
 		for (uint64_t i = 0; i < n; i++) {
-			struct ms_dest d = { .fd = r->shared, .addrlen = sizeof(r->dests[i]),
+			struct ms_dest d = { .fd = shared, .addrlen = sizeof(r->dests[i]),
 					     .addr = (const struct sockaddr *)&r->dests[i] };
 
 			if (r->connected)
-				d = (struct ms_dest){ .fd = r->conn[i], .addrlen = 0, .addr = NULL };
+				d = (struct ms_dest){ .fd = conn[i], .addrlen = 0, .addr = NULL };
 			ret = ms_group_add(r->g[v], &d);
 			if (ret < 0) {
-				snprintf(err, errlen, "ms_group_add (%s): %s", variant_name(v),
-					 ms_strerror(ret));
+				snprintf(err, errlen, "ms_group_add (%s): %s",
+					 variant_name((enum variant_id)v), ms_strerror(ret));
 				goto fail;
 			}
 		}

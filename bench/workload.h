@@ -2,7 +2,8 @@
 /*
  * A "rig": one configuration made concrete. N destinations from the sink, the sending
  * sockets in the chosen shape (one unconnected socket with N addresses, or N connected
- * sockets), one library group per available backend over those same sockets, and the message.
+ * sockets), one library group per available backend over those same sockets (a "+ts" variant
+ * over its own sockets of the same shape), and the message.
  * rig_send is the inner loop every measurement times.
  */
 #ifndef BENCH_WORKLOAD_H
@@ -18,6 +19,11 @@ struct rig {
 	const struct sockaddr_in *dests;
 	int shared;   /* the unconnected sending socket, or -1 */
 	int *conn;    /* n connected sending sockets, or NULL */
+	/* The "+ts" variants' own sockets in the same shape (-1 / NULL for the others): the
+	 * library sets timestamping on a socket and reads its error queue, so two contexts
+	 * sampling on one socket would take each other's stamps. */
+	int ts_shared[V_COUNT];
+	int *ts_conn[V_COUNT];
 	struct ms_group *g[V_COUNT];
 	unsigned char *msg;
 	uint64_t seq;     /* last sequence number stamped into msg */

@@ -4,12 +4,16 @@
 
 usage: smoke.py TEST BENCH
   json          --quick --json -: every available backend at every configuration, ratios
-                present, figures positive, the table on stderr
+                present, figures positive, the table on stderr; then --ts-compare: the +ts
+                variants' ratios to their plain backend, timestamp counters and histograms
+                consistent, the skew histogram printed (--ts-hist) and in the CSV
   report        --quick --mode all --report DIR: the files exist and parse; charts when
                 gnuplot is installed
   usage         bad flags exit 2 with a message; --help documents every flag
-  deliver       --sink deliver: sent = received + kernel drops, nothing unaccounted
-  netns         --sink netns-drop (root): the veth dropped what was sent; namespace removed
+  deliver       --sink deliver: sent = received + kernel drops, nothing unaccounted (also
+                with --ts-compare, whose +ts variants send from their own sockets)
+  netns         --sink netns-drop (root): the veth dropped what was sent; namespace removed;
+                with --ts-sample, the veth's transmit stamps come back
   netns-sigint  SIGINT during a netns-drop run: exit 130 and the namespace is removed
 Exit 77 = skipped.
 """
@@ -66,7 +70,8 @@ def check_results(objs, modes=("compare",)):
         if not b["available"]:
             check(b.get("reason"), f"unavailable backend {b['name']} has no reason")
     check("raw-sendto" in avail, "raw-sendto (the baseline) is not among the backends")
-    check("loop" in avail and "sendmmsg" in avail, f"loop/sendmmsg missing: {avail}")
+    bases = {b.split("+ts/")[0] for b in avail}  # --ts-sample runs loop as loop+ts/K
+    check("loop" in bases and "sendmmsg" in bases, f"loop/sendmmsg missing: {avail}")
     results = [o for o in objs if o.get("type") == "result" and o.get("mode") in modes]
     check(results, "no results")
     configs = {}
@@ -99,13 +104,123 @@ def check_results(objs, modes=("compare",)):
     return avail, results
 
 
+def ts_available(objs):
+    """The +ts variants that could run; False (after checking the reason) if the kernel lacks
+    per-datagram timestamp keys, which is the environment, not the bench."""
+    env = [o for o in objs if o.get("type") == "env"]
+    if not env:
+        return False
+    ts = [b for b in env[0]["backends"] if "+ts/" in b["name"]]
+    check(ts, "no +ts backend in the env object")
+    if ts and not any(b["available"] for b in ts):
+        for b in ts:
+            check(b.get("reason"), f"unavailable {b['name']} has no reason")
+        print("timestamps unavailable here:", ts[0].get("reason"))
+        return False
+    return True
+
+
+def check_ts_hist(name, h):
+    """A histogram summary as the JSON gives it: quantiles in order, within the max."""
+    if not check(isinstance(h, dict) and isinstance(h.get("samples"), int), f"{name}: {h}"):
+        return
+    if h["samples"] == 0:
+        return
+    qs = [h[k] for k in ("p50", "p90", "p99", "p99.9", "max")]
+    check(all(isinstance(q, (int, float)) and q >= 0 for q in qs), f"{name}: {h}")
+    check(qs == sorted(qs), f"{name}: quantiles out of order {qs}")
+
+
+def check_ts_results(results, sample, compare, all_dests=False):
+    """The +ts rows carry timestamps (and, with compare, their ratio to the plain backend);
+    the plain rows carry neither. Shape and consistency only, never a time."""
+    backends = {r["backend"] for r in results}
+    for r in results:
+        name = f"{r['backend']} N={r['fanout']}"
+        ts, base = r.get("tx_timestamps"), r.get("ratio_to_no_ts")
+        if "+ts/" not in r["backend"]:
+            check(ts is None and base is None, f"{name}: plain row with timestamps")
+            continue
+        check(r["backend"].endswith(f"+ts/{sample}"), f"{name}: label lacks the interval")
+        plain = r["backend"].split("+ts/")[0]
+        if compare:
+            check(plain in backends, f"{name}: its plain backend {plain} did not run")
+            if check(isinstance(base, dict), f"{name}: no ratio_to_no_ts"):
+                check(base.get("baseline") == plain, f"{name}: ratio baseline {base}")
+                for k in ("cpu_ns_per_dest_process", "cpu_ns_per_dest_caller", "dests_per_s"):
+                    check(positive(base, k), f"{name}: ratio_to_no_ts {k} not positive")
+        else:
+            check(plain not in backends, f"{name}: --ts-sample ran the plain backend too")
+        if not check(isinstance(ts, dict), f"{name}: no tx_timestamps"):
+            continue
+        check(ts["sample_one_in"] == sample, f"{name}: sample_one_in {ts['sample_one_in']}")
+        check(ts["sampled"] > 0, f"{name}: no fan-out sampled")
+        check(ts["stamped"] > 0, f"{name}: no stamp came back")
+        check(ts["stamped"] + ts["missing"] == ts["requested"],
+              f"{name}: stamped {ts['stamped']} + missing {ts['missing']} != requested "
+              f"{ts['requested']}")
+        check(ts["dests"] == ("all" if all_dests else "first_last"), f"{name}: dests {ts['dests']}")
+        if r["fanout"] >= 2:  # the first and the last, or every destination, of each sample
+            per = r["fanout"] if all_dests else 2
+            check(ts["requested"] == ts["sampled"] * per,
+                  f"{name}: {ts['requested']} requested for {ts['sampled']} samples of {per}")
+        check(ts["dest_lag_us"]["samples"] == ts["stamped"],
+              f"{name}: dest_lag samples {ts['dest_lag_us']['samples']} != stamped")
+        for k in ("call_to_first_us", "call_to_last_us", "skew_first_to_last_us", "dest_lag_us"):
+            check_ts_hist(f"{name} {k}", ts.get(k))
+        skew = ts["skew_first_to_last_us"]
+        check(0 < skew["samples"] <= ts["sampled"], f"{name}: {skew['samples']} skew samples "
+              f"of {ts['sampled']} sampled")
+        hist = ts.get("skew_histogram_ns", [])
+        check(sum(b[2] for b in hist) == skew["samples"], f"{name}: histogram counts != samples")
+        check(all(b[0] <= b[1] and b[2] > 0 for b in hist)
+              and all(a[1] < b[0] for a, b in zip(hist, hist[1:])),
+              f"{name}: histogram buckets not ascending and disjoint")
+
+
 def t_json(bench):
     rc, out, err = run(bench, "--quick", "--json", "-")
     check(rc == 0, f"exit status {rc}; stderr:\n{err}")
     objs = parse_lines(out)
     avail, results = check_results(objs)
     check("compare:" in err and "raw-sendto" in err, "the table did not go to stderr")
+    check(all(r.get("tx_timestamps", 0) is None for r in results),
+          "timestamps without --ts-sample")
     print(f"{len(results)} results, backends {avail}")
+
+    # Timestamps: each backend plain and +ts/2 side by side, the skew histograms, the CSV.
+    d = tempfile.mkdtemp(prefix="msbench-ts-")
+    try:
+        csv_path = os.path.join(d, "ts.csv")
+        rc, out, err = run(bench, "--quick", "--fanout", "16", "--ts-compare", "2", "--ts-hist",
+                           "--json", "-", "--csv", csv_path)
+        check(rc == 0, f"--ts-compare: exit status {rc}; stderr:\n{err}")
+        objs = parse_lines(out)
+        env = [o for o in objs if o.get("type") == "env"]
+        if env:
+            check(env[0].get("tx_timestamps") == {"sample_one_in": 2, "dests": "first_last",
+                                                  "compare": True},
+                  f"env tx_timestamps {env[0].get('tx_timestamps')}")
+        avail, results = check_results(objs)
+        if not ts_available(objs):
+            return
+        check_ts_results(results, 2, compare=True)
+        check("TX timestamps" in err and "+ts vs plain" in err, "no timestamp table")
+        check("skew first -> last destination" in err, "--ts-hist printed no histogram")
+        with open(csv_path) as f:
+            rows = [line.split(",") for line in f.read().splitlines()]
+        head = rows[0]
+        for col in ("ts_sample", "skew_p50_us", "skew_max_us", "ratio_cpu_no_ts"):
+            check(col in head, f"CSV lacks {col}")
+        for r in rows[1:]:
+            check(len(r) == len(head), f"CSV row has {len(r)} of {len(head)} columns")
+            if len(r) == len(head):
+                row = dict(zip(head, r))
+                ts = "+ts/" in row["backend"]
+                check(bool(row["skew_p50_us"]) == ts and bool(row["ratio_cpu_no_ts"]) == ts,
+                      f"CSV {row['backend']}: skew/ratio columns filled wrongly")
+    finally:
+        shutil.rmtree(d)
 
 
 def t_report(bench):
@@ -172,7 +287,12 @@ def t_usage(bench):
                        (["--backends", "loop,loop"], "twice"), (["--mode", "fast"], "--mode"),
                        (["--rounds"], "needs a value"), (["--cpu-budget", "1.5"], "--cpu-budget"),
                        (["--rate", "-5"], "--rate"), (["extra"], "unexpected argument"),
-                       (["--sink", "deliver", "--size", "8"], "16 bytes")):
+                       (["--sink", "deliver", "--size", "8"], "16 bytes"),
+                       (["--ts-sample", "x"], "--ts-sample"), (["--ts-all"], "--ts-sample K"),
+                       (["--ts-hist"], "--ts-compare K"),
+                       (["--ts-sample", "4", "--ts-compare", "4"], "exclude each other"),
+                       (["--ts-compare", "4", "--backends", "raw-sendto"], "library backend"),
+                       (["--backends", "loop+ts/4"], "unknown backend")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -183,6 +303,7 @@ def t_usage(bench):
                  "--duration", "--iterations", "--rounds", "--quick", "--rate", "--cpu ",
                  "--cpu-budget", "--p99-bound", "--subscribers", "--relay-cores", "--json",
                  "--csv", "--report", "--no-progress", "--help", "--version",
+                 "--ts-sample", "--ts-compare", "--ts-all", "--ts-hist",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -201,6 +322,21 @@ def t_deliver(bench):
         check(dv.get("malformed") == 0, f"{r['backend']}: malformed datagrams {dv}")
         check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
               f"{r['backend']} N={r['fanout']}: sent {sent} != received + drops {dv}")
+    # The +ts variants send from sockets of their own: the receivers must know those too.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16", "--ts-compare",
+                       "2", "--ts-all", "--json", "-")
+    check(rc == 0, f"--ts-compare: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    for r in results:
+        dv = r.get("deliver", {})
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(dv.get("unaccounted") == 0 and dv.get("foreign") == 0,
+              f"--ts-compare {r['backend']}: {dv}")
+        check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+              f"--ts-compare {r['backend']}: sent {sent} != received + drops {dv}")
+    if ts_available(objs):
+        check_ts_results(results, 2, compare=True, all_dests=True)
 
 
 def have_netns():
@@ -238,6 +374,14 @@ def t_netns(bench):
         check(sent <= dropped <= sent + 8,
               f"{r['backend']} N={r['fanout']}: veth dropped {dropped} of {sent} sent")
     check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
+    # The veth stamps what it drops (TX_SCHED on the way in, TX_SOFTWARE in the driver).
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--fanout", "64",
+                       "--ts-sample", "2", "--json", "-")
+    check(rc == 0, f"--ts-sample: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    if ts_available(objs):
+        check_ts_results(results, 2, compare=False)
 
 
 def t_netns_sigint(bench):
