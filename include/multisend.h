@@ -443,7 +443,9 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * first_last the skew between them, dest_lag every stamped destination's wait. The stamp used
  * is TX_SOFTWARE, or TX_SCHED for a datagram that got no TX_SOFTWARE stamp (a device that
  * does not stamp, or a drop in its queue). A sampled destination whose send failed, or whose
- * stamps never came (the datagram was dropped before the device), counts in ts_missing.
+ * stamps never came (the datagram was dropped before the device, or its stamps did not fit
+ * the socket's error queue, which SO_RCVBUF bounds: about 128 destinations per socket at the
+ * default size with MS_TS_ALL_DESTS), counts in ts_missing.
  */
 
 /* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
