@@ -109,8 +109,8 @@ struct ms_config {
  *   -EINVAL   out is NULL; cfg->size is smaller than the first released struct ms_config or
  *             larger than 4096; bytes past the struct this library knows are not all zero;
  *             unknown flags or ts_flags; backend outside the enum; queue_depth or ts_sample
- *             out of range; a stats_shm path (or MULTISEND_STATS_SHM) that is empty or
- *             longer than 4095 bytes once %p is expanded.
+ *             out of range; a stats_shm path that is empty or longer than 4095 bytes once %p
+ *             is expanded (such a MULTISEND_STATS_SHM value is only warned about).
  *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
  *             (SCM_TS_OPT_ID, Linux 6.13 and later).
  *   -ENOTSUP  MS_CFG_NO_FALLBACK and the requested backend is unavailable or disabled, or
@@ -428,9 +428,12 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * fan-outs cost nothing more than one counter test.
  *
  * What it does to the sockets: on a socket's first stamped send the library sets
- * SO_TIMESTAMPING to SOFTWARE | OPT_ID | OPT_TSONLY (only if the socket has no SO_TIMESTAMPING
- * setting of its own: such a socket is never stamped, and counted in ts_unsupported) and
- * clears it again when the socket's last destination leaves the group. Each stamped datagram
+ * SO_TIMESTAMPING to SOFTWARE | OPT_ID | OPT_TSONLY, if the socket has no SO_TIMESTAMPING
+ * setting (a socket with a setting of its own is never stamped, and counted in
+ * ts_unsupported), and leaves it set: it stamps nothing unless a send asks, and another group
+ * or context may be sampling on the socket. Do not change SO_TIMESTAMPING on a socket while a
+ * sampling group holds it: its sampled sends would then fail with -EINVAL (the kernel refuses
+ * a per-datagram key without OPT_ID), reported as that destination's status. Each stamped datagram
  * carries its own key (SCM_TS_OPT_ID) and the stamps come back on the socket's error queue,
  * which the library reads (recvmmsg with MSG_ERRQUEUE) once the group's next sampled fan-out
  * has gone out (never before it, so its subscribers do not wait for that), or in
@@ -539,12 +542,16 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * With ms_config.stats_shm (or MULTISEND_STATS_SHM) set to a path, the context publishes what
  * ms_ctx_snapshot reports in that file, a shared-memory mapping (put it in /dev/shm), updated
  * after every ms_send at the cost of a few stores, never a system call. "%p" in the path is
- * replaced by the process id. Several contexts of one process share the file (up to 64, one
- * slot each, named "ctx N backend"); several processes each need their own file (use %p).
- * The file is created (mode 0644) or reused when its previous owner process is gone; a file
- * whose owner is alive is left alone (the context then publishes nowhere). A freed context
- * marks its slot closed; the file stays until deleted. multisend-stat reads it live; the
- * format is lib/shm-format.h.
+ * replaced by the process id. Several contexts of one process share the file (one slot each,
+ * named "ctx N backend"; 64 over the life of the process: a freed context's slot keeps its
+ * last values, marked closed, and is not reused); several processes each need their own file
+ * (use %p). The owner holds an exclusive flock on the file while it publishes there: a file
+ * whose lock is free is set up afresh (created with mode 0644 if missing), provided it is
+ * empty or a live-counter file, belongs to this user and is not writable by others; any other
+ * file is left alone and the context publishes nowhere (one warning on stderr). The file
+ * stays until deleted. A forked child that keeps using a context publishes into a private
+ * slot, never into its parent's file. multisend-stat reads it live; the format is
+ * lib/shm-format.h.
  */
 
 /* A message for a negative errno as this library returns it (also for positive errno values).

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 #include "internal.h"
 #include "shm-format.h"
 
-#define CONFIG_SIZE_V0 sizeof(struct ms_config) /* the first released layout */
+#define CONFIG_SIZE_V0 offsetof(struct ms_config, ts_sample) /* the first layout */
 #define CONFIG_SIZE_MAX 4096u
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
@@ -161,6 +162,20 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 	memcpy(v, all, sizeof(all));
 }
 
+struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
+{
+	if (unlikely(ctx->slot_shared && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
+									    __ATOMIC_RELAXED))) {
+		/* A forked child using its parent's context: from here on it publishes in a
+		 * private slot, never in the parent's file. */
+		memcpy(ctx->own, ctx->slot, sizeof(*ctx->own));
+		ctx->own->seq &= ~(uint64_t)1;
+		ctx->slot = ctx->own;
+		ctx->slot_shared = false;
+	}
+	return ctx->slot;
+}
+
 void ms__publish_counters(struct ms_ctx *ctx)
 {
 	struct ms_shm_slot *sl = ctx->slot;
@@ -173,6 +188,7 @@ void ms__publish_counters(struct ms_ctx *ctx)
 
 void ms__publish(struct ms_ctx *ctx)
 {
+	ms__own_slot(ctx);
 	ms__shm_begin(&ctx->slot->seq);
 	ms__publish_counters(ctx);
 	ms__shm_end(&ctx->slot->seq);
@@ -184,29 +200,42 @@ static bool warned_shm;     /* one warning per process for a file that cannot be
 static int slot_setup(struct ms_ctx *ctx, const char *path)
 {
 	char name[MS_SHM_NAME];
+	/* Always allocated: where this context publishes without a file, or after a fork. */
+	ctx->own = calloc(1, sizeof(*ctx->own));
+	if (!ctx->own)
+		return -ENOMEM;
+	ctx->own->ncounters = NCOUNTERS;
+	ctx->own->nhists = MS__H_N;
+	ctx->own->state = MS_SHM_LIVE;
+	ctx->slot = ctx->own;
+	char expanded[4096];
+	if (path && ms__shm_expand(expanded, sizeof(expanded), path)) {
+		/* Only an environment value gets here (a bad cfg->stats_shm is -EINVAL): a
+		 * program that knows nothing of the variable must not fail because of it. */
+		if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED))
+			fprintf(stderr, "libmultisend: MULTISEND_STATS_SHM is empty or too long; "
+					"live counters not published\n");
+		path = NULL;
+	}
 	snprintf(name, sizeof(name), "ctx %u %s", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED),
 		 ctx->be->name);
 	if (path) {
 		int err = 0;
-		ctx->slot = ms__shm_open(path, name, counter_names, NCOUNTERS, hist_names, MS__H_N,
-					 &err);
-		if (ctx->slot) {
+		struct ms_shm_slot *sl = ms__shm_open(path, name, counter_names, NCOUNTERS,
+						      hist_names, MS__H_N, &err);
+		if (sl) {
+			ctx->slot = sl;
 			ctx->slot_shared = true;
+			ctx->slot_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
 			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
 				err == -EBUSY ? "another running process publishes there"
 				: err == -EEXIST ? "the file exists and is not a live-counter file"
+				: err == -EPERM ? "the file belongs to another user or others may "
+						  "write it"
 				: err == -ENOSPC ? "no slot left in the file"
 						 : ms_strerror(err));
 		}
-	}
-	if (!ctx->slot) {
-		ctx->slot = calloc(1, sizeof(*ctx->slot));
-		if (!ctx->slot)
-			return -ENOMEM;
-		ctx->slot->ncounters = NCOUNTERS;
-		ctx->slot->nhists = MS__H_N;
-		ctx->slot->state = MS_SHM_LIVE;
 	}
 	return 0;
 }
@@ -379,12 +408,12 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	if (c.ts_sample && ms__ts_probe())
 		return -ENOTSUP;
 	const char *shm = c.stats_shm;
-	if (!shm && use_env)
-		shm = secure_getenv("MULTISEND_STATS_SHM");
 	if (shm) {
 		char path[4096];
 		if (ms__shm_expand(path, sizeof(path), shm))
 			return -EINVAL;
+	} else if (use_env) {
+		shm = secure_getenv("MULTISEND_STATS_SHM");
 	}
 
 	struct ms_ctx *ctx = calloc(1, sizeof(*ctx));
@@ -412,6 +441,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		return -ENOTSUP;
 	}
 	if ((err = slot_setup(ctx, shm))) {
+		free(ctx->own);
 		if (ctx->be->ctx_fini)
 			ctx->be->ctx_fini(ctx);
 		free(ctx);
@@ -430,10 +460,9 @@ void ms_ctx_free(struct ms_ctx *ctx)
 		return;
 	if (ctx->be->ctx_fini)
 		ctx->be->ctx_fini(ctx);
-	if (ctx->slot_shared)
+	if (ms__own_slot(ctx) != ctx->own)
 		ms__shm_close(ctx->slot);
-	else
-		free(ctx->slot);
+	free(ctx->own);
 	free(ctx);
 }
 

@@ -222,6 +222,7 @@ void ms_group_free(struct ms_group *g)
 	while (g->nbuckets)
 		bucket_drop(g, g->buckets[g->nbuckets - 1]);
 	g->ctx->ngroups--;
+	ms__publish(g->ctx); /* backlogs discarded */
 	free(g->buckets);
 	free(g->fdmap.slots);
 	free(g->ids);
@@ -369,11 +370,13 @@ int ms_group_remove(struct ms_group *g, int id)
 		g->ids[b->dests[pos].id].pos = pos;
 	}
 	b->n--;
-	if (!b->n)
-		bucket_drop(g, b);
 	g->ids[id].b = NULL;
 	g->freeids[g->nfreeids++] = id;
 	g->size--;
+	if (!b->n) {
+		bucket_drop(g, b);
+		ms__publish(g->ctx); /* a backlog it held is discarded */
+	}
 	return 0;
 }
 

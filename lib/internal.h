@@ -213,7 +213,9 @@ struct ms_ctx {
 	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
 	 * in a live-counter file's slot or in a private one (lib/publish in ctx.c). */
 	struct ms_shm_slot *slot;
-	bool slot_shared;
+	struct ms_shm_slot *own; /* the private slot (always there) */
+	bool slot_shared;        /* slot is in a live-counter file */
+	unsigned slot_gen;       /* ms__fork_gen when it was opened */
 };
 
 /* ---- timestamps (lib/tstamp.c) and histograms (lib/hist.c) ---- */
@@ -234,6 +236,9 @@ void ms__ts_group_free(struct ms_group *g);
 void ms__publish(struct ms_ctx *ctx);
 /* The same, for a caller already inside the slot's seqlock (ms__shm_begin). */
 void ms__publish_counters(struct ms_ctx *ctx);
+/* The slot this process may write (after a fork, the context's private one). */
+struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
+extern unsigned ms__fork_gen;
 
 /* ---- live counters (lib/shm.c, lib/shm-format.h) ---- */
 struct ms_shm_slot;

@@ -394,8 +394,10 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 		n++;
 	}
 	ms__commit(g->ctx, &s);
-	if (doomed)
+	if (doomed) {
 		remove_doomed(g);
+		ms__publish(g->ctx); /* what the removed destinations held is discarded */
+	}
 	return n;
 }
 

@@ -59,6 +59,7 @@ struct sample {
 	bool pending;        /* sent, waiting to be accounted */
 	uint64_t t0;         /* its call's CLOCK_REALTIME */
 	uint32_t key0;       /* its first key */
+	uint32_t size;       /* the group's size then */
 	uint32_t n, cap;
 	struct ts_dest *d;
 	union ts_ctl *ctl;
@@ -205,8 +206,17 @@ static int drain(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 	}
 }
 
-/* Read the error queues of every socket a pending sample stamped. */
-static int collect(struct ms_group *g)
+/* Does b's fd still name the socket it was added as? (Teardown: "close, then free the group"
+ * is common, and another thread may own the number by then.) */
+static bool same_socket(const struct ms__bucket *b)
+{
+	struct stat st;
+	return fstat(b->fd, &st) == 0 && (uint64_t)st.st_ino == b->ino;
+}
+
+/* Read the error queues of every socket a pending sample stamped (checked: only at teardown,
+ * where the sockets may already be closed). */
+static int collect_checked(struct ms_group *g, bool checked)
 {
 	struct ms_ctx *ctx = g->ctx;
 	struct ms__tsgroup *t = g->ts;
@@ -219,11 +229,17 @@ static int collect(struct ms_group *g)
 			struct ms__bucket *b = x->d[i].b;
 			if (b && b->ts_epoch != epoch) {
 				b->ts_epoch = epoch;
-				n += drain(ctx, t, b);
+				if (!checked || same_socket(b))
+					n += drain(ctx, t, b);
 			}
 		}
 	}
 	return n;
+}
+
+static int collect(struct ms_group *g)
+{
+	return collect_checked(g, false);
 }
 
 static uint64_t lag(uint64_t stamp, uint64_t t0)
@@ -239,7 +255,7 @@ static uint64_t best(const struct ts_dest *d)
 /* Account a pending sample: counters, histograms, and the copy ms_group_ts_last reads. */
 static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t)
 {
-	struct ms_shm_slot *sl = ctx->slot;
+	struct ms_shm_slot *sl = ms__own_slot(ctx);
 
 	if (!t->pending)
 		return;
@@ -275,12 +291,15 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 	/* The first and the last destination are the sample's first and last entries (the
 	 * fan-out's ends, when they could be stamped). */
 	if (t->n) {
+		/* Only the fan-out's own ends count: a first or last destination that could not
+		 * be stamped leaves its histogram alone rather than lend it a neighbour. */
 		const struct ts_dest *f = &t->d[0], *l = &t->d[t->n - 1];
-		if (f->got)
+		bool fok = f->got && f->pos == 0, lok = l->got && l->pos == t->size - 1;
+		if (fok)
 			ms__hist_add(&sl->hist[MS__H_CALL_FIRST], lag(best(f), t->t0));
-		if (l->got)
+		if (lok)
 			ms__hist_add(&sl->hist[MS__H_CALL_LAST], lag(best(l), t->t0));
-		if (f->got && l->got)
+		if (fok && lok)
 			ms__hist_add(&sl->hist[MS__H_FIRST_LAST], lag(best(l), best(f)));
 	}
 	__atomic_store_n(&sl->updated_ns, ms__realtime_ns(), __ATOMIC_RELAXED);
@@ -300,9 +319,12 @@ static bool stampable(struct ms__bucket *b)
 		return false;
 	int cur = 0, opt = TS_SOCKOPT;
 	socklen_t len = sizeof(cur);
-	if (getsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &cur, &len) < 0 || cur != 0)
-		return false; /* the caller's own setting: not ours to change */
-	if (setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) < 0)
+	if (getsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &cur, &len) < 0)
+		return false;
+	/* Set by this library already (another group or context on the socket), or set now;
+	 * anything else is the caller's own setting, not ours to change. */
+	if (cur != TS_SOCKOPT &&
+	    (cur != 0 || setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) < 0))
 		return false;
 	b->ts_state = 1;
 	return true;
@@ -373,6 +395,7 @@ void ms__ts_begin(struct ms__send *s)
 	if (!grow(t, want))
 		return;
 	t->n = 0;
+	t->size = (uint32_t)g->size;
 	t->key0 = ctx->ts_key;
 	ctx->ts.sampled++;
 	if (all) {
@@ -425,21 +448,18 @@ void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b)
 		for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
 			used |= tg->s[k].d[i].b == b;
 	if (used) {
-		/* Its stamps can no longer be read through this group: read them now. */
-		drain(g->ctx, tg, b);
+		/* Its stamps can no longer be read through this group: read them now, unless
+		 * the socket was closed first and its number names another file now. */
+		if (same_socket(b))
+			drain(g->ctx, tg, b);
 		for (int k = 0; k < 2; k++)
 			for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
 				if (tg->s[k].d[i].b == b)
 					tg->s[k].d[i].b = NULL;
 	}
-	if (b->ts_state > 0) {
-		/* Undo the option, unless the number now names another socket. */
-		struct stat st;
-		int off = 0;
-		if (fstat(b->fd, &st) == 0 && (uint64_t)st.st_ino == b->ino)
-			setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &off, sizeof(off));
-		b->ts_state = 0;
-	}
+	/* The option stays: without a request on a send it stamps nothing, and another group
+	 * or context may be sampling on the same socket. */
+	b->ts_state = 0;
 }
 
 void ms__ts_group_free(struct ms_group *g)
@@ -447,7 +467,7 @@ void ms__ts_group_free(struct ms_group *g)
 	struct ms__tsgroup *t = g->ts;
 	if (!t)
 		return;
-	collect(g);
+	collect_checked(g, true);
 	account_all(g);
 	ms__publish(g->ctx);
 	for (int k = 0; k < 2; k++) {
