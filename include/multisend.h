@@ -106,8 +106,9 @@ struct ms_config {
  * Create a context. cfg may be NULL (all defaults).
  *
  * Returns 0 and sets *out, or:
- *   -EINVAL   out is NULL; cfg->size is smaller than the first released struct ms_config or
- *             larger than 4096; bytes past the struct this library knows are not all zero;
+ *   -EINVAL   out is NULL; cfg->size is neither 16 (the layout before the timestamp fields)
+ *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the
+ *             struct this library knows are not all zero;
  *             unknown flags or ts_flags; backend outside the enum; queue_depth or ts_sample
  *             out of range; a stats_shm path that is empty or longer than 4095 bytes once %p
  *             is expanded (such a MULTISEND_STATS_SHM value is only warned about).

@@ -303,7 +303,9 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 	memset(c, 0, sizeof(*c));
 	if (!cfg)
 		return 0;
-	if (cfg->size < CONFIG_SIZE_V0 || cfg->size > CONFIG_SIZE_MAX)
+	/* A layout this library knows, or a newer one: never a size that cuts a field (above
+	 * all stats_shm, a pointer) in two. */
+	if ((cfg->size != CONFIG_SIZE_V0 && cfg->size < sizeof(*c)) || cfg->size > CONFIG_SIZE_MAX)
 		return -EINVAL;
 	/* A newer caller's fields that this library does not know must be unused (zero). */
 	const unsigned char *tail = (const unsigned char *)cfg;

@@ -74,16 +74,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum ms_backend b = ms_ctx_backend(ctx);
 	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_IO_URING);
 	if (!null_cfg) {
-		/* The first layout (before the timestamp fields) is still accepted. */
-		CHECK(cfg->size >= offsetof(struct ms_config, ts_sample) && cfg->size <= 4096);
+		/* The first layout (before the timestamp fields), or this one or a newer one: never
+		 * a size that cuts a field. */
+		CHECK(cfg->size == offsetof(struct ms_config, ts_sample) ||
+		      (cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096));
 		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
-		/* (A field the size cuts through is read in part, so only whole ones are checked.) */
-		if (cfg->size >= offsetof(struct ms_config, ts_flags))
-			CHECK(cfg->ts_sample <= 1000000000u);
-		if (cfg->size >= offsetof(struct ms_config, ts_flags) + sizeof(uint32_t))
-			CHECK((cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
-		if (cfg->size >= sizeof(struct ms_config))
+		if (cfg->size >= sizeof(struct ms_config)) {
+			CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
 			CHECK(!cfg->stats_shm || (*cfg->stats_shm && strlen(cfg->stats_shm) < 4096));
+		}
 	}
 	struct ms_group *g;
 	CHECK(ms_group_new(ctx, &g) == 0);

@@ -353,7 +353,7 @@ static void test_failed_send_missing(void **state)
  * calls), and the counters only ever rise. */
 struct reader {
 	struct ms_ctx *ctx;
-	volatile bool stop;
+	bool stop; /* atomic */
 	unsigned long taken, bad;
 	uint64_t n;
 };
@@ -362,7 +362,7 @@ static void *read_loop(void *arg)
 {
 	struct reader *r = arg;
 	uint64_t last = 0;
-	while (!r->stop) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_RELAXED)) {
 		struct ms_snapshot s = { .size = sizeof(s) };
 		if (ms_ctx_snapshot(r->ctx, &s) ||
 		    s.stats.dests_attempted != s.stats.fanouts * r->n ||
@@ -399,7 +399,7 @@ static void test_snapshot_from_another_thread(void **state)
 				while (recv(nt.ep[i].rx, msg + 0, 0, MSG_DONTWAIT | MSG_TRUNC) >= 0)
 					;
 	}
-	r.stop = true;
+	__atomic_store_n(&r.stop, true, __ATOMIC_RELAXED);
 	pthread_join(th, NULL);
 	printf("  %lu snapshots taken while sending, %lu inconsistent\n", r.taken, r.bad);
 	assert_true(r.taken > 0);
@@ -573,6 +573,9 @@ static void test_bad_config(void **state)
 	assert_int_equal(ms_ctx_new(&ctx, &old), 0);
 	ms_ctx_free(ctx);
 	ctx = NULL;
+	/* ... but no size that cuts a field in two (stats_shm is a pointer). */
+	for (old.size = offsetof(struct ms_config, ts_sample) + 1; old.size < sizeof(old); old.size++)
+		assert_int_equal(ms_ctx_new(&ctx, &old), -EINVAL);
 	/* A bad MULTISEND_STATS_SHM is the environment's problem, not the program's: warned
 	 * about, never a failure. */
 	setenv("MULTISEND_STATS_SHM", "", 1);
