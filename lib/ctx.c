@@ -164,14 +164,13 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
 {
-	if (unlikely(ctx->slot_shared && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
+	if (unlikely(ctx->slot != ctx->own && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
 									    __ATOMIC_RELAXED))) {
 		/* A forked child using its parent's context: from here on it publishes in a
 		 * private slot, never in the parent's file. */
 		memcpy(ctx->own, ctx->slot, sizeof(*ctx->own));
 		ctx->own->seq &= ~(uint64_t)1;
 		ctx->slot = ctx->own;
-		ctx->slot_shared = false;
 	}
 	return ctx->slot;
 }
@@ -225,7 +224,6 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 						      hist_names, MS__H_N, &err);
 		if (sl) {
 			ctx->slot = sl;
-			ctx->slot_shared = true;
 			ctx->slot_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
 			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,

@@ -213,8 +213,7 @@ struct ms_ctx {
 	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
 	 * in a live-counter file's slot or in a private one (lib/publish in ctx.c). */
 	struct ms_shm_slot *slot;
-	struct ms_shm_slot *own; /* the private slot (always there) */
-	bool slot_shared;        /* slot is in a live-counter file */
+	struct ms_shm_slot *own; /* the private slot (always there); slot != own: in a file */
 	unsigned slot_gen;       /* ms__fork_gen when it was opened */
 };
 
@@ -228,8 +227,8 @@ int ms__ts_probe(void);
 void ms__ts_begin(struct ms__send *s);
 /* After the backend: disarm the message headers. */
 void ms__ts_end(struct ms__send *s);
-/* A socket leaves the group (its last destination): forget its pending stamps, undo the
- * socket option. */
+/* A socket leaves the group (its last destination): read its pending stamps while its fd
+ * still names it, then forget them. */
 void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b);
 void ms__ts_group_free(struct ms_group *g);
 /* Copy the counters into the published slot (under its seqlock). */

@@ -443,23 +443,21 @@ void ms__ts_end(struct ms__send *s)
 void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b)
 {
 	struct ms__tsgroup *tg = g->ts;
-	bool used = false;
-	for (int k = 0; tg && k < 2; k++)
-		for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
-			used |= tg->s[k].d[i].b == b;
-	if (used) {
-		/* Its stamps can no longer be read through this group: read them now, unless
-		 * the socket was closed first and its number names another file now. */
-		if (same_socket(b))
-			drain(g->ctx, tg, b);
-		for (int k = 0; k < 2; k++)
-			for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++)
-				if (tg->s[k].d[i].b == b)
-					tg->s[k].d[i].b = NULL;
+	bool drained = false;
+	for (int k = 0; tg && k < 2; k++) {
+		for (uint32_t i = 0; tg->s[k].pending && i < tg->s[k].n; i++) {
+			if (tg->s[k].d[i].b != b)
+				continue;
+			/* Its stamps can no longer be read through this group: read them now,
+			 * unless the socket was closed first and its number names another file. */
+			if (!drained && same_socket(b))
+				drain(g->ctx, tg, b);
+			drained = true;
+			tg->s[k].d[i].b = NULL;
+		}
 	}
-	/* The option stays: without a request on a send it stamps nothing, and another group
-	 * or context may be sampling on the same socket. */
-	b->ts_state = 0;
+	/* SO_TIMESTAMPING stays set: without a request on a send it stamps nothing, and another
+	 * group or context may be sampling on the same socket. */
 }
 
 void ms__ts_group_free(struct ms_group *g)
