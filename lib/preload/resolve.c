@@ -29,7 +29,8 @@ struct shim_real shim_real;
 SHIM_TLS int shim_guard;
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static _Atomic bool resolved;
+static _Atomic bool resolved; /* the pointers are there (re-entered paths may use them) */
+static _Atomic bool ready;    /* init has finished: configuration, thread key, all of it */
 
 void *shim_resolve_one(const char *name)
 {
@@ -106,11 +107,15 @@ static void init(void)
 	shim_config_load();
 	shim_live_setup();
 	shim_thread_setup();
+	atomic_store_explicit(&ready, true, memory_order_release);
 }
 
+/* The fast path must wait for the end of init, not for `resolved`: a thread that went on
+ * while another was still inside init sent under a configuration not yet read, and made its
+ * state before the thread key existed, so its exit went unseen (its live totals were lost). */
 void shim_init(void)
 {
-	if (likely(atomic_load_explicit(&resolved, memory_order_acquire)))
+	if (likely(atomic_load_explicit(&ready, memory_order_acquire)))
 		return;
 	pthread_once(&init_once, init);
 }
