@@ -79,7 +79,14 @@ MS_EXPORT int ms_backend_from_name(const char *name);
 #define MS_CFG_NO_FALLBACK (1u << 0)
 /* Ignore the MULTISEND_* environment variables (see below). */
 #define MS_CFG_IGNORE_ENV (1u << 1)
-#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV)
+/* Fairness: each fan-out of a group starts one destination later in the group's order than
+ * the one before (wrapping around), so that no destination is always sent last; over any N
+ * consecutive calls of an unchanged group of N, every destination is sent at every position
+ * once. Results stay in group order (res[i] is still the i-th destination). Cost: none per
+ * destination; with the sendmmsg backend, one more system call per fan-out whose start falls
+ * inside a socket's run of destinations (its array is sent in two parts). */
+#define MS_CFG_ROTATE (1u << 2)
+#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
  * "library default". */
@@ -514,7 +521,8 @@ MS_EXPORT int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 struct ms_ts_dest {
 	int id;           /* the destination's id */
 	uint32_t flags;   /* MS_TS_SCHED, MS_TS_SND; 0: no stamp came */
-	uint32_t pos;     /* its position in the fan-out's group order */
+	uint32_t pos;     /* its position in the group order (res[pos]); with MS_CFG_ROTATE the
+	                     first destination sent is not position 0 */
 	uint32_t pad;
 	int64_t sched_ns; /* TX_SCHED stamp minus the call's start */
 	int64_t snd_ns;   /* TX_SOFTWARE stamp minus the call's start */

@@ -12,6 +12,14 @@
  *   IORING_OP_SENDMSG on the group's prebuilt message headers.
  * - Every request has completed when ms_send returns (we wait for all of them), so the
  *   caller's buffer is free again.
+ * - Fire and forget: a datagram send that may not wait (MS_SEND_DONTWAIT, or an O_NONBLOCK
+ *   socket) carries IOSQE_CQE_SKIP_SUCCESS (Linux 5.17, IORING_FEAT_CQE_SKIP), so only its
+ *   failure completes; a fan-out of such sends is one io_uring_enter that waits for nothing.
+ *   This rests on two kernel rules: a send with MSG_DONTWAIT never waits for socket space
+ *   (REQ_F_NOWAIT: -EAGAIN completes instead of arming a poll), so it is done, and its data
+ *   copied, before io_uring_enter returns; and a request completed inline posts its CQE
+ *   before io_uring_enter returns. A datagram is taken whole or not at all, so a request
+ *   without a CQE took the whole message: its status is the message length.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +48,9 @@ struct uring_state {
 	uint64_t *inos;     /* per fd < nrefs: inode of the socket registered in its slot */
 	uint32_t nrefs;
 	uint64_t *retry;    /* user_data of requests to submit again after -EINTR (depth) */
+	bool skip_ok;       /* IOSQE_CQE_SKIP_SUCCESS is available */
+	unsigned qskip;     /* requests queued since the last flush that complete only on failure */
+	uint64_t skip_prepped, skip_reported; /* this fan-out's such requests, and their CQEs */
 };
 
 /* ---- process-wide probe --------------------------------------------------------------------- */
@@ -123,6 +134,7 @@ static int ring_open(struct uring_state *st, unsigned depth)
 			return err;
 		st->setup_flags = tries[k];
 		st->depth = p.sq_entries;
+		st->skip_ok = p.features & IORING_FEAT_CQE_SKIP;
 		st->ready = false;
 		return 0;
 	}
@@ -247,8 +259,10 @@ static int make_ready(struct uring_state *st)
 }
 
 /* A request's user_data: the destination's index in group order, or, for a destination a
- * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. */
+ * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. UD_SKIP
+ * marks a request that completes only on failure (it is never a bucket's). */
 #define UD_BUCKET (1ull << 63)
+#define UD_SKIP (1ull << 62)
 
 static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *b, uint32_t j,
 		 size_t i)
@@ -276,16 +290,28 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 		sqe->user_data = (uint64_t)(uintptr_t)b | UD_BUCKET;
 		return;
 	}
+	bool skip = b->type == SOCK_DGRAM && (flags & MSG_DONTWAIT) && st->skip_ok;
 	sqe->user_data = i;
+	if (skip) {
+		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+		sqe->user_data |= UD_SKIP;
+		st->qskip++;
+		st->skip_prepped++;
+	}
 	if (s->res) {
 		s->res[i].id = d->id;
+		s->res[i].status = skip ? (int)s->len : 0; /* a failure's CQE overwrites it */
 		s->res[i].flags = 0;
 		s->res[i].backlog = 0;
 	}
 }
 
-static void record_status(struct ms__send *s, uint64_t ud, int status)
+static void record_status(struct uring_state *st, struct ms__send *s, uint64_t ud, int status)
 {
+	if (ud & UD_SKIP) {
+		st->skip_reported++;
+		ud &= ~UD_SKIP;
+	}
 	if (ud & UD_BUCKET) {
 		((struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET))->st = status;
 		return;
@@ -303,26 +329,39 @@ static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int
 	struct io_uring_sq *sq = &st->ring.sq;
 	unsigned head = io_uring_smp_load_acquire(sq->khead);
 	for (unsigned k = head; k != sq->sqe_tail; k++)
-		record_status(s, sq->sqes[k & *sq->kring_mask].user_data, err);
+		record_status(st, s, sq->sqes[k & *sq->kring_mask].user_data, err);
 	sq->sqe_head = sq->sqe_tail = head;
 	io_uring_smp_store_release(sq->ktail, head);
 }
 
+/* Of the n requests submitted from SQE index first on, those that always complete. */
+static unsigned count_completing(const struct uring_state *st, unsigned first, unsigned n)
+{
+	const struct io_uring_sq *sq = &st->ring.sq;
+	unsigned c = 0;
+	for (unsigned k = first; k != first + n; k++)
+		c += !(sq->sqes[k & *sq->kring_mask].flags & IOSQE_CQE_SKIP_SUCCESS);
+	return c;
+}
+
 /*
- * Submit the queued requests, wait for every submitted one, record their results; interrupted
- * sends are appended to st->retry. Returns 0, or -errno when the ring refused (part of) the
- * batch: the refused requests are recorded with that error and withdrawn.
+ * Submit the queued requests, wait for every submitted one that completes (all but the
+ * successful fire-and-forget ones, see the top of this file), record their results;
+ * interrupted sends are appended to st->retry. Returns 0, or -errno when the ring refused
+ * (part of) the batch: the refused requests are recorded with that error and withdrawn.
  */
 static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, unsigned *nretry)
 {
-	unsigned submitted = 0, seen = 0, busy = 0;
+	unsigned submitted = 0, seen = 0, busy = 0, skips = st->qskip;
+	unsigned first = io_uring_smp_load_acquire(st->ring.sq.khead);
 	int err = 0, r;
 
+	st->qskip = 0;
 	/* One call normally does it all (SUBMIT_ALL); a short submission returns at once. */
 	while (submitted < queued) {
 		s->syscalls++;
 		r = submitted ? io_uring_submit(&st->ring)
-			      : io_uring_submit_and_wait(&st->ring, queued);
+			      : io_uring_submit_and_wait(&st->ring, queued - skips);
 		if (r == -EINTR || ((r == -EAGAIN || r == -EBUSY) && ++busy < 1000))
 			continue;
 		if (r < 0) {
@@ -331,24 +370,30 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 		}
 		submitted += (unsigned)r;
 	}
-	while (seen < submitted) {
+	unsigned expect = submitted == queued ? queued - skips
+					      : count_completing(st, first, submitted);
+	for (;;) {
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&st->ring, head, cqe) {
 			uint64_t ud = cqe->user_data;
-			if (cqe->res == -EINTR)
-				st->retry[(*nretry)++] = ud;
-			else
-				record_status(s, ud, cqe->res);
+			if (!(ud & UD_SKIP))
+				seen++;
+			if (cqe->res == -EINTR) {
+				if (ud & UD_SKIP)
+					st->skip_reported++; /* prep counts it again */
+				st->retry[(*nretry)++] = ud & ~UD_SKIP;
+			} else {
+				record_status(st, s, ud, cqe->res);
+			}
 			n++;
 		}
 		io_uring_cq_advance(&st->ring, n);
-		seen += n;
-		if (seen >= submitted)
+		if (seen >= expect)
 			break;
 		/* Requests that had to wait for socket space still use the buffer: wait. */
 		s->syscalls++;
-		r = io_uring_wait_cqe_nr(&st->ring, &cqe, submitted - seen);
+		r = io_uring_wait_cqe_nr(&st->ring, &cqe, expect - seen);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && !err)
 			err = r; /* cannot happen short of a broken ring; keep waiting regardless */
 	}
@@ -394,7 +439,7 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
 	}
 	/* Interrupted requests that could not be submitted again get the ring's error. */
 	for (unsigned k = 0; k < nretry; k++)
-		record_status(s, st->retry[k], err);
+		record_status(st, s, st->retry[k], err);
 	return err;
 }
 
@@ -404,20 +449,20 @@ static int uring_send(struct ms__send *s)
 	struct uring_state *st = g->ctx->be_state;
 	int err = !st->ready ? make_ready(st) : pthread_equal(st->owner, pthread_self()) ? 0 : -EEXIST;
 	unsigned queued = 0;
-	size_t i = 0;
+	struct ms__walk w;
+	struct ms__run run;
 
-	for (uint32_t k = 0; k < g->nbuckets; k++) {
-		struct ms__bucket *b = g->buckets[k];
-		if (b->stalled) { /* its backlog goes first: lib/slow.c */
-			i += b->n;
+	st->skip_prepped = st->skip_reported = 0;
+	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
+		struct ms__bucket *b = run.b;
+		if (b->stalled) /* its backlog goes first: lib/slow.c */
 			continue;
-		}
-		for (uint32_t j = 0; j < b->n; j++, i++) {
+		for (uint32_t j = run.j0; j < run.j1; j++) {
 			if (err) {
-				ms__record(s, i, b->dests[j].id, err);
+				ms__record(s, run.base + j, b->dests[j].id, err);
 				continue;
 			}
-			prep(st, s, b, j, i);
+			prep(st, s, b, j, run.base + j);
 			if (++queued == st->depth) {
 				err = flush_all(st, s, queued);
 				queued = 0;
@@ -426,6 +471,11 @@ static int uring_send(struct ms__send *s)
 	}
 	if (!err && queued)
 		err = flush_all(st, s, queued);
+	/* The fire-and-forget sends that did not complete took the whole message (prep wrote
+	 * their status). */
+	uint64_t quiet = st->skip_prepped - st->skip_reported;
+	s->accepted += (uint32_t)quiet;
+	s->bytes += quiet * s->len;
 	return err;
 }
 
@@ -446,9 +496,11 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 		if (st->setup_flags & names[k].flag)
 			snprintf(flags + strlen(flags), sizeof(flags) - strlen(flags), "%s%s",
 				 *flags ? "|" : "", names[k].name);
-	snprintf(buf, len, "ring of %u entries, flags %s, %s, %s", st->depth,
+	snprintf(buf, len, "ring of %u entries, flags %s, %s, %s, %s", st->depth,
 		 *flags ? flags : "none", st->files_ok ? "registered files" : "plain fds",
-		 g_send_addr ? "SEND with address" : "SENDMSG for addresses");
+		 g_send_addr ? "SEND with address" : "SENDMSG for addresses",
+		 st->skip_ok ? "fire-and-forget datagrams with MS_SEND_DONTWAIT"
+			     : "every send completes (no CQE_SKIP_SUCCESS)");
 }
 
 const struct ms__backend ms__backend_iouring = {

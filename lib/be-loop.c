@@ -7,17 +7,15 @@
 
 static int loop_send(struct ms__send *s)
 {
-	struct ms_group *g = s->g;
-	size_t i = 0;
+	struct ms__walk w;
+	struct ms__run run;
 
-	for (uint32_t k = 0; k < g->nbuckets; k++) {
-		struct ms__bucket *b = g->buckets[k];
+	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
+		struct ms__bucket *b = run.b;
 		int flags = s->msg_flags | b->xflags;
-		if (b->stalled) { /* its backlog goes first: lib/slow.c */
-			i += b->n;
+		if (b->stalled) /* its backlog goes first: lib/slow.c */
 			continue;
-		}
-		for (uint32_t j = 0; j < b->n; j++, i++) {
+		for (uint32_t j = run.j0; j < run.j1; j++) {
 			const struct ms__dest *d = &b->dests[j];
 			ssize_t r;
 			do {
@@ -32,7 +30,7 @@ static int loop_send(struct ms__send *s)
 				else
 					r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, flags);
 			} while (r < 0 && errno == EINTR);
-			ms__record(s, i, d->id, r < 0 ? -errno : (int)r);
+			ms__record(s, run.base + j, d->id, r < 0 ? -errno : (int)r);
 		}
 	}
 	return 0;

@@ -5,7 +5,8 @@
  * only when the FIRST message of the call failed; so after a partial return we resume at the
  * first unsent message, and the next call either sends it or fails with that message's own
  * error, which is recorded for it alone before moving past it. Nothing is sent twice: a
- * message is resent only when the kernel said it was not sent.
+ * message is resent only when the kernel said it was not sent. With MS_CFG_ROTATE a socket's
+ * destinations may go in two runs (the order wraps around inside its array): one more call.
  */
 #include <errno.h>
 
@@ -14,16 +15,17 @@
 
 static int mmsg_send(struct ms__send *s)
 {
-	struct ms_group *g = s->g;
-	size_t base = 0;
+	struct ms__walk w;
+	struct ms__run run;
 
-	for (uint32_t k = 0; k < g->nbuckets; k++) {
-		struct ms__bucket *b = g->buckets[k];
-		uint32_t off = 0;
+	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
+		struct ms__bucket *b = run.b;
+		size_t base = run.base;
+		uint32_t off = run.j0, end = run.j1;
 		if (b->stalled) /* its backlog goes first: lib/slow.c */
-			off = b->n;
-		while (off < b->n) {
-			uint32_t chunk = b->n - off;
+			continue;
+		while (off < end) {
+			uint32_t chunk = end - off;
 			if (chunk > MS__MMSG_MAX)
 				chunk = MS__MMSG_MAX;
 			s->syscalls++;
@@ -46,7 +48,6 @@ static int mmsg_send(struct ms__send *s)
 				ms__record(s, base + j, b->dests[j].id, (int)b->msgs[j].msg_len);
 			off += (uint32_t)r;
 		}
-		base += b->n;
 	}
 	return 0;
 }

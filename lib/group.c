@@ -349,6 +349,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	g->ids[id].b = b;
 	g->ids[id].pos = pos;
 	g->size++;
+	g->rot_ok = false;
 	return id;
 }
 
@@ -373,6 +374,7 @@ int ms_group_remove(struct ms_group *g, int id)
 	g->ids[id].b = NULL;
 	g->freeids[g->nfreeids++] = id;
 	g->size--;
+	g->rot_ok = false;
 	if (!b->n) {
 		bucket_drop(g, b);
 		ms__publish(g->ctx); /* a backlog it held is discarded */

@@ -85,6 +85,12 @@ struct ms_group {
 	size_t backlog;             /* bytes held in the buckets' backlogs */
 	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/tstamp.c), NULL until used */
 	uint64_t ts_calls;          /* fan-outs, for one in ts_sample */
+	/* MS_CFG_ROTATE: the group position where the next fan-out starts, and its bucket,
+	 * index in it and the bucket's first position; add and remove clear rot_ok (the three
+	 * are found again from rot_pos on the next call). */
+	size_t rot_pos, rot_base;
+	uint32_t rot_k, rot_j;
+	bool rot_ok;
 };
 
 /* Counters kept per context; ms_ctx_stats copies them out. */
@@ -120,7 +126,56 @@ struct ms__send {
 	uint64_t slow_queued, slow_dropped, slow_removed;
 	bool ts_armed;           /* some message headers carry timestamp requests (msg_control):
 	                            the backends must send those with sendmsg */
+	/* Where the send order starts (MS_CFG_ROTATE; all 0 otherwise): bucket k0, index j0 in
+	 * it, and base0, the group position of that bucket's first destination. */
+	uint32_t k0, j0;
+	size_t base0;
 };
+
+/*
+ * The send order of one fan-out, as the backends walk it: runs of consecutive destinations of
+ * one bucket. Without rotation the runs are the buckets in group order; with it, the order
+ * starts at (k0, j0), goes to the end and wraps around to just before it, so the first run is
+ * the tail of bucket k0 and, when j0 > 0, the last is its head. Every destination is in
+ * exactly one run; a run's destination j has group position base + j (the result index).
+ */
+struct ms__run {
+	struct ms__bucket *b;
+	uint32_t j0, j1; /* destinations b->dests[j0 .. j1) */
+	size_t base;     /* group position of b->dests[0] */
+};
+struct ms__walk {
+	const struct ms_group *g;
+	uint32_t k, done, runs, j0;
+	size_t base;
+};
+static inline void ms__walk_start(struct ms__walk *w, const struct ms__send *s)
+{
+	w->g = s->g;
+	w->k = s->k0;
+	w->j0 = s->j0;
+	w->base = s->base0;
+	w->done = 0;
+	w->runs = s->g->nbuckets + (s->j0 != 0);
+}
+static inline bool ms__walk_next(struct ms__walk *w, struct ms__run *r)
+{
+	if (w->done == w->runs)
+		return false;
+	if (w->k == w->g->nbuckets) { /* wrap around */
+		w->k = 0;
+		w->base = 0;
+	}
+	struct ms__bucket *b = w->g->buckets[w->k];
+	r->b = b;
+	r->base = w->base;
+	r->j0 = w->done == 0 ? w->j0 : 0;
+	r->j1 = w->done == w->runs - 1 && w->j0 ? w->j0 : b->n;
+	w->done++;
+	w->k++;
+	w->base += b->n;
+	return true;
+}
 
 enum ms__errclass ms__errclass(int err);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);

@@ -53,6 +53,35 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	ms__publish(ctx);
 }
 
+/* MS_CFG_ROTATE: this call starts where the group's cursor is, and moves it on by one. */
+static void rotate(struct ms_group *g, struct ms__send *s)
+{
+	if (!g->rot_ok) { /* the group changed: find the cursor's bucket again */
+		size_t p = g->rot_pos % g->size, base = 0;
+		uint32_t k = 0;
+		while (p - base >= g->buckets[k]->n)
+			base += g->buckets[k++]->n;
+		g->rot_k = k;
+		g->rot_j = (uint32_t)(p - base);
+		g->rot_base = base;
+		g->rot_ok = true;
+	}
+	s->k0 = g->rot_k;
+	s->j0 = g->rot_j;
+	s->base0 = g->rot_base;
+	g->rot_pos = g->rot_base + g->rot_j + 1;
+	if (++g->rot_j >= g->buckets[g->rot_k]->n) {
+		g->rot_base += g->buckets[g->rot_k]->n;
+		g->rot_j = 0;
+		if (++g->rot_k == g->nbuckets) {
+			g->rot_k = 0;
+			g->rot_base = 0;
+		}
+	}
+	if (g->rot_pos == g->size)
+		g->rot_pos = 0;
+}
+
 static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
 		   unsigned flags, struct ms_result *res)
 {
@@ -76,6 +105,8 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 		.managed = g->nmanaged > 0,
 	};
 	struct ms_ctx *ctx = g->ctx;
+	if (ctx->flags & MS_CFG_ROTATE)
+		rotate(g, &s);
 	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0)
 		ms__ts_begin(&s);
 	int err = ctx->be->send(&s);

@@ -60,6 +60,7 @@ struct sample {
 	uint64_t t0;         /* its call's CLOCK_REALTIME */
 	uint32_t key0;       /* its first key */
 	uint32_t size;       /* the group's size then */
+	uint32_t start;      /* the group position sent first (not 0 with MS_CFG_ROTATE) */
 	uint32_t n, cap;
 	struct ts_dest *d;
 	union ts_ctl *ctl;
@@ -294,7 +295,8 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 		/* Only the fan-out's own ends count: a first or last destination that could not
 		 * be stamped leaves its histogram alone rather than lend it a neighbour. */
 		const struct ts_dest *f = &t->d[0], *l = &t->d[t->n - 1];
-		bool fok = f->got && f->pos == 0, lok = l->got && l->pos == t->size - 1;
+		uint32_t lpos = (t->start ? t->start : t->size) - 1;
+		bool fok = f->got && f->pos == t->start, lok = l->got && l->pos == lpos;
 		if (fok)
 			ms__hist_add(&sl->hist[MS__H_CALL_FIRST], lag(best(f), t->t0));
 		if (lok)
@@ -397,21 +399,30 @@ void ms__ts_begin(struct ms__send *s)
 	t->n = 0;
 	t->size = (uint32_t)g->size;
 	t->key0 = ctx->ts_key;
+	t->start = (uint32_t)(s->base0 + s->j0);
 	ctx->ts.sampled++;
+	/* In send order (rotated or not): the entries' first and last are the fan-out's. */
 	if (all) {
-		uint32_t pos = 0;
-		for (uint32_t k = 0; k < g->nbuckets; k++) {
-			struct ms__bucket *b = g->buckets[k];
-			for (uint32_t j = 0; j < b->n; j++, pos++)
-				if (!b->stalled)
-					arm_one(s, t, b, j, pos);
-		}
+		struct ms__walk w;
+		struct ms__run run;
+		for (ms__walk_start(&w, s); ms__walk_next(&w, &run);)
+			for (uint32_t j = run.j0; j < run.j1; j++)
+				if (!run.b->stalled)
+					arm_one(s, t, run.b, j, (uint32_t)(run.base + j));
 	} else {
-		struct ms__bucket *first = g->buckets[0], *last = g->buckets[g->nbuckets - 1];
+		struct ms__bucket *first = g->buckets[s->k0], *last;
+		uint32_t lj;
+		if (s->j0) {
+			last = first;
+			lj = s->j0 - 1;
+		} else {
+			last = g->buckets[(s->k0 ? s->k0 : g->nbuckets) - 1];
+			lj = last->n - 1;
+		}
 		if (!first->stalled)
-			arm_one(s, t, first, 0, 0);
+			arm_one(s, t, first, s->j0, t->start);
 		if (g->size > 1 && !last->stalled)
-			arm_one(s, t, last, last->n - 1, (uint32_t)g->size - 1);
+			arm_one(s, t, last, lj, (t->start ? t->start : (uint32_t)g->size) - 1);
 	}
 	ctx->ts_key += t->n;
 	if (!t->n)

@@ -495,16 +495,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned backend = 1 + take(&in) % 3, shape = take(&in);
 	/* Timestamps: off, every fan-out's first and last destination, or all of them. */
 	unsigned ts = (shape >> 3) % 3;
+	/* Rotation: the send order starts one destination later on each fan-out. */
+	unsigned rot = shape >> 7;
 	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
-				 .flags = MS_CFG_IGNORE_ENV, .queue_depth = 1u << (shape % 8),
+				 .flags = MS_CFG_IGNORE_ENV | (rot ? MS_CFG_ROTATE : 0),
+				 .queue_depth = 1u << (shape % 8),
 				 .ts_sample = ts ? 1 : 0, .ts_flags = ts == 2 ? MS_TS_ALL_DESTS : 0 };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
 	/* Contexts are kept from one input to the next (one per backend, ring size and sampling):
 	 * setting up a ring and its file table costs more than most inputs, and a context
 	 * outliving many groups is what a publisher does. */
-	static struct ms_ctx *ctxs[4][8][3];
-	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)][ts];
+	static struct ms_ctx *ctxs[4][8][3][2];
+	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)][ts][rot];
 	if (!*slot)
 		CHECK(ms_ctx_new(slot, &cfg) == 0);
 	ctx = *slot;

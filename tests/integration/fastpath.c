@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fast-path options on real sockets, once per backend: `fastpath BACKEND`.
+ *
+ * - MS_CFG_ROTATE: every destination is a different loopback address (127.0.0.1, .2, ...) on
+ *   one port, and ONE receiving socket bound to that port on all addresses reads them all, with
+ *   IP_PKTINFO saying which address each datagram was sent to. The sending thread is pinned to
+ *   one CPU, so loopback delivers in send order, and the arrival order is the send order. For
+ *   every call the test checks that the order is exactly the group order started one
+ *   destination later than the call before (the group order is what res[] reports), with one
+ *   unconnected socket, with one connected socket per destination, and with a mix of both; then
+ *   that over 10,000 calls every destination's mean position is (N - 1) / 2, the issue's
+ *   fairness figure. Group changes between calls, streams, and timestamps (the sample's first
+ *   entry is the destination sent first) with rotation too.
+ * - Fire and forget (io_uring with MS_SEND_DONTWAIT on datagram sockets: only failures
+ *   complete): one io_uring_enter per fan-out, every status the message length, every copy
+ *   there byte for byte; a full receiver's -EAGAIN reported for it alone, exactly, while the
+ *   others succeed. The other backends run the same checks with their own system-call counts.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "multisend.h"
+#include "net.h"
+
+static enum ms_backend backend;
+
+static struct ms_ctx *new_ctx(uint32_t flags, uint32_t ts_sample, uint32_t ts_flags)
+{
+	struct ms_config cfg = { .size = sizeof(cfg),
+				 .backend = backend,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | flags,
+				 .ts_sample = ts_sample,
+				 .ts_flags = ts_flags };
+	struct ms_ctx *ctx = NULL;
+	assert_int_equal(ms_ctx_new(&ctx, &cfg), 0);
+	return ctx;
+}
+
+static struct ms_stats stats(const struct ms_ctx *ctx)
+{
+	struct ms_stats st = { .size = sizeof(st) };
+	assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+	return st;
+}
+
+/* Loopback delivers in send order only when every send leaves from the same CPU. */
+static void pin_to_this_cpu(void)
+{
+	int cpu = sched_getcpu();
+	assert_true(cpu >= 0);
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+/* ---- one receiver, many loopback addresses ------------------------------------------------ */
+
+#define MAXD 64
+
+struct rig {
+	int rx;                  /* bound to 0.0.0.0:port, IP_PKTINFO on */
+	in_port_t port;
+	int tx[MAXD];            /* sockets the library sends on (-1: none) */
+	int ntx;
+	uint32_t addr_of_id[MAXD * 4]; /* destination id -> address index (127.0.0.(1 + k)) */
+	int id_of_addr[MAXD];          /* address index -> id, -1 when not in the group */
+	unsigned naddr;
+};
+
+static struct sockaddr_in lo_addr(const struct rig *r, unsigned k)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = r->port };
+	a.sin_addr.s_addr = htonl(0x7f000001u + k);
+	return a;
+}
+
+static void rig_init(struct rig *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(r->rx >= 0);
+	struct sockaddr_in any = { .sin_family = AF_INET };
+	assert_int_equal(bind(r->rx, (struct sockaddr *)&any, sizeof(any)), 0);
+	socklen_t l = sizeof(any);
+	assert_int_equal(getsockname(r->rx, (struct sockaddr *)&any, &l), 0);
+	r->port = any.sin_port;
+	int one = 1, big = 4 << 20;
+	assert_int_equal(setsockopt(r->rx, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)), 0);
+	(void)setsockopt(r->rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+	for (int k = 0; k < MAXD; k++)
+		r->id_of_addr[k] = -1;
+}
+
+static int rig_socket(struct rig *r)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	r->tx[r->ntx++] = fd;
+	return fd;
+}
+
+/* Add address k to g: on the unconnected socket fd, or (fd < 0) on a new socket connected to
+ * it. */
+static int rig_add(struct rig *r, struct ms_group *g, int fd, unsigned k)
+{
+	struct sockaddr_in a = lo_addr(r, k);
+	struct ms_dest d = { .fd = fd, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
+	if (fd < 0) {
+		d.fd = rig_socket(r);
+		assert_int_equal(connect(d.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		d.addr = NULL;
+		d.addrlen = 0;
+	}
+	int id = ms_group_add(g, &d);
+	assert_true(id >= 0 && id < MAXD * 4);
+	r->addr_of_id[id] = k;
+	r->id_of_addr[k] = id;
+	if (k >= r->naddr)
+		r->naddr = k + 1;
+	return id;
+}
+
+static void rig_free(struct rig *r)
+{
+	close(r->rx);
+	for (int k = 0; k < r->ntx; k++)
+		close(r->tx[k]);
+}
+
+/* Read n datagrams; order[i] = the address index the i-th was sent to. Each must carry msg. */
+static void rig_recv(const struct rig *r, size_t n, const unsigned char *msg, size_t len,
+		     unsigned *order)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct pollfd p = { .fd = r->rx, .events = POLLIN };
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		unsigned char buf[256];
+		union {
+			char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+			struct cmsghdr align;
+		} ctl;
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+				    .msg_controllen = sizeof(ctl.b) };
+		ssize_t got = recvmsg(r->rx, &m, MSG_DONTWAIT);
+		assert_int_equal(got, (ssize_t)len);
+		assert_memory_equal(buf, msg, len);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		assert_non_null(c);
+		assert_int_equal(c->cmsg_type, IP_PKTINFO);
+		struct in_pktinfo pi;
+		memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+		uint32_t k = ntohl(pi.ipi_addr.s_addr) - 0x7f000001u;
+		assert_true(k < r->naddr);
+		order[i] = k;
+	}
+	char extra;
+	assert_int_equal(recv(r->rx, &extra, 1, MSG_DONTWAIT), -1);
+}
+
+/* One fan-out; checks results and arrival; returns the group position sent first. */
+static size_t fan_once(struct rig *r, struct ms_group *g, unsigned call, unsigned flags,
+		       struct ms_result *res, unsigned *order)
+{
+	size_t n = ms_group_size(g);
+	unsigned char msg[48];
+	make_payload(msg, sizeof(msg), call);
+	assert_int_equal(ms_send(g, msg, sizeof(msg), flags, res), (int)n);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(res[i].status, (int)sizeof(msg));
+	rig_recv(r, n, msg, sizeof(msg), order);
+	/* The arrival order is the group order (res[]) rotated: find where it starts. */
+	size_t start = n;
+	for (size_t i = 0; i < n; i++)
+		if (r->addr_of_id[res[i].id] == order[0])
+			start = i;
+	assert_true(start < n);
+	for (size_t i = 0; i < n; i++) {
+		size_t p = (start + i) % n;
+		if (r->addr_of_id[res[p].id] != order[i]) {
+			print_error("call %u: arrival %zu is address %u, expected group position %zu "
+				    "(address %u)\n", call, i, order[i], p, r->addr_of_id[res[p].id]);
+			fail();
+		}
+	}
+	return start;
+}
+
+/*
+ * shape: socket of each address k < n: -1 connected, else index into a few unconnected
+ * sockets. Checks every call's order, then the fairness figure.
+ */
+static void rotate_shape(const int *shape, unsigned n, unsigned calls)
+{
+	struct rig r;
+	rig_init(&r);
+	pin_to_this_cpu();
+	int shared[4];
+	for (int k = 0; k < 4; k++)
+		shared[k] = rig_socket(&r);
+	struct ms_ctx *ctx = new_ctx(MS_CFG_ROTATE, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	for (unsigned k = 0; k < n; k++)
+		rig_add(&r, g, shape[k] < 0 ? -1 : shared[shape[k]], k);
+
+	struct ms_result res[MAXD];
+	unsigned order[MAXD];
+	double possum[MAXD] = { 0 };
+	size_t prev = 0;
+	for (unsigned c = 0; c < calls; c++) {
+		size_t start = fan_once(&r, g, c, 0, res, order);
+		if (c)
+			assert_int_equal(start, (prev + 1) % n); /* one later each call */
+		else
+			assert_int_equal(start, 0);
+		prev = start;
+		for (unsigned i = 0; i < n; i++)
+			possum[order[i]] += i;
+	}
+	/* Fairness: each destination's mean position in the send order, against (N - 1) / 2. */
+	double want = (n - 1) / 2.0, worst = 0;
+	for (unsigned k = 0; k < n; k++) {
+		double mean = possum[k] / calls, dev = mean > want ? mean - want : want - mean;
+		if (dev > worst)
+			worst = dev;
+		assert_true(dev <= 0.05 * want);
+	}
+	printf("# %s: %u destinations, %u calls: mean send positions within %.4f of %.1f\n",
+	       ms_backend_name(backend), n, calls, worst, want);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
+static void test_rotate_one_socket(void **state)
+{
+	(void)state;
+	int shape[16] = { 0 };
+	rotate_shape(shape, 16, 10000);
+}
+
+static void test_rotate_connected(void **state)
+{
+	(void)state;
+	int shape[12];
+	for (int k = 0; k < 12; k++)
+		shape[k] = -1;
+	rotate_shape(shape, 12, 10000);
+}
+
+static void test_rotate_mixed(void **state)
+{
+	(void)state;
+	/* Runs of 3, 1 and 4 on three sockets, two connected sockets between them. */
+	const int shape[] = { 0, 0, -1, 1, 0, 2, 2, -1, 2, 2 };
+	rotate_shape(shape, sizeof(shape) / sizeof(shape[0]), 2000);
+}
+
+/* Adds and removes between calls: every destination still gets exactly one copy, and the
+ * order is still the group order rotated. */
+static void test_rotate_group_changes(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_init(&r);
+	pin_to_this_cpu();
+	int s0 = rig_socket(&r), s1 = rig_socket(&r);
+	struct ms_ctx *ctx = new_ctx(MS_CFG_ROTATE, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	bool in[MAXD] = { false };
+	for (unsigned k = 0; k < 20; k++) {
+		rig_add(&r, g, k % 3 == 2 ? -1 : (k % 2 ? s1 : s0), k);
+		in[k] = true;
+	}
+	struct ms_result res[MAXD];
+	unsigned order[MAXD];
+	srand(7);
+	for (unsigned c = 0; c < 600; c++) {
+		if (c % 3 == 0) { /* remove one, add one back that is out */
+			unsigned k = (unsigned)rand() % 20;
+			if (in[k] && ms_group_size(g) > 1) {
+				assert_int_equal(ms_group_remove(g, r.id_of_addr[k]), 0);
+				r.id_of_addr[k] = -1;
+				in[k] = false;
+			}
+			unsigned a = (unsigned)rand() % 20;
+			if (!in[a]) {
+				rig_add(&r, g, a % 3 == 2 ? -1 : (a % 2 ? s1 : s0), a);
+				in[a] = true;
+			}
+		}
+		size_t n = ms_group_size(g);
+		fan_once(&r, g, c, 0, res, order);
+		bool seen[MAXD] = { false };
+		for (size_t i = 0; i < n; i++) {
+			assert_true(in[order[i]]);
+			assert_false(seen[order[i]]);
+			seen[order[i]] = true;
+		}
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
+/* Streams with rotation: every receiver gets every message once, in order, byte for byte. */
+static void test_rotate_streams(void **state)
+{
+	(void)state;
+	struct net nt;
+	net_init(&nt);
+	assert_int_equal(net_add(&nt, K_TCP4, 5), 0);
+	assert_int_equal(net_add(&nt, K_SEQPACKET, 3), 0);
+	struct ms_ctx *ctx = new_ctx(MS_CFG_ROTATE, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	struct ms_result res[8];
+	for (unsigned c = 0; c < 50; c++) {
+		unsigned char msg[300];
+		make_payload(msg, sizeof(msg), c);
+		assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), 8);
+		for (size_t i = 0; i < nt.n; i++)
+			assert_true(expect_one(&nt.ep[i], msg, sizeof(msg), 5000));
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
+/* A sampled fan-out's stamps come in send order: the first entry is the destination sent
+ * first, which moves with rotation. */
+static void test_rotate_timestamps(void **state)
+{
+	(void)state;
+	struct ms_config probe = { .size = sizeof(probe), .backend = backend, .ts_sample = 1,
+				   .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	struct ms_ctx *pc;
+	if (ms_ctx_new(&pc, &probe)) {
+		skip(); /* no per-datagram stamp keys on this kernel: tstamp says so too */
+	}
+	ms_ctx_free(pc);
+	struct rig r;
+	rig_init(&r);
+	pin_to_this_cpu();
+	int s0 = rig_socket(&r);
+	struct ms_ctx *ctx = new_ctx(MS_CFG_ROTATE, 1, MS_TS_ALL_DESTS);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	for (unsigned k = 0; k < 6; k++)
+		rig_add(&r, g, k < 4 ? s0 : -1, k);
+	struct ms_result res[MAXD];
+	unsigned order[MAXD];
+	size_t starts[8];
+	for (unsigned c = 0; c < 8; c++) {
+		starts[c] = fan_once(&r, g, c, 0, res, order);
+		if (c == 0)
+			continue;
+		/* The call before is accounted now that this one went out. */
+		struct ms_ts_dest d[MAXD];
+		assert_int_equal(ms_group_ts_last(g, d, MAXD, NULL), 6);
+		for (unsigned i = 0; i < 6; i++)
+			assert_int_equal(d[i].pos, (starts[c - 1] + i) % 6);
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
+/* ---- fire and forget ------------------------------------------------------------------------ */
+
+/* MS_SEND_DONTWAIT on datagram sockets: every copy arrives and every status is the length; on
+ * io_uring one system call per fan-out (only failures complete, and nothing is waited for). */
+static void test_dontwait_datagrams(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_init(&r);
+	pin_to_this_cpu();
+	int s0 = rig_socket(&r);
+	struct ms_ctx *ctx = new_ctx(0, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	const unsigned n = 40;
+	for (unsigned k = 0; k < n; k++)
+		rig_add(&r, g, k % 4 == 3 ? -1 : s0, k);
+	struct ms_result res[MAXD];
+	unsigned order[MAXD];
+	struct ms_stats before = stats(ctx);
+	const unsigned calls = 200;
+	for (unsigned c = 0; c < calls; c++)
+		fan_once(&r, g, c, MS_SEND_DONTWAIT, res, order);
+	struct ms_stats after = stats(ctx);
+	assert_int_equal(after.dests_accepted - before.dests_accepted, (uint64_t)calls * n);
+	assert_int_equal(after.dests_failed - before.dests_failed, 0);
+	assert_int_equal(after.bytes - before.bytes, (uint64_t)calls * n * 48);
+	uint64_t sys = after.syscalls - before.syscalls;
+	/* loop: one per destination; sendmmsg: one per socket; io_uring: one per fan-out. */
+	uint64_t want = backend == MS_BACKEND_LOOP ? n : backend == MS_BACKEND_SENDMMSG ? 1 + n / 4 : 1;
+	assert_int_equal(sys, (uint64_t)calls * want);
+	printf("# %s: %u datagram destinations with MS_SEND_DONTWAIT: %.1f system calls per "
+	       "fan-out\n", ms_backend_name(backend), n, (double)sys / calls);
+	if (backend == MS_BACKEND_IO_URING) {
+		/* The kernel here has IORING_FEAT_CQE_SKIP (5.17+): the path above was the one
+		 * where only failures complete. */
+		char line[256];
+		assert_true(ms_ctx_describe(ctx, line, sizeof(line)) > 0);
+		printf("# %s\n", line);
+		assert_non_null(strstr(line, "fire-and-forget"));
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
+/* A receiver that stops reading: only its destination fails (-EAGAIN), exactly, counted;
+ * the others get every message. AF_UNIX datagrams: the sender sees the receiver's full queue. */
+static void test_dontwait_full_receiver(void **state)
+{
+	(void)state;
+	struct net nt;
+	net_init(&nt);
+	assert_int_equal(net_add(&nt, K_UNIX_CONN, 6), 0);
+	struct ms_ctx *ctx = new_ctx(0, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	const size_t stuck = 2; /* this endpoint's receiver is never read */
+	struct ms_result res[8];
+	unsigned char msg[1000];
+	uint64_t again = 0, ok_stuck = 0;
+	struct ms_stats before = stats(ctx);
+	for (unsigned c = 0; c < 400; c++) {
+		make_payload(msg, sizeof(msg), c);
+		int acc = ms_send(g, msg, sizeof(msg), MS_SEND_DONTWAIT, res);
+		int want_acc = 6;
+		for (size_t i = 0; i < 6; i++) {
+			long e = net_find(&nt, res[i].id);
+			assert_true(e >= 0);
+			if ((size_t)e == stuck) {
+				if (res[i].status == -EAGAIN) {
+					again++;
+					want_acc--;
+				} else {
+					assert_int_equal(res[i].status, (int)sizeof(msg));
+					ok_stuck++;
+				}
+			} else {
+				assert_int_equal(res[i].status, (int)sizeof(msg));
+				assert_true(expect_one(&nt.ep[e], msg, sizeof(msg), 5000));
+			}
+		}
+		assert_int_equal(acc, want_acc);
+	}
+	struct ms_stats after = stats(ctx);
+	assert_true(again > 0 && ok_stuck > 0); /* it filled up, then refused */
+	assert_int_equal(after.dests_failed - before.dests_failed, again);
+	assert_int_equal(after.err_again - before.err_again, again);
+	assert_int_equal(after.dests_accepted - before.dests_accepted, 400 * 6 - again);
+	/* The stuck receiver holds exactly the messages it was said to take. */
+	uint64_t held = 0;
+	unsigned char buf[2000];
+	while (recv(nt.ep[stuck].rx, buf, sizeof(buf), MSG_DONTWAIT) == (ssize_t)sizeof(msg))
+		held++;
+	assert_int_equal(held, ok_stuck);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
+		return 2;
+	}
+	int b = ms_backend_from_name(argv[1]);
+	backend = b > 0 ? (enum ms_backend)b : MS_BACKEND_AUTO;
+	if (!backend) {
+		fprintf(stderr, "unknown backend %s\n", argv[1]);
+		return 2;
+	}
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	struct ms_ctx *probe;
+	int err = ms_ctx_new(&probe, &cfg);
+	if (err) {
+		printf("backend %s unavailable here (%s): skipped\n", argv[1], ms_strerror(err));
+		return 77;
+	}
+	ms_ctx_free(probe);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rotate_one_socket),
+		cmocka_unit_test(test_rotate_connected),
+		cmocka_unit_test(test_rotate_mixed),
+		cmocka_unit_test(test_rotate_group_changes),
+		cmocka_unit_test(test_rotate_streams),
+		cmocka_unit_test(test_rotate_timestamps),
+		cmocka_unit_test(test_dontwait_datagrams),
+		cmocka_unit_test(test_dontwait_full_receiver),
+	};
+	return cmocka_run_group_tests_name(argv[1], tests, NULL, NULL);
+}
