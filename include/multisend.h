@@ -86,7 +86,18 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * destination; with the sendmmsg backend, one more system call per fan-out whose start falls
  * inside a socket's run of destinations (its array is sent in two parts). */
 #define MS_CFG_ROTATE (1u << 2)
-#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE)
+/* Lock the library's memory (mlock(2)), which also faults it in, so that no page fault lands
+ * on the send path: the context, its live-counter slot, the io_uring rings, every group's
+ * arrays (message headers, addresses, ids), timestamp buffers, as they are allocated or grow.
+ * A lock that fails fails the call that needed it, like an allocation: ms_ctx_new,
+ * ms_group_new and ms_group_add return its error (-ENOMEM past RLIMIT_MEMLOCK, -EPERM) and
+ * change nothing; a timestamp sample that cannot be locked is not taken; a slow consumer's
+ * backlog, which grows on the send path, is locked when it grows if it can be. Memory the
+ * library frees stays locked (it goes back to malloc); mappings it unmaps (rings) do not.
+ * The caller's buffers, result arrays and the stack are the caller's: see the README for
+ * mlockall(2) and isolated CPUs. */
+#define MS_CFG_MLOCK (1u << 3)
+#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
  * "library default". */

@@ -154,6 +154,22 @@ static void files_register(struct uring_state *st)
 	}
 }
 
+/* MS_CFG_MLOCK: our own arrays, and the rings and submission entries (64 bytes an entry,
+ * 256 KiB for 4096) for kernels that fault them in on first touch. Linux 6.18 inserts every
+ * ring page when the ring is mapped and marks the mapping special, which mlock leaves alone
+ * (nor does VmLck count it): those pages are resident and mapped from the start. */
+static int lock_ring(const struct ms_ctx *ctx, struct uring_state *st)
+{
+	const struct io_uring *r = &st->ring;
+	int err;
+	if ((err = ms__mlock(ctx, st, sizeof(*st))) ||
+	    (err = ms__mlock(ctx, r->sq.ring_ptr, r->sq.ring_sz)) ||
+	    (err = ms__mlock(ctx, r->cq.ring_ptr, r->cq.ring_sz)) ||
+	    (err = ms__mlock(ctx, r->sq.sqes, (size_t)*r->sq.kring_entries * sizeof(*r->sq.sqes))))
+		return err;
+	return ms__mlock(ctx, st->retry, st->depth * sizeof(*st->retry));
+}
+
 static int uring_ctx_init(struct ms_ctx *ctx)
 {
 	struct uring_state *st = calloc(1, sizeof(*st));
@@ -165,6 +181,8 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 		if (!st->retry)
 			err = -ENOMEM;
 	}
+	if (!err)
+		err = lock_ring(ctx, st);
 	if (err) {
 		if (st->depth)
 			io_uring_queue_exit(&st->ring);
@@ -210,6 +228,10 @@ static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 		if (!in)
 			return -ENOMEM; /* refs grew but nrefs did not: nothing is lost */
 		st->inos = in;
+		int err;
+		if ((err = ms__mlock(ctx, r, (size_t)n * sizeof(*r))) ||
+		    (err = ms__mlock(ctx, in, (size_t)n * sizeof(*in))))
+			return err; /* the same: nrefs did not grow */
 		memset(r + st->nrefs, 0, (size_t)(n - st->nrefs) * sizeof(*r));
 		st->nrefs = n;
 	}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "shm-format.h"
@@ -296,6 +297,13 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 
 /* ---- contexts ------------------------------------------------------------------------------- */
 
+int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n)
+{
+	if (!(ctx->flags & MS_CFG_MLOCK) || !n)
+		return 0;
+	return mlock(p, n) ? -errno : 0;
+}
+
 static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 {
 	memset(c, 0, sizeof(*c));
@@ -440,7 +448,11 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return -ENOTSUP;
 	}
-	if ((err = slot_setup(ctx, shm))) {
+	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
+	    (err = ms__mlock(ctx, ctx->own, sizeof(*ctx->own))) ||
+	    (err = ms__mlock(ctx, ctx->slot, sizeof(*ctx->slot)))) {
+		if (ctx->slot && ctx->slot != ctx->own)
+			ms__shm_close(ctx->slot);
 		free(ctx->own);
 		if (ctx->be->ctx_fini)
 			ctx->be->ctx_fini(ctx);

@@ -49,7 +49,7 @@ static void fdmap_insert(struct ms__fdmap *m, struct ms__bucket *b)
 }
 
 /* Make room for one more entry (load factor at most 1/2). */
-static int fdmap_reserve(struct ms__fdmap *m)
+static int fdmap_reserve(const struct ms_ctx *ctx, struct ms__fdmap *m)
 {
 	if ((m->n + 1) * 2 <= m->cap)
 		return 0;
@@ -59,9 +59,11 @@ static int fdmap_reserve(struct ms__fdmap *m)
 	struct ms__bucket **old = m->slots;
 	uint32_t ocap = m->cap;
 	m->slots = calloc(ncap, sizeof(*m->slots));
-	if (!m->slots) {
+	int err = m->slots ? ms__mlock(ctx, m->slots, ncap * sizeof(*m->slots)) : -ENOMEM;
+	if (err) {
+		free(m->slots);
 		m->slots = old;
-		return -ENOMEM;
+		return err;
 	}
 	m->cap = ncap;
 	m->n = 0;
@@ -149,7 +151,9 @@ static void set_name(struct ms__bucket *b, uint32_t i)
 	h->msg_namelen = b->dests[i].addrlen;
 }
 
-static int bucket_reserve(struct ms__bucket *b)
+/* Room for one more destination. With MS_CFG_MLOCK the capacity grows only once the grown
+ * arrays are locked (they may have moved all the same: the pointers are always current). */
+static int bucket_reserve(const struct ms_ctx *ctx, struct ms__bucket *b)
 {
 	if (b->n < b->cap)
 		return 0;
@@ -168,6 +172,10 @@ static int bucket_reserve(struct ms__bucket *b)
 		set_name(b, i);
 	if (!m)
 		return -ENOMEM;
+	int err;
+	if ((err = ms__mlock(ctx, d, (size_t)ncap * sizeof(*d))) ||
+	    (err = ms__mlock(ctx, m, (size_t)ncap * sizeof(*m))))
+		return err;
 	b->cap = ncap;
 	return 0;
 }
@@ -190,9 +198,13 @@ int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
 	if (!g)
 		return -ENOMEM;
 	g->iov = calloc(IOV_MAX, sizeof(*g->iov));
-	if (!g->iov) {
+	int err = g->iov ? 0 : -ENOMEM;
+	if (!err && !(err = ms__mlock(ctx, g, sizeof(*g))))
+		err = ms__mlock(ctx, g->iov, IOV_MAX * sizeof(*g->iov));
+	if (err) {
+		free(g->iov);
 		free(g);
-		return -ENOMEM;
+		return err;
 	}
 	g->ctx = ctx;
 	g->iovlen = 1;
@@ -253,6 +265,10 @@ static int ids_reserve(struct ms_group *g)
 	if (!freeids)
 		return -ENOMEM;
 	g->freeids = freeids;
+	int err;
+	if ((err = ms__mlock(g->ctx, ids, (size_t)ncap * sizeof(*ids))) ||
+	    (err = ms__mlock(g->ctx, freeids, (size_t)ncap * sizeof(*freeids))))
+		return err;
 	g->capids = ncap;
 	return 0;
 }
@@ -266,6 +282,9 @@ static int buckets_reserve(struct ms_group *g)
 	if (!v)
 		return -ENOMEM;
 	g->buckets = v;
+	int err = ms__mlock(g->ctx, v, (size_t)ncap * sizeof(*v));
+	if (err)
+		return err;
 	g->capbuckets = ncap;
 	return 0;
 }
@@ -275,18 +294,22 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 		      struct ms__bucket **out)
 {
 	int err;
-	if ((err = fdmap_reserve(&g->fdmap)) || (err = buckets_reserve(g)))
+	if ((err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)))
 		return err;
 	struct ms__bucket *b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
+	if ((err = ms__mlock(g->ctx, b, sizeof(*b)))) {
+		free(b);
+		return err;
+	}
 	b->fd = fd;
 	b->ino = ino;
 	int fl = fcntl(fd, F_GETFL);
 	b->nonblock = fl >= 0 && (fl & O_NONBLOCK);
 	b->type = type;
 	b->family = family;
-	if ((err = bucket_reserve(b))) {
+	if ((err = bucket_reserve(g->ctx, b))) {
 		bucket_free(b);
 		return err;
 	}
@@ -326,7 +349,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	if ((err = ids_reserve(g)))
 		return err;
 	if (b)
-		err = bucket_reserve(b);
+		err = bucket_reserve(g->ctx, b);
 	else
 		err = bucket_new(g, d->fd, type, family, ino, &b);
 	if (err)

@@ -178,6 +178,8 @@ static inline bool ms__walk_next(struct ms__walk *w, struct ms__run *r)
 }
 
 enum ms__errclass ms__errclass(int err);
+/* MS_CFG_MLOCK: lock (and so fault in) [p, p + n). 0, or -errno; 0 without the flag. */
+int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
 /* Add a call's counts to its context's counters. */
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);

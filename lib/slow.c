@@ -59,6 +59,9 @@ static int backlog_append(struct ms_group *g, struct ms__bucket *b, const struct
 			return -ENOMEM;
 		b->bl.buf = nb;
 		b->bl.cap = ncap;
+		/* MS_CFG_MLOCK: best effort here (the README says so): the backlog holds the
+		 * message either way, and a failed lock must not drop it. */
+		(void)ms__mlock(g->ctx, nb, ncap);
 	}
 	char *dst = b->bl.buf + b->bl.off + b->bl.len;
 	if (hdr) {

@@ -265,7 +265,8 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 		struct ms_ts_dest *p = realloc(tg->last, t->n * sizeof(*p));
 		if (p) {
 			tg->last = p;
-			tg->last_cap = t->n;
+			if (!ms__mlock(ctx, p, t->n * sizeof(*p)))
+				tg->last_cap = t->n; /* else no copy this time */
 		}
 	}
 	tg->last_n = t->n <= tg->last_cap ? t->n : 0;
@@ -340,7 +341,7 @@ static void account_all(struct ms_group *g)
 	account(g->ctx, t, &t->s[t->cur]);
 }
 
-static bool grow(struct sample *t, uint32_t n)
+static bool grow(const struct ms_ctx *ctx, struct sample *t, uint32_t n)
 {
 	if (n <= t->cap)
 		return true;
@@ -352,6 +353,8 @@ static bool grow(struct sample *t, uint32_t n)
 	if (!c)
 		return false;
 	t->ctl = c;
+	if (ms__mlock(ctx, d, n * sizeof(*d)) || ms__mlock(ctx, c, n * sizeof(*c)))
+		return false; /* this sample is not taken; the next one tries again */
 	t->cap = n;
 	return true;
 }
@@ -381,6 +384,10 @@ void ms__ts_begin(struct ms__send *s)
 
 	if (!g->ts) {
 		g->ts = calloc(1, sizeof(*g->ts));
+		if (g->ts && ms__mlock(ctx, g->ts, sizeof(*g->ts))) {
+			free(g->ts);
+			g->ts = NULL;
+		}
 		if (!g->ts)
 			return; /* not sampled this time; the send goes on */
 	}
@@ -394,7 +401,7 @@ void ms__ts_begin(struct ms__send *s)
 
 	bool all = ctx->ts_flags & MS_TS_ALL_DESTS;
 	uint32_t want = all ? (uint32_t)g->size : (g->size > 1 ? 2 : 1);
-	if (!grow(t, want))
+	if (!grow(ctx, t, want))
 		return;
 	t->n = 0;
 	t->size = (uint32_t)g->size;

@@ -16,6 +16,8 @@
  *   complete): one io_uring_enter per fan-out, every status the message length, every copy
  *   there byte for byte; a full receiver's -EAGAIN reported for it alone, exactly, while the
  *   others succeed. The other backends run the same checks with their own system-call counts.
+ * - MS_CFG_MLOCK: the process's locked memory (VmLck) grows by at least the group's arrays,
+ *   and not at all without the flag.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -487,6 +489,86 @@ static void test_dontwait_full_receiver(void **state)
 	net_free(&nt);
 }
 
+/* ---- MS_CFG_MLOCK ----------------------------------------------------------------------------- */
+
+/* The sanitizers' runtimes make mlock(2) a no-op that succeeds (their shadow memory could not
+ * be locked), so VmLck stays 0 there; the calls and their error paths still run. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* The process's locked memory, from /proc/self/status (kB). */
+static long vmlck_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	assert_non_null(f);
+	char line[256];
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	assert_true(kb >= 0);
+	return kb;
+}
+
+/* With MS_CFG_MLOCK the group's arrays (and io_uring's rings) are locked as they grow; every
+ * destination still gets its one copy. Without it nothing is locked. */
+static void test_mlock(void **state)
+{
+	(void)state;
+	const unsigned n = 3000; /* message headers and addresses: 3000 * (64 + 136) bytes */
+	long base = vmlck_kb();
+	for (int locked = 0; locked < 2; locked++) {
+		net_raise_nofile(64);
+		int rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		int tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_true(rx >= 0 && tx >= 0);
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_int_equal(bind(rx, (struct sockaddr *)&a, sizeof(a)), 0);
+		socklen_t l = sizeof(a);
+		assert_int_equal(getsockname(rx, (struct sockaddr *)&a, &l), 0);
+		int big = 8 << 20;
+		(void)setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+		struct ms_ctx *ctx = new_ctx(locked ? MS_CFG_MLOCK : 0, 0, 0);
+		struct ms_group *g;
+		assert_int_equal(ms_group_new(ctx, &g), 0);
+		/* The same address n times: one receiver counts the copies. */
+		struct ms_dest d = { .fd = tx, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
+		for (unsigned k = 0; k < n; k++)
+			assert_true(ms_group_add(g, &d) >= 0);
+		long kb = vmlck_kb() - base;
+		printf("# %s, %s: %ld kB locked with %u destinations\n", ms_backend_name(backend),
+		       locked ? "MS_CFG_MLOCK" : "no MS_CFG_MLOCK", kb, n);
+		if (locked && !SANITIZED)
+			assert_true(kb >= (long)(n * (sizeof(struct mmsghdr) + 128) / 1024));
+		else
+			assert_int_equal(kb, 0);
+		unsigned char msg[32];
+		make_payload(msg, sizeof(msg), 1);
+		assert_int_equal(ms_send(g, msg, sizeof(msg), 0, NULL), (int)n);
+		for (unsigned k = 0; k < n; k++) {
+			unsigned char buf[64];
+			assert_int_equal(recv(rx, buf, sizeof(buf), MSG_DONTWAIT), (ssize_t)sizeof(msg));
+			assert_memory_equal(buf, msg, sizeof(msg));
+		}
+		char c;
+		assert_int_equal(recv(rx, &c, 1, MSG_DONTWAIT), -1);
+		ms_group_free(g);
+		ms_ctx_free(ctx);
+		close(rx);
+		close(tx);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -517,6 +599,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rotate_timestamps),
 		cmocka_unit_test(test_dontwait_datagrams),
 		cmocka_unit_test(test_dontwait_full_receiver),
+		cmocka_unit_test(test_mlock),
 	};
 	return cmocka_run_group_tests_name(argv[1], tests, NULL, NULL);
 }
