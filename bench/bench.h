@@ -5,8 +5,10 @@
  *   cli.c       the command line
  *   main.c      signals, the sending thread, the namespace's lifetime, the progress line
  *   env.c       the environment header (kernel, CPU, library, backends, sink)
- *   workload.c  the backends under test (raw-sendto and the library's), destination sets,
- *               and the inner send loops
+ *   workload.c  the backends under test (the hand-written baselines and the library's),
+ *               destination sets, and the inner send loops
+ *   raw.c       the hand-written baselines: raw-sendto, raw-sendmmsg, raw-io_uring
+ *   callgrind.c --callgrind: user-space instructions per destination under valgrind
  *   run.c       throughput runs: warm-up, interleaved rounds, timing, per-run samples
  *   latency.c   fixed-rate runs timed from each call's scheduled start
  *   capacity.c  the a + b*N fit and the capacity answer
@@ -32,12 +34,16 @@
 #define MAX_LIST 64
 #define MAX_ROUNDS 1000
 
-/* The library's backends twice: as they are, and with kernel transmit timestamps sampled
+/* The hand-written baselines (no library: raw-sendto, the yardstick of every ratio, and the
+ * opt-in raw-sendmmsg and raw-io_uring, each the library backend's shape written by hand),
+ * then the library's backends twice: as they are, and with kernel transmit timestamps sampled
  * (--ts-sample, --ts-compare), so that both can run interleaved in one set of rounds. A "+ts"
  * variant has its own context and its own sending sockets: timestamps are set up per socket
  * and come back on its error queue, which two contexts must not share. */
 enum variant_id {
 	V_RAW,
+	V_RAW_SENDMMSG,
+	V_RAW_IO_URING,
 	V_LOOP,
 	V_SENDMMSG,
 	V_IO_URING,
@@ -47,6 +53,12 @@ enum variant_id {
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
+
+/* A baseline written without the library. */
+static inline bool variant_is_raw(enum variant_id v)
+{
+	return v <= V_RAW_IO_URING;
+}
 
 static inline bool variant_is_ts(enum variant_id v)
 {
@@ -62,6 +74,23 @@ static inline enum variant_id variant_base(enum variant_id v)
 static inline enum variant_id variant_ts(enum variant_id v)
 {
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_TS) : v;
+}
+
+/* A library backend's hand-written twin, the same fan-out without the library (loop: raw-sendto,
+ * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts" variant: its plain backend's); -1 for
+ * the baselines themselves. */
+static inline int variant_twin(enum variant_id v)
+{
+	switch (variant_base(v)) {
+	case V_LOOP:
+		return V_RAW;
+	case V_SENDMMSG:
+		return V_RAW_SENDMMSG;
+	case V_IO_URING:
+		return V_RAW_IO_URING;
+	default:
+		return -1;
+	}
 }
 
 enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER };
@@ -100,6 +129,14 @@ struct opts {
 	 * (otherwise the "+ts" variants replace the plain ones). */
 	uint32_t ts_sample;
 	bool ts_compare, ts_all, ts_hist;
+	/* --callgrind: instructions per destination of each backend under valgrind's callgrind
+	 * (callgrind.c), files kept in callgrind_out when given. The bench re-executes itself
+	 * there once per backend and configuration with --callgrind-child (cg_child): warm-up
+	 * fan-outs cg_warmup, then --iterations counted ones, and nothing else. */
+	bool callgrind, cg_child, backends_given;
+	const char *callgrind_out;
+	uint64_t cg_warmup;
+	const char *cg_conflict; /* an option given that --callgrind has no use for */
 };
 
 /* A backend under test: raw-sendto (no library) or one of the library's. */
@@ -154,6 +191,10 @@ struct result {
 	 * round, as for raw-sendto: what sampling costs. */
 	bool have_base;
 	struct summary b_dests_s, b_cpu_proc, b_cpu_caller;
+	/* A library backend whose hand-written twin (variant_twin) ran in the same rounds: CPU per
+	 * destination over the twin's, round by round: what the library adds to that shape. */
+	bool have_twin;
+	struct summary t_cpu_proc, t_cpu_caller;
 	struct ts_result *ts; /* "+ts" variants only, else NULL */
 	struct kstat k; /* summed over rounds */
 	uint64_t failed, dests, received, lost, late, bad, corrupt, foreign, preempted, drops;
@@ -291,6 +332,11 @@ int latency_probe(struct session *s, enum variant_id v, uint64_t n, uint64_t siz
 
 /* capacity.c */
 int run_capacity(struct session *s);
+
+/* callgrind.c: the --callgrind parent (runs the children, prints the table; an exit status),
+ * and a child's measurement on the sending thread (0 or -errno). */
+int callgrind_main(const struct opts *o, const struct env_info *env);
+int callgrind_child(struct session *s);
 
 /* env.c */
 void env_collect(struct env_info *e);

@@ -126,9 +126,9 @@ static void answer(struct session *s)
 	int w;
 
 	c->best = -1;
-	/* The recommendation is a library backend; raw-sendto is the yardstick. */
+	/* The recommendation is a library backend; the hand-written baselines are yardsticks. */
 	for (unsigned i = 0; i < c->nrows; i++)
-		if (c->row[i].n_max && c->row[i].v != V_RAW &&
+		if (c->row[i].n_max && !variant_is_raw(c->row[i].v) &&
 		    (c->best < 0 || c->row[i].n_max > c->row[c->best].n_max ||
 		     (c->row[i].n_max == c->row[c->best].n_max && c->row[i].b < c->row[c->best].b)))
 			c->best = (int)i;
@@ -148,7 +148,7 @@ static void answer(struct session *s)
 			const struct cap_row *r = &c->row[i];
 
 			pre += r->preempted;
-			if (r->v != V_RAW && r->n_cpu && (!cpu || r->n_cpu > cpu->n_cpu))
+			if (!variant_is_raw(r->v) && r->n_cpu && (!cpu || r->n_cpu > cpu->n_cpu))
 				cpu = r;
 		}
 		if (!cpu)
@@ -183,7 +183,7 @@ static void answer(struct session *s)
 		p += w, left -= (size_t)w;
 		first = 0;
 		/* Say so when a runner-up is within what one run can resolve. */
-		if (!close && r->v != V_RAW && (double)r->n_max >= 0.95 * (double)b->n_max)
+		if (!close && !variant_is_raw(r->v) && (double)r->n_max >= 0.95 * (double)b->n_max)
 			close = variant_name(r->v);
 	}
 	if (close)

@@ -16,6 +16,9 @@
 
 static const char *const colour[V_COUNT] = {
 	[V_RAW] = "#222222",
+	/* The other hand-written baselines: greys, darker than nothing but raw-sendto. */
+	[V_RAW_SENDMMSG] = "#7f7f7f",
+	[V_RAW_IO_URING] = "#a0a0a0",
 	[V_LOOP] = "#1f77b4",
 	[V_SENDMMSG] = "#ff7f0e",
 	[V_IO_URING] = "#2ca02c",

@@ -27,9 +27,13 @@ static void usage(FILE *f)
 	      "                                     its scheduled start (p50..p99.99, max)\n"
 	      "                           capacity  the largest fan-out per core for --rate,\n"
 	      "                                     --size, --cpu-budget, --p99-bound\n"
-	      "  -b, --backends LIST    raw-sendto,loop,sendmmsg,io_uring (default: all available,\n"
-	      "                         in this order, which is also the interleaving order).\n"
-	      "                         raw-sendto is the baseline every ratio is taken against\n"
+	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring\n"
+	      "                         or all; runs interleave in this order. Default: raw-sendto\n"
+	      "                         and every available library backend (--callgrind: all).\n"
+	      "                         raw-sendto is the baseline every ratio is taken against;\n"
+	      "                         raw-sendmmsg and raw-io_uring are the library's sendmmsg\n"
+	      "                         and io_uring fan-outs written by hand (opt-in), and add a\n"
+	      "                         'vs raw twin' column\n"
 	      "  -n, --fanout LIST      destinations per call, e.g. 1,16,256,1024\n"
 	      "  -s, --size LIST        message sizes in bytes (1..65507), e.g. 64,512\n"
 	      "      --sink NAME        loopback (default): receivers on 127.0.0.1, drained between\n"
@@ -72,6 +76,16 @@ static void usage(FILE *f)
 	      "      --ts-all           stamp every destination of a sampled fan-out (default: the\n"
 	      "                         first and the last)\n"
 	      "      --ts-hist          print each +ts backend's whole first-to-last skew histogram\n"
+	      "\n"
+	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
+	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
+	      "                         --fanout (default 256) and --size (default 64), --sink and\n"
+	      "                         shape, collecting only its per-fan-out function (ms_send,\n"
+	      "                         bench_raw_*_fanout) after a warm-up; prints instructions per\n"
+	      "                         destination and each library backend's ratio to its\n"
+	      "                         hand-written twin. --iterations sets the counted fan-outs\n"
+	      "                         (default: about 65536 destinations' worth; --quick 1/8)\n"
+	      "      --callgrind-out DIR  keep the callgrind.out files there (for callgrind_annotate)\n"
 	      "\n"
 	      "Output (the table always goes to stdout, or to stderr with --json -):\n"
 	      "  -J, --json FILE|-      one JSON object per line: env, then one per backend and\n"
@@ -134,6 +148,7 @@ static int parse_backends(const char *arg, struct opts *o)
 		return bad("--backends: too long: %s", arg);
 	strcpy(buf, arg);
 	o->nvariants = 0;
+	o->backends_given = true;
 	if (!strcmp(buf, "all")) {
 		for (int v = 0; v < V_FIRST_TS; v++)
 			o->order[o->nvariants++] = (enum variant_id)v;
@@ -143,8 +158,8 @@ static int parse_backends(const char *arg, struct opts *o)
 		int v = variant_from_name(tok);
 
 		if (v < 0)
-			return bad("--backends: unknown backend '%s' (raw-sendto, loop, sendmmsg, "
-				   "io_uring, all)",
+			return bad("--backends: unknown backend '%s' (raw-sendto, raw-sendmmsg, "
+				   "raw-io_uring, loop, sendmmsg, io_uring, all)",
 				   tok);
 		if (seen[v])
 			return bad("--backends: '%s' given twice", tok);
@@ -165,7 +180,7 @@ static int expand_ts(struct opts *o)
 	for (unsigned i = 0; i < o->nvariants; i++) {
 		enum variant_id v = o->order[i];
 
-		if (v == V_RAW) {
+		if (variant_is_raw(v)) {
 			order[n++] = v;
 			continue;
 		}
@@ -198,6 +213,9 @@ enum {
 	OPT_TS_COMPARE,
 	OPT_TS_ALL,
 	OPT_TS_HIST,
+	OPT_CALLGRIND,
+	OPT_CALLGRIND_OUT,
+	OPT_CALLGRIND_CHILD,
 };
 
 static const struct option long_opts[] = {
@@ -226,6 +244,10 @@ static const struct option long_opts[] = {
 	{ "ts-compare", required_argument, NULL, OPT_TS_COMPARE },
 	{ "ts-all", no_argument, NULL, OPT_TS_ALL },
 	{ "ts-hist", no_argument, NULL, OPT_TS_HIST },
+	{ "callgrind", no_argument, NULL, OPT_CALLGRIND },
+	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
+	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
+	{ "callgrind-child", required_argument, NULL, OPT_CALLGRIND_CHILD },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -241,13 +263,18 @@ int parse_args(int argc, char **argv, struct opts *o)
 	o->cpu = -1;
 	o->cpu_budget = 0.7;
 	o->progress = true;
-	/* The "+ts" variants join only with --ts-sample or --ts-compare (expand_ts). */
+	/* The "+ts" variants join only with --ts-sample or --ts-compare (expand_ts). raw-sendmmsg
+	 * and raw-io_uring only when asked for: the default run's time is fixed, and two more
+	 * backends would cut every backend's timed runs to two thirds (wider ranges for the
+	 * headline ratios) to answer a question --callgrind answers better. */
 	for (int v = 0; v < V_FIRST_TS; v++)
-		o->order[o->nvariants++] = (enum variant_id)v;
+		if (!variant_is_raw((enum variant_id)v) || v == V_RAW)
+			o->order[o->nvariants++] = (enum variant_id)v;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":m:b:n:s:t:i:qr:J:hV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
+			o->cg_conflict = "--mode";
 			if (parse_modes(optarg, &o->modes))
 				return -EINVAL;
 			break;
@@ -287,6 +314,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->verify_payload = true;
 			break;
 		case 't':
+			o->cg_conflict = "--duration";
 			if (parse_double(optarg, 0.1, 86400, &o->duration))
 				return bad("--duration: expected seconds 0.1..86400, got '%s'", optarg);
 			break;
@@ -295,6 +323,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 				return bad("--iterations: expected a positive count, got '%s'", optarg);
 			break;
 		case OPT_ROUNDS:
+			o->cg_conflict = "--rounds";
 			if (parse_u64(optarg, 1, MAX_ROUNDS, &u))
 				return bad("--rounds: expected 1..1000, got '%s'", optarg);
 			o->rounds = (unsigned)u;
@@ -303,6 +332,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->quick = true;
 			break;
 		case 'r':
+			o->cg_conflict = "--rate";
 			n = parse_u64_list(optarg, 1, 100000000, true, o->rates, MAX_LIST);
 			if (n < 0)
 				return bad("--rate: expected a list of rates per second (1..100m), got '%s'",
@@ -315,19 +345,23 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->cpu = (int)u;
 			break;
 		case OPT_BUDGET:
+			o->cg_conflict = "--cpu-budget";
 			if (parse_double(optarg, 0.001, 1, &o->cpu_budget))
 				return bad("--cpu-budget: expected a fraction of a core in (0, 1], got '%s'",
 					   optarg);
 			break;
 		case OPT_P99:
+			o->cg_conflict = "--p99-bound";
 			if (parse_double(optarg, 0.001, 1e9, &o->p99_bound_us))
 				return bad("--p99-bound: expected microseconds > 0, got '%s'", optarg);
 			break;
 		case OPT_SUBS:
+			o->cg_conflict = "--subscribers";
 			if (parse_u64(optarg, 1, UINT64_C(1) << 40, &o->subscribers))
 				return bad("--subscribers: expected a positive count, got '%s'", optarg);
 			break;
 		case OPT_RELAY:
+			o->cg_conflict = "--relay-cores";
 			if (parse_u64(optarg, 1, 4096, &u))
 				return bad("--relay-cores: expected 1..4096, got '%s'", optarg);
 			o->relay_cores = (unsigned)u;
@@ -336,9 +370,11 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->json = optarg;
 			break;
 		case OPT_CSV:
+			o->cg_conflict = "--csv";
 			o->csv = optarg;
 			break;
 		case OPT_REPORT:
+			o->cg_conflict = "--report";
 			o->report = optarg;
 			break;
 		case OPT_NO_PROGRESS:
@@ -346,6 +382,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_TS_SAMPLE:
 		case OPT_TS_COMPARE:
+			o->cg_conflict = c == OPT_TS_SAMPLE ? "--ts-sample" : "--ts-compare";
 			/* The library's range for ms_config.ts_sample. */
 			if (parse_u64(optarg, 0, 1000000000, &u))
 				return bad("%s: expected one in K fan-outs, K = 1..1000000000 (0: off)",
@@ -356,10 +393,23 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->ts_compare = u && c == OPT_TS_COMPARE;
 			break;
 		case OPT_TS_ALL:
+			o->cg_conflict = "--ts-all";
 			o->ts_all = true;
 			break;
 		case OPT_TS_HIST:
+			o->cg_conflict = "--ts-hist";
 			o->ts_hist = true;
+			break;
+		case OPT_CALLGRIND:
+			o->callgrind = true;
+			break;
+		case OPT_CALLGRIND_OUT:
+			o->callgrind_out = optarg;
+			break;
+		case OPT_CALLGRIND_CHILD:
+			if (parse_u64(optarg, 0, UINT64_C(1) << 40, &o->cg_warmup))
+				return bad("--callgrind-child: expected a warm-up count, got '%s'", optarg);
+			o->cg_child = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -382,6 +432,25 @@ int parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (optind < argc)
 		return bad("unexpected argument '%s' (options only)", argv[optind]);
+	if (o->callgrind_out && !o->callgrind)
+		return bad("--callgrind-out needs --callgrind%s", "");
+	if (o->callgrind && o->cg_child)
+		return bad("--callgrind and --callgrind-child exclude each other%s", "");
+	if (o->callgrind && o->cg_conflict)
+		return bad("--callgrind counts instructions over a fixed number of fan-outs; %s has no "
+			   "use there",
+			   o->cg_conflict);
+	if (o->callgrind && !o->backends_given) {
+		/* Every backend, so that each library backend meets its hand-written twin. */
+		o->nvariants = 0;
+		for (int v = 0; v < V_FIRST_TS; v++)
+			o->order[o->nvariants++] = (enum variant_id)v;
+	}
+	if (o->cg_child && (o->nvariants != 1 || o->nfanouts != 1 || o->nsizes != 1 ||
+			    !o->iterations || o->ts_sample || o->modes != MODE_COMPARE))
+		return bad("--callgrind-child is internal to --callgrind: one backend, one --fanout, one "
+			   "--size, --iterations%s",
+			   "");
 	if ((o->ts_all || o->ts_hist) && !o->ts_sample)
 		return bad("%s needs --ts-sample K or --ts-compare K",
 			   o->ts_all ? "--ts-all" : "--ts-hist");

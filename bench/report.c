@@ -188,11 +188,21 @@ static const char *ratio_str(char *buf, size_t len, const struct summary *r)
 	return buf;
 }
 
+/* The "vs raw twin" column: only when a hand-written twin other than raw-sendto runs (for loop
+ * alone it would repeat "vs raw-sendto"). */
+static bool show_twin(const struct session *s)
+{
+	for (unsigned i = 0; i < s->o->nvariants; i++)
+		if (s->o->order[i] == V_RAW_SENDMMSG || s->o->order[i] == V_RAW_IO_URING)
+			return true;
+	return false;
+}
+
 static void table_heading(struct session *s, unsigned mode)
 {
 	FILE *f = s->table;
 	const int bw = backend_width(s);
-	const bool nots = s->o->ts_compare;
+	const bool nots = s->o->ts_compare, twin = show_twin(s);
 
 	fprintf(f, "\n%s: %s sink, %s\n", mode == MODE_CAPACITY ? "capacity sweep" : mode_name(mode),
 		sink_name(s->o->sink),
@@ -200,6 +210,8 @@ static void table_heading(struct session *s, unsigned mode)
 				: "one unconnected socket");
 	fprintf(f, "%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "fan-out", "size", bw, "backend",
 		"fan-outs/s", "dests/s", "CPU ns/dest process", "caller", "vs raw-sendto");
+	if (twin)
+		fprintf(f, "  %-19s", "vs raw twin");
 	if (nots)
 		fprintf(f, "  %-19s", "+ts vs plain");
 	fprintf(f, " %8s %6s", "syscalls", "drops");
@@ -209,6 +221,8 @@ static void table_heading(struct session *s, unsigned mode)
 		fprintf(f, " %10s", "veth drops");
 	fprintf(f, "\n%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "", "B", bw, "", "median", "median",
 		"median [min-max]", "median", "CPU/dest [min-max]");
+	if (twin)
+		fprintf(f, "  %-19s", "CPU/dest [min-max]");
 	if (nots)
 		fprintf(f, "  %-19s", "CPU/dest [min-max]");
 	fprintf(f, " %8s %6s\n", "/fan-out", "");
@@ -233,6 +247,13 @@ void report_result(struct session *s, const struct result *r)
 	fprintf(f, "%7" PRIu64 " %5" PRIu64 "  %-*s %10s %9s  %-19s %6.0f  %-19s", r->n, r->size,
 		backend_width(s), variant_name(r->v), fmt_si(a, sizeof(a), r->fanouts_s.median),
 		fmt_si(b, sizeof(b), r->dests_s.median), cpu, r->cpu_caller.median, ratio);
+	if (show_twin(s)) {
+		char tw[40] = "-";
+
+		if (r->have_twin)
+			ratio_str(tw, sizeof(tw), &r->t_cpu_proc);
+		fprintf(f, "  %-19s", tw);
+	}
 	if (s->o->ts_compare) {
 		char nots[40] = "-";
 
@@ -614,7 +635,7 @@ static void json_summary(FILE *f, const char *name, const struct summary *m)
 
 static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 {
-	if (r->v == V_RAW) {
+	if (variant_is_raw(r->v)) {
 		fputs(",\"library\":null", f);
 		return;
 	}
@@ -689,6 +710,15 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		json_deliver(f, s, &all);
 	}
 	json_lib(f, r, &r->lib);
+	if (r->have_twin) {
+		fputs(",\"ratio_to_raw_twin\":{\"baseline\":", f);
+		json_str(f, variant_name((enum variant_id)variant_twin(r->v)));
+		json_summary(f, "cpu_ns_per_dest_process", &r->t_cpu_proc);
+		json_summary(f, "cpu_ns_per_dest_caller", &r->t_cpu_caller);
+		fputc('}', f);
+	} else {
+		fputs(",\"ratio_to_raw_twin\":null", f);
+	}
 	if (r->have_base) {
 		fputs(",\"ratio_to_no_ts\":{\"baseline\":", f);
 		json_str(f, variant_name(variant_base(r->v)));
@@ -996,10 +1026,17 @@ void report_legend(struct session *s)
 	      "the sending thread's alone.\n"
 	      "vs raw-sendto: CPU/dest over raw-sendto's in the same round; the median of those "
 	      "ratios [min-max].\n"
-	      "syscalls/fan-out: the library's own count (raw-sendto: one per destination).\n"
+	      "syscalls/fan-out: the library's own count (raw-sendto: one per destination; the other "
+	      "hand-written baselines count their own).\n"
 	      "drops: datagrams the kernel dropped over all rounds, counted at the receiving sockets "
 	      "(loopback, deliver)\n  or by the private namespace's UDP counters (netns-drop).\n",
 	      s->table);
+	if (show_twin(s))
+		fputs("raw-sendmmsg, raw-io_uring: the library's sendmmsg and io_uring fan-outs written by "
+		      "hand, without the library.\nvs raw twin: a library backend's CPU/dest over its "
+		      "hand-written twin's (loop: raw-sendto, sendmmsg:\n  raw-sendmmsg, io_uring: "
+		      "raw-io_uring) in the same round; the median of those ratios [min-max].\n",
+		      s->table);
 	if (s->o->ts_sample) {
 		fprintf(s->table,
 			"+ts/%u: the same backend with the library's kernel transmit timestamps on one "

@@ -209,7 +209,7 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 				return (int)room;
 			struct ms_stats st0, st1;
 			bool lib = variant_stats(s, v, &st0);
-			uint64_t pre0 = thread_preemptions(), rx0 = 0, rx1 = 0;
+			uint64_t pre0 = thread_preemptions(), rx0 = 0, rx1 = 0, sc0 = r->raw_syscalls;
 			struct clocks a, z;
 
 			/* Receiver CPU (deliver) is read just inside the process interval, so what is
@@ -234,8 +234,8 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 			out->proc_ns += z.proc - a.proc;
 			out->thread_ns += z.thread - a.thread;
 			out->rx_ns += rx1 - rx0;
-			if (v == V_RAW)
-				out->syscalls += (uint64_t)room * r->n;
+			if (variant_is_raw(v))
+				out->syscalls += r->raw_syscalls - sc0;
 			else if (lib)
 				out->syscalls += st1.syscalls - st0.syscalls;
 			out->fanouts += (uint64_t)room;
@@ -384,9 +384,10 @@ static double per(uint64_t a, uint64_t b)
 	return b ? (double)a / (double)b : 0;
 }
 
-/* raw: raw-sendto's result from the same rounds, base: for a "+ts" variant its plain backend's;
- * either may be NULL. */
-static void summarize_one(struct result *res, const struct result *raw, const struct result *base)
+/* raw: raw-sendto's result from the same rounds, base: for a "+ts" variant its plain backend's,
+ * twin: for a library backend its hand-written twin's; any may be NULL. */
+static void summarize_one(struct result *res, const struct result *raw, const struct result *base,
+			  const struct result *twin)
 {
 	double v[MAX_ROUNDS], w[MAX_ROUNDS];
 	unsigned n = res->rounds;
@@ -431,6 +432,11 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 		RATIO(base, b_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
 		RATIO(base, b_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
 		RATIO(base, b_cpu_caller, per(x->thread_ns, x->dests));
+	}
+	if (twin) {
+		res->have_twin = true;
+		RATIO(twin, t_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(twin, t_cpu_caller, per(x->thread_ns, x->dests));
 	}
 #undef SUMMARY
 #undef RATIO
@@ -546,12 +552,15 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 		if (act[i] == V_RAW)
 			raw = &res[i];
 	for (unsigned i = 0; i < nv; i++) {
-		const struct result *base = NULL;
+		const struct result *base = NULL, *twin = NULL;
 
-		for (unsigned j = 0; j < nv && variant_is_ts(act[i]); j++)
-			if (act[j] == variant_base(act[i]))
+		for (unsigned j = 0; j < nv; j++) {
+			if (variant_is_ts(act[i]) && act[j] == variant_base(act[i]))
 				base = &res[j];
-		summarize_one(&res[i], raw, base);
+			if ((int)act[j] == variant_twin(act[i]))
+				twin = &res[j];
+		}
+		summarize_one(&res[i], raw, base, twin);
 	}
 	double spread = 0;
 

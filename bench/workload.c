@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include "netns.h"
+#include "raw.h"
 #include "workload.h"
 
 static const char *const names[V_COUNT] = {
 	[V_RAW] = "raw-sendto",
+	[V_RAW_SENDMMSG] = "raw-sendmmsg",
+	[V_RAW_IO_URING] = "raw-io_uring",
 	[V_LOOP] = "loop",
 	[V_SENDMMSG] = "sendmmsg",
 	[V_IO_URING] = "io_uring",
@@ -117,6 +120,19 @@ int variants_open(struct session *s)
 				 "the baseline: a plain loop of sendto(2), one per destination, no "
 				 "library");
 			any++;
+			continue;
+		}
+		if (v == V_RAW_SENDMMSG) {
+			x->available = true;
+			snprintf(x->detail, sizeof(x->detail),
+				 "hand-written sendmmsg(2), no library: one call per socket per 1024 "
+				 "destinations on headers prepared once");
+			any++;
+			continue;
+		}
+		if (v == V_RAW_IO_URING) {
+			x->available = raw_uring_probe(x->detail, sizeof(x->detail));
+			any += x->available;
 			continue;
 		}
 		/* Exactly this backend, whatever MULTISEND_* says: the label must be true. */
@@ -250,6 +266,7 @@ static void close_senders(uint64_t n, int shared, int *conn)
 
 void rig_close(struct rig *r)
 {
+	raw_close(r);
 	for (int v = 0; v < V_COUNT; v++)
 		ms_group_free(r->g[v]);
 	close_senders(r->n, r->shared, r->conn);
@@ -341,6 +358,8 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 	msg_fill(r->msg, size);
 	if ((ret = open_senders(s, r, &r->shared, &r->conn, err, errlen)))
 		goto fail;
+	if ((ret = raw_open(s, r, err, errlen)))
+		goto fail;
 
 	for (int v = V_LOOP; v < V_COUNT; v++) {
 		int shared = r->shared, *conn = r->conn;
@@ -385,25 +404,14 @@ static inline void stamp(struct rig *r)
 		memcpy(r->msg, &r->seq, sizeof(r->seq));
 }
 
-/* The baseline, as a user would write it: nothing hoisted, nothing batched. */
-static uint64_t send_raw(struct rig *r, uint64_t count)
+/* The hand-written baselines (raw.c): one call per fan-out, as ms_send is for the library. */
+static uint64_t send_raw(struct rig *r, uint64_t (*fanout)(struct rig *), uint64_t count)
 {
-	const size_t len = r->size;
 	uint64_t failed = 0;
 
 	for (uint64_t k = 0; k < count; k++) {
 		stamp(r);
-		if (r->connected) {
-			for (uint64_t i = 0; i < r->n; i++)
-				if (sendto(r->conn[i], r->msg, len, 0, NULL, 0) != (ssize_t)len)
-					failed++;
-		} else {
-			for (uint64_t i = 0; i < r->n; i++)
-				if (sendto(r->shared, r->msg, len, 0,
-					   (const struct sockaddr *)&r->dests[i],
-					   sizeof(r->dests[i])) != (ssize_t)len)
-					failed++;
-		}
+		failed += fanout(r);
 	}
 	return failed;
 }
@@ -423,7 +431,22 @@ static uint64_t send_lib(struct rig *r, struct ms_group *g, uint64_t count)
 
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 {
-	uint64_t failed = v == V_RAW ? send_raw(r, count) : send_lib(r, r->g[v], count);
+	uint64_t failed;
+
+	switch (v) {
+	case V_RAW:
+		failed = send_raw(r, bench_raw_sendto_fanout, count);
+		break;
+	case V_RAW_SENDMMSG:
+		failed = send_raw(r, bench_raw_sendmmsg_fanout, count);
+		break;
+	case V_RAW_IO_URING:
+		failed = send_raw(r, bench_raw_uring_fanout, count);
+		break;
+	default:
+		failed = send_lib(r, r->g[v], count);
+		break;
+	}
 
 	r->pending += count;
 	r->accepted += count * r->n - failed;

@@ -9,8 +9,13 @@
 #ifndef BENCH_WORKLOAD_H
 #define BENCH_WORKLOAD_H
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include "bench.h"
 #include "sink.h"
+
+struct raw_uring;
 
 struct rig {
 	uint64_t n, size;
@@ -25,6 +30,13 @@ struct rig {
 	int ts_shared[V_COUNT];
 	int *ts_conn[V_COUNT];
 	struct ms_group *g[V_COUNT];
+	/* The hand-written baselines' own state (raw.c), on the plain sockets above: message
+	 * headers prepared once (raw-sendmmsg, and raw-io_uring's SENDMSG fallback) that all point
+	 * at raw_iov, the one iovec each fan-out sets; raw-io_uring's ring. */
+	struct mmsghdr *raw_mm;
+	struct iovec raw_iov;
+	struct raw_uring *raw_ring;
+	uint64_t raw_syscalls; /* system calls the baselines made, since the rig opened */
 	unsigned char *msg;
 	uint64_t seq;     /* last sequence number stamped into msg */
 	uint64_t pending; /* fan-outs since the sink was last drained */
@@ -45,7 +57,7 @@ void rig_close(struct rig *r);
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
 
 /* The library's counters of v's context so far (system calls, destinations, bytes); false for
- * raw-sendto, which has no context. */
+ * the hand-written baselines, which have no context. */
 bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *st);
 
 /* Descriptors a configuration needs, so it can be refused up front with a clear reason. */

@@ -15,9 +15,18 @@ usage: smoke.py TEST BENCH
   netns         --sink netns-drop (root): the veth dropped what was sent; namespace removed;
                 with --ts-sample, the veth's transmit stamps come back
   netns-sigint  SIGINT during a netns-drop run: exit 130 and the namespace is removed
+  raw           the hand-written baselines (--backends all: raw-sendto, raw-sendmmsg,
+                raw-io_uring beside the library's) on loopback, with --connected, on deliver
+                (sent = received + kernel drops for each) and, as root, on netns-drop: every
+                destination-send accounted, their own system-call counts, the library's
+                ratios to their hand-written twins
+  callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
+                per destination and the library / hand-written ratios are positive and finite,
+                --callgrind-out keeps callgrind's files
 Exit 77 = skipped.
 """
 import json
+import math
 import os
 import shutil
 import signal
@@ -292,7 +301,12 @@ def t_usage(bench):
                        (["--ts-hist"], "--ts-compare K"),
                        (["--ts-sample", "4", "--ts-compare", "4"], "exclude each other"),
                        (["--ts-compare", "4", "--backends", "raw-sendto"], "library backend"),
-                       (["--backends", "loop+ts/4"], "unknown backend")):
+                       (["--backends", "loop+ts/4"], "unknown backend"),
+                       (["--backends", "raw-writev"], "raw-sendmmsg"),
+                       (["--callgrind", "--mode", "sweep"], "no use there"),
+                       (["--callgrind", "--ts-sample", "4"], "no use there"),
+                       (["--callgrind-out", "/tmp/x"], "needs --callgrind"),
+                       (["--callgrind-child", "2"], "internal")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -304,6 +318,7 @@ def t_usage(bench):
                  "--cpu-budget", "--p99-bound", "--subscribers", "--relay-cores", "--json",
                  "--csv", "--report", "--no-progress", "--help", "--version",
                  "--ts-sample", "--ts-compare", "--ts-all", "--ts-hist",
+                 "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -408,12 +423,151 @@ def t_netns_sigint(bench):
     check(name not in namespaces(), f"{name} left behind after SIGINT")
 
 
+RAW = ("raw-sendto", "raw-sendmmsg", "raw-io_uring")
+TWIN = {"loop": "raw-sendto", "sendmmsg": "raw-sendmmsg", "io_uring": "raw-io_uring"}
+
+
+def check_raw(results, avail, connected, what):
+    """The hand-written baselines' rows: every destination-send made and accounted for, their
+    own system-call counts, and each library backend's ratio to its twin when both ran."""
+    check("raw-sendmmsg" in avail, f"{what}: raw-sendmmsg did not run: {avail}")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        n, fanouts = r["fanout"], sum(x["fanouts"] for x in r["runs"])
+        check(r["dests_sent"] == fanouts * n, f"{name}: dests_sent {r['dests_sent']}")
+        check(r["dests_failed"] == 0, f"{name}: {r['dests_failed']} destinations refused")
+        sc = r["syscalls_per_fanout"]["median"]
+        if r["backend"] in RAW:
+            check(r["library"] is None, f"{name}: a baseline with library counters")
+            check(r["ratio_to_raw_twin"] is None, f"{name}: a baseline with a twin ratio")
+        if r["backend"] == "raw-sendmmsg":
+            # One call per socket per 1024 destinations: nothing failed, so nothing resent.
+            want = n if connected else -(-n // 1024)
+            check(sc == want, f"{name}: {sc} system calls per fan-out, expected {want}")
+        elif r["backend"] == "raw-io_uring":
+            # One submit-and-wait per ring-full (and a wait more if a send had to queue).
+            check(-(-n // 4096) <= sc <= 2 * -(-n // 4096) + 1,
+                  f"{name}: {sc} system calls per fan-out")
+        elif r["backend"] in TWIN:
+            twin = r.get("ratio_to_raw_twin")
+            if TWIN[r["backend"]] in avail:
+                if check(isinstance(twin, dict), f"{name}: no ratio_to_raw_twin"):
+                    check(twin["baseline"] == TWIN[r["backend"]], f"{name}: twin {twin}")
+                    check(positive(twin, "cpu_ns_per_dest_process"),
+                          f"{name}: twin ratio not positive: {twin}")
+            else:
+                check(twin is None, f"{name}: a twin ratio without the twin")
+
+
+def t_raw(bench):
+    for extra, what in (([], "loopback"), (["--connected"], "loopback --connected")):
+        rc, out, err = run(bench, "--quick", "--backends", "all", "--fanout", "1,64", *extra,
+                           "--json", "-")
+        check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+        avail, results = check_results(parse_lines(out))
+        check_raw(results, avail, bool(extra), what)
+        check("vs raw twin" in err, f"{what}: no 'vs raw twin' column")
+    # Deliver: the receivers see every datagram each baseline says it sent.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--backends", "all", "--fanout",
+                       "16,256", "--json", "-")
+    check(rc == 0, f"deliver: exit status {rc}; stderr:\n{err}")
+    avail, results = check_results(parse_lines(out))
+    check_raw(results, avail, False, "deliver")
+    for r in results:
+        dv = r.get("deliver", {})
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(dv.get("unaccounted") == 0 and dv.get("malformed") == 0,
+              f"deliver {r['backend']} N={r['fanout']}: {dv}")
+        check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+              f"deliver {r['backend']} N={r['fanout']}: sent {sent} != received + drops {dv}")
+    if not have_netns():
+        return
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--backends", "all",
+                       "--fanout", "1,64", "--json", "-")
+    check(rc == 0, f"netns-drop: exit status {rc}; stderr:\n{err}")
+    avail, results = check_results(parse_lines(out))
+    check_raw(results, avail, False, "netns-drop")
+    for r in results:
+        sent = r["dests_sent"] - r["dests_failed"]
+        dropped = r["kernel"].get("veth_tx_dropped", -1)
+        check(sent <= dropped <= sent + 8,
+              f"netns-drop {r['backend']} N={r['fanout']}: veth dropped {dropped} of {sent}")
+
+
+def finite_positive(x):
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def check_callgrind(objs, what, backends, fanout):
+    env = [o for o in objs if o.get("type") == "callgrind_env"]
+    check(len(env) == 1 and env[0].get("valgrind", "").startswith("valgrind"),
+          f"{what}: callgrind_env {env}")
+    rows = [o for o in objs if o.get("type") == "callgrind"]
+    check(sorted(r["backend"] for r in rows) == sorted(backends),
+          f"{what}: rows for {[r['backend'] for r in rows]}, expected {backends}")
+    ok = {r["backend"] for r in rows if r["status"] == "ok"}
+    for r in rows:
+        name = f"{what} {r['backend']}"
+        check(r["fanout"] == fanout, f"{name}: fan-out {r['fanout']}")
+        if r["status"] != "ok":
+            # Only a backend this machine lacks may be missing, and it must say why.
+            check(r["status"] == "skipped" and "io_uring" in r["backend"] and r.get("reason"),
+                  f"{name}: {r}")
+            continue
+        check(r["function"] == ("ms_send" if r["backend"] in TWIN else
+                                "bench_raw_" + r["backend"][4:].replace("io_uring", "uring")
+                                + "_fanout"), f"{name}: function {r['function']}")
+        check(r["fanouts"] > 0 and r["instructions"] > 0, f"{name}: {r}")
+        check(finite_positive(r["instructions_per_dest"]), f"{name}: {r['instructions_per_dest']}")
+        check(abs(r["instructions_per_dest"] * r["fanouts"] * r["fanout"] - r["instructions"])
+              <= 1e-6 * r["instructions"] + 1 or r["warmup_counted"],
+              f"{name}: instructions / (fan-outs x N) != instructions_per_dest")
+        check(r["dests_failed"] == 0, f"{name}: {r['dests_failed']} destination-sends refused")
+        if r["backend"] in TWIN:
+            check(r["twin"] == TWIN[r["backend"]], f"{name}: twin {r['twin']}")
+            if TWIN[r["backend"]] in ok:
+                check(finite_positive(r["ratio_to_twin"]), f"{name}: ratio {r['ratio_to_twin']}")
+        else:
+            check(r["twin"] is None and r["ratio_to_twin"] is None, f"{name}: {r}")
+    return ok
+
+
+def t_callgrind(bench):
+    if not shutil.which("valgrind"):
+        rc, out, err = run(bench, "--callgrind", "--fanout", "4")
+        check(rc != 0 and "install" in err, f"without valgrind: exit {rc}, {err.strip()}")
+        print("skipped: valgrind is not installed")
+        return SKIP if not failures else None
+    allb = ["raw-sendto", "raw-sendmmsg", "raw-io_uring", "loop", "sendmmsg", "io_uring"]
+    d = tempfile.mkdtemp(prefix="msbench-cg-")
+    try:
+        rc, out, err = run(bench, "--callgrind", "--quick", "--fanout", "16", "--json", "-",
+                           "--callgrind-out", d, timeout=300)
+        check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+        check_callgrind(parse_lines(out), "unconnected", allb, 16)
+        check("library / hand-written" in err and "instr/dest" in err, "no table on stderr")
+        files = [f for f in os.listdir(d) if f.startswith("callgrind.out.")]
+        # Every backend ran under valgrind, even one found unavailable there.
+        check(len(files) == len(allb), f"--callgrind-out kept {files}")
+        for f in files:
+            with open(os.path.join(d, f)) as fh:
+                check(any(line.startswith(("totals:", "summary:")) for line in fh),
+                      f"{f}: no totals line")
+        rc, out, err = run(bench, "--callgrind", "--quick", "--fanout", "8", "--connected",
+                           "--backends", "raw-sendmmsg,sendmmsg", "--json", "-", timeout=300)
+        check(rc == 0, f"--connected: exit status {rc}; stderr:\n{err}")
+        check_callgrind(parse_lines(out), "connected", ["raw-sendmmsg", "sendmmsg"], 8)
+    finally:
+        shutil.rmtree(d)
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
-             "netns": t_netns, "netns-sigint": t_netns_sigint}
+             "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
+             "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
         return SKIP
