@@ -375,6 +375,7 @@ static unsigned count_completing(const struct uring_state *st, unsigned first, u
 static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, unsigned *nretry)
 {
 	unsigned submitted = 0, seen = 0, busy = 0, skips = st->qskip;
+	uint64_t ok = 0;
 	unsigned first = io_uring_smp_load_acquire(st->ring.sq.khead);
 	int err = 0, r;
 
@@ -394,23 +395,37 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 	}
 	unsigned expect = submitted == queued ? queued - skips
 					      : count_completing(st, first, submitted);
+	struct ms_result *const res = s->res;
+	const size_t len = s->len;
+	struct io_uring_cq *const cq = &st->ring.cq;
+	const struct io_uring_cqe *const cqes = cq->cqes;
+	const unsigned cmask = *cq->kring_mask; /* 16-byte entries: no IORING_SETUP_CQE32 */
 	for (;;) {
 		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
-		io_uring_for_each_cqe(&st->ring, head, cqe) {
-			uint64_t ud = cqe->user_data;
-			if (!(ud & UD_SKIP))
-				seen++;
-			if (cqe->res == -EINTR) {
+		unsigned head = *cq->khead, tail = io_uring_smp_load_acquire(cq->ktail);
+		unsigned n = tail - head, quiet = 0;
+		for (; head != tail; head++) {
+			const struct io_uring_cqe *c = &cqes[head & cmask];
+			uint64_t ud = c->user_data;
+			int cr = c->res;
+			/* The common case: a destination that took the whole message. */
+			if (likely(!(ud & (UD_SKIP | UD_BUCKET)) && cr >= 0 && (size_t)cr == len)) {
+				ok++;
+				if (res)
+					res[ud].status = cr; /* the id was written when prepared */
+				continue;
+			}
+			quiet += (ud & UD_SKIP) != 0; /* not among the completions waited for */
+			if (cr == -EINTR) {
 				if (ud & UD_SKIP)
-					st->skip_reported++; /* prep counts it again */
+					st->skip_reported++; /* prepared again, counted again */
 				st->retry[(*nretry)++] = ud & ~UD_SKIP;
 			} else {
-				record_status(st, s, ud, cqe->res);
+				record_status(st, s, ud, cr);
 			}
-			n++;
 		}
 		io_uring_cq_advance(&st->ring, n);
+		seen += n - quiet;
 		if (seen >= expect)
 			break;
 		/* Requests that had to wait for socket space still use the buffer: wait. */
@@ -419,6 +434,8 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && !err)
 			err = r; /* cannot happen short of a broken ring; keep waiting regardless */
 	}
+	s->accepted += (uint32_t)ok;
+	s->bytes += ok * len;
 	if (err)
 		withdraw_unsubmitted(st, s, err);
 	return err;
@@ -465,6 +482,90 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
 	return err;
 }
 
+/* The common case (one buffer, no timestamp request, no policy): the flattened list in send
+ * order, each entry a copy of one template SEND plus its own socket, flags, address and
+ * user_data, written straight into the submission queue. The queue's tail is kept here and
+ * stored back before anything else uses the ring (prep, flush). The ring has room: a batch
+ * is flushed when depth entries are queued, and the kernel took the previous one whole. */
+static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
+{
+	struct ms_group *g = s->g;
+	if (unlikely(!g->flat_ok))
+		ms__flat_build(g);
+	const struct ms__flat *const f = g->flat;
+	const size_t n = g->size;
+	const unsigned len = (unsigned)s->len;
+	const int base_flags = s->msg_flags;
+	const bool skip_ok = st->skip_ok, files_ok = st->files_ok;
+	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
+	struct ms_result *const res = s->res;
+	struct io_uring_sq *const sq = &st->ring.sq;
+	struct io_uring_sqe *const sqes = sq->sqes;
+	const unsigned mask = *sq->kring_mask, depth = st->depth;
+	unsigned tail = sq->sqe_tail, queued = 0, nskip = 0;
+	struct io_uring_sqe tmpl;
+	int err = 0;
+
+	/* Each class of destination (datagram or stream, registered file or not, non-blocking
+	 * or not) gets its send flags, entry flags and user_data tag worked out once per call.
+	 * send(2) on a blocking stream returns when all is sent; io_uring does so only with
+	 * MSG_WAITALL. A datagram that may not wait completes only if it fails (see the top of
+	 * this file). */
+	unsigned msgf[MS__FLAT_CLASSES];
+	uint8_t sqef[MS__FLAT_CLASSES];
+	uint64_t tag[MS__FLAT_CLASSES];
+	for (unsigned c = 0; c < MS__FLAT_CLASSES; c++) {
+		int fl = base_flags | (c & MS__FLAT_NOWAIT ? MSG_DONTWAIT : 0);
+		bool dgram = c & MS__FLAT_DGRAM, skip = dgram && (fl & MSG_DONTWAIT) && skip_ok;
+		if (!dgram && !(fl & MSG_DONTWAIT))
+			fl |= MSG_WAITALL;
+		msgf[c] = (unsigned)fl;
+		sqef[c] = (uint8_t)((c & MS__FLAT_FIXED && files_ok ? IOSQE_FIXED_FILE : 0) |
+				    (skip ? IOSQE_CQE_SKIP_SUCCESS : 0));
+		tag[c] = skip ? UD_SKIP : 0;
+	}
+	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
+	for (size_t i = first, left = n; left; left--, i = i + 1 == n ? 0 : i + 1) {
+		const struct ms__flat *e = &f[i];
+		if (unlikely(e->namelen && !g_send_addr)) { /* SENDMSG: before Linux 6.1 */
+			const struct ms__idslot *id = &g->ids[e->id];
+			sq->sqe_tail = tail;
+			prep(st, s, id->b, id->pos, i);
+			tail = sq->sqe_tail;
+		} else {
+			const unsigned c = e->cls;
+			struct io_uring_sqe *sqe = &sqes[tail++ & mask];
+			*sqe = tmpl;
+			sqe->fd = e->fd;
+			sqe->msg_flags = msgf[c];
+			sqe->flags = sqef[c];
+			sqe->addr2 = (uint64_t)(uintptr_t)e->name; /* NULL: connected */
+			sqe->addr_len = (uint16_t)e->namelen;
+			sqe->user_data = i | tag[c];
+			nskip += tag[c] != 0;
+			if (res) /* a skipped success keeps this status; a CQE overwrites it */
+				res[i] = (struct ms_result){ .id = e->id,
+							     .status = tag[c] ? (int)len : 0 };
+		}
+		if (++queued == depth || left == 1) {
+			sq->sqe_tail = tail;
+			st->qskip += nskip;
+			st->skip_prepped += nskip;
+			nskip = 0;
+			err = flush_all(st, s, queued);
+			tail = sq->sqe_tail;
+			queued = 0;
+			if (err) { /* the ring refused: the rest get its error */
+				for (left--, i = i + 1 == n ? 0 : i + 1; left;
+				     left--, i = i + 1 == n ? 0 : i + 1)
+					ms__record(s, i, f[i].id, err);
+				break;
+			}
+		}
+	}
+	return err;
+}
+
 static int uring_send(struct ms__send *s)
 {
 	struct ms_group *g = s->g;
@@ -475,26 +576,30 @@ static int uring_send(struct ms__send *s)
 	struct ms__run run;
 
 	st->skip_prepped = st->skip_reported = 0;
-	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
-		struct ms__bucket *b = run.b;
-		if (b->stalled) /* its backlog goes first: lib/slow.c */
-			continue;
-		for (uint32_t j = run.j0; j < run.j1; j++) {
-			if (err) {
-				ms__record(s, run.base + j, b->dests[j].id, err);
+	if (likely(!err && s->iovcnt == 1 && !s->ts_armed && !s->managed && s->len <= UINT32_MAX)) {
+		err = uring_flat(st, s, s->base0 + s->j0);
+	} else {
+		for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
+			struct ms__bucket *b = run.b;
+			if (b->stalled) /* its backlog goes first: lib/slow.c */
 				continue;
-			}
-			prep(st, s, b, j, run.base + j);
-			if (++queued == st->depth) {
-				err = flush_all(st, s, queued);
-				queued = 0;
+			for (uint32_t j = run.j0; j < run.j1; j++) {
+				if (err) {
+					ms__record(s, run.base + j, b->dests[j].id, err);
+					continue;
+				}
+				prep(st, s, b, j, run.base + j);
+				if (++queued == st->depth) {
+					err = flush_all(st, s, queued);
+					queued = 0;
+				}
 			}
 		}
+		if (!err && queued)
+			err = flush_all(st, s, queued);
 	}
-	if (!err && queued)
-		err = flush_all(st, s, queued);
-	/* The fire-and-forget sends that did not complete took the whole message (prep wrote
-	 * their status). */
+	/* The fire-and-forget sends that did not complete took the whole message (their status
+	 * was written when they were prepared). */
 	uint64_t quiet = st->skip_prepped - st->skip_reported;
 	s->accepted += (uint32_t)quiet;
 	s->bytes += quiet * s->len;

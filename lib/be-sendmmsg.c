@@ -13,6 +13,37 @@
 #include "internal.h"
 #include "sys.h"
 
+/* Messages [off, off + n) of b went out; msg_len says how much of each. */
+static inline void record_sent(struct ms__send *s, const struct ms__bucket *b, size_t base,
+			       uint32_t off, uint32_t n)
+{
+	if (unlikely(s->managed)) {
+		for (uint32_t j = off; j < off + n; j++)
+			ms__record(s, base + j, b->dests[j].id, (int)b->msgs[j].msg_len);
+		return;
+	}
+	/* A datagram is taken whole: without a result array there is nothing to do per message. */
+	const size_t len = s->len;
+	struct ms_result *const res = s->res;
+	if (!res && b->type != SOCK_STREAM) {
+		s->accepted += n;
+		s->bytes += (uint64_t)n * len;
+		return;
+	}
+	uint32_t ok = 0;
+	for (uint32_t j = off; j < off + n; j++) {
+		unsigned got = b->msgs[j].msg_len;
+		if (res)
+			res[base + j] = (struct ms_result){ .id = b->dests[j].id, .status = (int)got };
+		if (likely(got == len))
+			ok++;
+		else
+			ms__account(s, (int)got); /* a stream took part of it */
+	}
+	s->accepted += ok;
+	s->bytes += (uint64_t)ok * len;
+}
+
 static int mmsg_send(struct ms__send *s)
 {
 	struct ms__walk w;
@@ -44,8 +75,7 @@ static int mmsg_send(struct ms__send *s)
 				off++;
 				continue;
 			}
-			for (uint32_t j = off; j < off + (uint32_t)r; j++)
-				ms__record(s, base + j, b->dests[j].id, (int)b->msgs[j].msg_len);
+			record_sent(s, b, base, off, (uint32_t)r);
 			off += (uint32_t)r;
 		}
 	}

@@ -239,6 +239,7 @@ void ms_group_free(struct ms_group *g)
 	free(g->fdmap.slots);
 	free(g->ids);
 	free(g->freeids);
+	free(g->flat);
 	free(g->iov);
 	free(g);
 }
@@ -271,6 +272,44 @@ static int ids_reserve(struct ms_group *g)
 		return err;
 	g->capids = ncap;
 	return 0;
+}
+
+/* Room for one more entry in the flattened list. */
+static int flat_reserve(struct ms_group *g)
+{
+	if (g->size < g->capflat)
+		return 0;
+	size_t ncap = g->capflat ? g->capflat * 2 : 16;
+	struct ms__flat *f = realloc(g->flat, ncap * sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	g->flat = f;
+	g->flat_ok = false;
+	int err = ms__mlock(g->ctx, f, ncap * sizeof(*f));
+	if (err)
+		return err;
+	g->capflat = ncap;
+	return 0;
+}
+
+void ms__flat_build(struct ms_group *g)
+{
+	struct ms__flat *f = g->flat;
+	for (uint32_t k = 0; k < g->nbuckets; k++) {
+		const struct ms__bucket *b = g->buckets[k];
+		for (uint32_t j = 0; j < b->n; j++, f++)
+			*f = (struct ms__flat){
+				.name = (const struct sockaddr *)b->msgs[j].msg_hdr.msg_name,
+				.namelen = b->msgs[j].msg_hdr.msg_namelen,
+				.fd = b->fd,
+				.id = b->dests[j].id,
+				.xflags = b->xflags,
+				.cls = (b->type == SOCK_DGRAM ? MS__FLAT_DGRAM : 0) |
+				       (b->fixed ? MS__FLAT_FIXED : 0) |
+				       (b->xflags & MSG_DONTWAIT ? MS__FLAT_NOWAIT : 0),
+			};
+	}
+	g->flat_ok = true;
 }
 
 static int buckets_reserve(struct ms_group *g)
@@ -346,7 +385,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 		return -ESTALE; /* the group's socket under this number was closed behind its back */
 	if (b && !d->addr && b->has_peer)
 		return -EEXIST;
-	if ((err = ids_reserve(g)))
+	if ((err = ids_reserve(g)) || (err = flat_reserve(g)))
 		return err;
 	if (b)
 		err = bucket_reserve(g->ctx, b);
@@ -373,6 +412,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	g->ids[id].pos = pos;
 	g->size++;
 	g->rot_ok = false;
+	g->flat_ok = false;
 	return id;
 }
 
@@ -398,6 +438,7 @@ int ms_group_remove(struct ms_group *g, int id)
 	g->freeids[g->nfreeids++] = id;
 	g->size--;
 	g->rot_ok = false;
+	g->flat_ok = false;
 	if (!b->n) {
 		bucket_drop(g, b);
 		ms__publish(g->ctx); /* a backlog it held is discarded */

@@ -56,6 +56,27 @@ struct ms__bucket {
 	} bl;
 };
 
+/*
+ * The group's destinations flattened in group order, for the backends' common case (one
+ * buffer, no policy, no timestamp request): per destination everything its send needs, in
+ * one 32-byte entry, so a fan-out over many connected sockets does not walk buckets. Room is
+ * reserved by ms_group_add (the send path allocates nothing); the entries are written again
+ * by the first send after a change (flat_ok false), O(destinations) once.
+ */
+struct ms__flat {
+	const struct sockaddr *name; /* NULL: the socket's connected peer */
+	uint32_t namelen;
+	int fd;
+	int id;
+	int xflags;      /* the bucket's extra send flags */
+	uint32_t cls;    /* MS__FLAT_*: what the backends derive their flags from */
+	uint32_t pad;
+};
+#define MS__FLAT_DGRAM 1u    /* SOCK_DGRAM */
+#define MS__FLAT_FIXED 2u    /* io_uring: a registered file */
+#define MS__FLAT_NOWAIT 4u   /* xflags has MSG_DONTWAIT */
+#define MS__FLAT_CLASSES 8u
+
 struct ms__idslot {
 	struct ms__bucket *b; /* NULL: id free */
 	uint32_t pos;
@@ -91,7 +112,13 @@ struct ms_group {
 	size_t rot_pos, rot_base;
 	uint32_t rot_k, rot_j;
 	bool rot_ok;
+	struct ms__flat *flat;      /* see struct ms__flat */
+	size_t capflat;
+	bool flat_ok;
 };
+
+/* Make g->flat current (no allocation: ms_group_add reserved the room). */
+void ms__flat_build(struct ms_group *g);
 
 /* Counters kept per context; ms_ctx_stats copies them out. */
 enum ms__errclass {

@@ -363,6 +363,7 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 			c.queue_limit = QUEUE_LIMIT_DEFAULT;
 	}
 	g->slow = c;
+	g->flat_ok = false; /* the buckets' send flags change */
 	g->nmanaged = 0;
 	for (uint32_t k = 0; k < g->nbuckets; k++)
 		ms__slow_bucket_init(g, g->buckets[k]);

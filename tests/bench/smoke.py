@@ -520,7 +520,7 @@ def check_callgrind(objs, what, backends, fanout):
         check(r["fanouts"] > 0 and r["instructions"] > 0, f"{name}: {r}")
         check(finite_positive(r["instructions_per_dest"]), f"{name}: {r['instructions_per_dest']}")
         check(abs(r["instructions_per_dest"] * r["fanouts"] * r["fanout"] - r["instructions"])
-              <= 1e-6 * r["instructions"] + 1 or r["warmup_counted"],
+              <= 1e-5 * r["instructions"] + 1 or r["warmup_counted"],  # JSON: 6 digits
               f"{name}: instructions / (fan-outs x N) != instructions_per_dest")
         check(r["dests_failed"] == 0, f"{name}: {r['dests_failed']} destination-sends refused")
         if r["backend"] in TWIN:
