@@ -36,6 +36,12 @@
 
 #define FILE_TABLE_MAX 65536u /* slots; fds above use plain lookups (a slot costs kernel memory) */
 
+/* A request's user_data: the destination's index in group order, or, for a destination a
+ * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. UD_SKIP
+ * marks a request that completes only on failure (it is never a bucket's). */
+#define UD_BUCKET (1ull << 63)
+#define UD_SKIP (1ull << 62)
+
 struct uring_state {
 	struct io_uring ring;
 	unsigned setup_flags;
@@ -51,7 +57,33 @@ struct uring_state {
 	bool skip_ok;       /* IOSQE_CQE_SKIP_SUCCESS is available */
 	unsigned qskip;     /* requests queued since the last flush that complete only on failure */
 	uint64_t skip_prepped, skip_reported; /* this fan-out's such requests, and their CQEs */
+	/* Per class of destination (MS__FLAT_*), for a call without and with MSG_DONTWAIT: its
+	 * send flags, entry flags and user_data tag (set_classes). */
+	unsigned msgf[2][MS__FLAT_CLASSES];
+	uint8_t sqef[2][MS__FLAT_CLASSES];
+	uint64_t tag[2][MS__FLAT_CLASSES];
 };
+
+/* send(2) on a blocking stream returns when all is sent; io_uring does so only with
+ * MSG_WAITALL. A datagram that may not wait completes only if it fails (see the top of this
+ * file). Worked out once, when the ring and its file table are set up. */
+static void set_classes(struct uring_state *st)
+{
+	for (unsigned w = 0; w < 2; w++)
+		for (unsigned c = 0; c < MS__FLAT_CLASSES; c++) {
+			/* what lib/send.c passes: MSG_NOSIGNAL, and MSG_DONTWAIT if asked */
+			int fl = MSG_NOSIGNAL | (w || (c & MS__FLAT_NOWAIT) ? MSG_DONTWAIT : 0);
+			bool dgram = c & MS__FLAT_DGRAM;
+			bool skip = dgram && (fl & MSG_DONTWAIT) && st->skip_ok;
+			if (!dgram && !(fl & MSG_DONTWAIT))
+				fl |= MSG_WAITALL;
+			st->msgf[w][c] = (unsigned)fl;
+			st->sqef[w][c] = (uint8_t)((c & MS__FLAT_FIXED && st->files_ok ? IOSQE_FIXED_FILE
+										: 0) |
+						   (skip ? IOSQE_CQE_SKIP_SUCCESS : 0));
+			st->tag[w][c] = skip ? UD_SKIP : 0;
+		}
+}
 
 /* ---- process-wide probe --------------------------------------------------------------------- */
 
@@ -191,6 +223,7 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 		return err;
 	}
 	files_register(st);
+	set_classes(st);
 	ctx->be_state = st;
 	return 0;
 }
@@ -280,11 +313,6 @@ static int make_ready(struct uring_state *st)
 	return 0;
 }
 
-/* A request's user_data: the destination's index in group order, or, for a destination a
- * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. UD_SKIP
- * marks a request that completes only on failure (it is never a bucket's). */
-#define UD_BUCKET (1ull << 63)
-#define UD_SKIP (1ull << 62)
 
 static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *b, uint32_t j,
 		 size_t i)
@@ -496,7 +524,6 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
 	const size_t n = g->size;
 	const unsigned len = (unsigned)s->len;
 	const int base_flags = s->msg_flags;
-	const bool skip_ok = st->skip_ok, files_ok = st->files_ok;
 	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
 	struct ms_result *const res = s->res;
 	struct io_uring_sq *const sq = &st->ring.sq;
@@ -507,23 +534,15 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
 	int err = 0;
 
 	/* Each class of destination (datagram or stream, registered file or not, non-blocking
-	 * or not) gets its send flags, entry flags and user_data tag worked out once per call.
-	 * send(2) on a blocking stream returns when all is sent; io_uring does so only with
-	 * MSG_WAITALL. A datagram that may not wait completes only if it fails (see the top of
-	 * this file). */
+	 * or not): its flags, for this call's MSG_DONTWAIT or not (set_classes). */
+	const unsigned w = (base_flags & MSG_DONTWAIT) != 0;
 	unsigned msgf[MS__FLAT_CLASSES];
 	uint8_t sqef[MS__FLAT_CLASSES];
 	uint64_t tag[MS__FLAT_CLASSES];
-	for (unsigned c = 0; c < MS__FLAT_CLASSES; c++) {
-		int fl = base_flags | (c & MS__FLAT_NOWAIT ? MSG_DONTWAIT : 0);
-		bool dgram = c & MS__FLAT_DGRAM, skip = dgram && (fl & MSG_DONTWAIT) && skip_ok;
-		if (!dgram && !(fl & MSG_DONTWAIT))
-			fl |= MSG_WAITALL;
-		msgf[c] = (unsigned)fl;
-		sqef[c] = (uint8_t)((c & MS__FLAT_FIXED && files_ok ? IOSQE_FIXED_FILE : 0) |
-				    (skip ? IOSQE_CQE_SKIP_SUCCESS : 0));
-		tag[c] = skip ? UD_SKIP : 0;
-	}
+	/* Local copies: the entries written below could alias st, as far as the compiler knows. */
+	memcpy(msgf, st->msgf[w], sizeof(msgf));
+	memcpy(sqef, st->sqef[w], sizeof(sqef));
+	memcpy(tag, st->tag[w], sizeof(tag));
 	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
 	for (size_t i = first, left = n; left; left--, i = i + 1 == n ? 0 : i + 1) {
 		const struct ms__flat *e = &f[i];

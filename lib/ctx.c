@@ -186,6 +186,20 @@ void ms__publish_counters(struct ms_ctx *ctx)
 		__atomic_store_n(&sl->counter[k], v[k], __ATOMIC_RELAXED);
 }
 
+void ms__publish_sent(struct ms_ctx *ctx)
+{
+	/* counter_names' first entries, in order */
+	struct ms_shm_slot *sl = ms__own_slot(ctx);
+	const struct ms__counters *c = &ctx->c;
+	ms__shm_begin(&sl->seq);
+	__atomic_store_n(&sl->counter[0], c->fanouts, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[1], c->attempted, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[2], c->accepted, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[5], c->bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[6], c->syscalls, __ATOMIC_RELAXED);
+	ms__shm_end(&sl->seq);
+}
+
 void ms__publish(struct ms_ctx *ctx)
 {
 	ms__own_slot(ctx);

@@ -300,6 +300,8 @@ void ms__flat_build(struct ms_group *g)
 		for (uint32_t j = 0; j < b->n; j++, f++)
 			*f = (struct ms__flat){
 				.name = (const struct sockaddr *)b->msgs[j].msg_hdr.msg_name,
+				.mm = &b->msgs[j],
+				.run = b->n - j,
 				.namelen = b->msgs[j].msg_hdr.msg_namelen,
 				.fd = b->fd,
 				.id = b->dests[j].id,

@@ -59,18 +59,19 @@ struct ms__bucket {
 /*
  * The group's destinations flattened in group order, for the backends' common case (one
  * buffer, no policy, no timestamp request): per destination everything its send needs, in
- * one 32-byte entry, so a fan-out over many connected sockets does not walk buckets. Room is
+ * one 40-byte entry, so a fan-out over many connected sockets does not walk buckets. Room is
  * reserved by ms_group_add (the send path allocates nothing); the entries are written again
  * by the first send after a change (flat_ok false), O(destinations) once.
  */
 struct ms__flat {
 	const struct sockaddr *name; /* NULL: the socket's connected peer */
+	struct mmsghdr *mm; /* its prepared header in the bucket's array (sendmmsg) */
 	uint32_t namelen;
 	int fd;
 	int id;
 	int xflags;      /* the bucket's extra send flags */
 	uint32_t cls;    /* MS__FLAT_*: what the backends derive their flags from */
-	uint32_t pad;
+	uint32_t run;    /* entries from this one to the end of its bucket (sendmmsg) */
 };
 #define MS__FLAT_DGRAM 1u    /* SOCK_DGRAM */
 #define MS__FLAT_FIXED 2u    /* io_uring: a registered file */
@@ -317,6 +318,9 @@ void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b);
 void ms__ts_group_free(struct ms_group *g);
 /* Copy the counters into the published slot (under its seqlock). */
 void ms__publish(struct ms_ctx *ctx);
+/* The same for a call in which only fanouts, attempted, accepted, bytes and syscalls can
+ * have changed (the common send: 5 values instead of all). */
+void ms__publish_sent(struct ms_ctx *ctx);
 /* The same, for a caller already inside the slot's seqlock (ms__shm_begin). */
 void ms__publish_counters(struct ms_ctx *ctx);
 /* The slot this process may write (after a fork, the context's private one). */
