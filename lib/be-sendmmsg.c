@@ -55,7 +55,8 @@ static void mmsg_flat(struct ms__send *s, size_t first)
 	const struct ms__flat *const f = g->flat;
 	const size_t n = g->size;
 	const int base_flags = s->msg_flags;
-	uint64_t sys = 0;
+	const bool whole = !s->res; /* whole datagrams need nothing per message */
+	uint64_t sys = 0, ok = 0;
 
 	for (int part = 0; part < 2; part++) {
 		size_t i = part ? 0 : first, end = part ? first : n;
@@ -69,9 +70,8 @@ static void mmsg_flat(struct ms__send *s, size_t first)
 			sys++;
 			int r = ms__sys.sendmmsg(e->fd, e->mm, chunk, base_flags | e->xflags);
 			if (likely(r > 0 && (uint32_t)r <= chunk)) {
-				if (!s->res && (e->cls & MS__FLAT_DGRAM)) { /* whole datagrams */
-					s->accepted += (uint32_t)r;
-					s->bytes += (uint64_t)(uint32_t)r * s->len;
+				if (whole && (e->cls & MS__FLAT_DGRAM)) {
+					ok += (uint32_t)r;
 					i += (uint32_t)r;
 					continue;
 				}
@@ -90,6 +90,8 @@ static void mmsg_flat(struct ms__send *s, size_t first)
 		}
 	}
 	s->syscalls += sys;
+	s->accepted += (uint32_t)ok;
+	s->bytes += ok * s->len;
 }
 
 static int mmsg_send(struct ms__send *s)
