@@ -97,7 +97,25 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * The caller's buffers, result arrays and the stack are the caller's: see the README for
  * mlockall(2) and isolated CPUs. */
 #define MS_CFG_MLOCK (1u << 3)
-#define MS_CFG_ALL_FLAGS (MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK)
+/* Connected-socket fan-out: ms_group_add gives every address added on an unconnected UDP
+ * socket (IPv4 or IPv6) a connected UDP socket of the library's own, so the kernel keeps the
+ * route and the send skips its lookup (about a fifth less CPU per datagram, see the README),
+ * and io_uring covers them all in one submission. The library's socket is made like the
+ * caller's: the same family, O_NONBLOCK, SO_SNDBUF, SO_PRIORITY, SO_MARK, SO_BINDTODEVICE,
+ * SO_BROADCAST, IP_TOS / IPV6_TCLASS, IP_TTL / IPV6_UNICAST_HOPS, IP_MTU_DISCOVER /
+ * IPV6_MTU_DISCOVER, IP_RECVERR / IPV6_RECVERR, IPV6_V6ONLY, read when the address is added,
+ * and bound to the caller's local address. If the caller's socket is bound to a port, the
+ * library's sockets bind to that same port with SO_REUSEADDR, which the kernel allows only if
+ * the caller's socket has SO_REUSEADDR too; otherwise the add fails with -EADDRINUSE. An
+ * option that cannot be copied fails the add with its error (a value past the system's limit
+ * for SO_SNDBUF needs CAP_NET_ADMIN, as for the caller). Connected UDP reports a subscriber
+ * with no listener (-ECONNREFUSED on a later send) where an unconnected socket could not.
+ * The socket is closed when its destination is removed or the group freed; one file
+ * descriptor per destination (RLIMIT_NOFILE: -EMFILE). The caller's socket is not used for
+ * these destinations and may be closed. Other destinations are added as they are. */
+#define MS_CFG_CONNECT (1u << 4)
+#define MS_CFG_ALL_FLAGS                                                                    \
+	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
  * "library default". */

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
+#include <net/if.h>
 #include <netinet/in.h>
 
 #include "internal.h"
@@ -142,6 +144,108 @@ static int check_addr(int family, int type, const struct sockaddr *a, socklen_t 
 	}
 }
 
+/* ---- MS_CFG_CONNECT: a connected socket of the library's own ------------------------------- */
+
+/* Copy one integer option from the caller's socket when it differs from the new one's. */
+static int copy_int(int from, int to, int level, int name)
+{
+	int v, w;
+	socklen_t l = sizeof(v), m = sizeof(w);
+	if (getsockopt(from, level, name, &v, &l) < 0 || getsockopt(to, level, name, &w, &m) < 0)
+		return errno == ENOPROTOOPT ? 0 : -errno; /* an option this kernel lacks */
+	if (v == w)
+		return 0;
+	return setsockopt(to, level, name, &v, sizeof(v)) < 0 ? -errno : 0;
+}
+
+static int copy_options(int from, int to, int family)
+{
+	static const int sol[] = { SO_PRIORITY, SO_MARK, SO_BROADCAST };
+	static const int ip[] = { IP_TOS, IP_TTL, IP_MTU_DISCOVER, IP_RECVERR };
+	static const int ip6[] = { IPV6_V6ONLY, IPV6_TCLASS, IPV6_UNICAST_HOPS, IPV6_MTU_DISCOVER,
+				   IPV6_RECVERR };
+	int err = 0;
+	/* IPv4 options apply to an IPv6 socket's IPv4 traffic too: copy them for both. The
+	 * traffic class and TOS also set SO_PRIORITY: it comes after them. */
+	for (size_t k = 0; !err && k < sizeof(ip) / sizeof(ip[0]); k++)
+		err = copy_int(from, to, IPPROTO_IP, ip[k]);
+	for (size_t k = 0; !err && family == AF_INET6 && k < sizeof(ip6) / sizeof(ip6[0]); k++)
+		err = copy_int(from, to, IPPROTO_IPV6, ip6[k]);
+	for (size_t k = 0; !err && k < sizeof(sol) / sizeof(sol[0]); k++)
+		err = copy_int(from, to, SOL_SOCKET, sol[k]);
+	if (err)
+		return err;
+	/* SO_SNDBUF reads back doubled; a value past net.core.wmem_max needs SO_SNDBUFFORCE. */
+	int v, w;
+	socklen_t l = sizeof(v);
+	if (getsockopt(from, SOL_SOCKET, SO_SNDBUF, &v, &l) < 0 ||
+	    getsockopt(to, SOL_SOCKET, SO_SNDBUF, &w, &l) < 0)
+		return -errno;
+	if (v != w) {
+		int half = v / 2;
+		if (setsockopt(to, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half)) < 0 ||
+		    getsockopt(to, SOL_SOCKET, SO_SNDBUF, &w, &l) < 0)
+			return -errno;
+		if (w != v && setsockopt(to, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof(half)) < 0)
+			return -errno;
+	}
+	char dev[IFNAMSIZ] = "";
+	socklen_t dl = sizeof(dev);
+	if (getsockopt(from, SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) < 0)
+		return -errno;
+	if (dl > 0 && dev[0] && setsockopt(to, SOL_SOCKET, SO_BINDTODEVICE, dev, dl) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Bind `to` where the caller's socket is bound (nothing to do if it is not). */
+static int bind_like(int from, int to)
+{
+	struct sockaddr_storage a;
+	socklen_t l = sizeof(a);
+	if (getsockname(from, (struct sockaddr *)&a, &l) < 0)
+		return -errno;
+	in_port_t port;
+	bool any;
+	if (a.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&a;
+		port = in->sin_port;
+		any = in->sin_addr.s_addr == htonl(INADDR_ANY);
+	} else if (a.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&a;
+		port = in6->sin6_port;
+		any = IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr);
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	if (any && !port)
+		return 0; /* unbound: the kernel picks as it would for the caller */
+	int one = 1;
+	if (port && setsockopt(to, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+		return -errno;
+	return bind(to, (const struct sockaddr *)&a, l) < 0 ? -errno : 0;
+}
+
+/* A connected UDP socket for addr, made like the caller's fd. The new fd, or -errno. */
+static int own_socket(int fd, int family, const struct sockaddr *addr, socklen_t alen)
+{
+	int fl = fcntl(fd, F_GETFL);
+	int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC |
+				       (fl >= 0 && (fl & O_NONBLOCK) ? SOCK_NONBLOCK : 0), 0);
+	if (s < 0)
+		return -errno;
+	int err = copy_options(fd, s, family);
+	if (!err)
+		err = bind_like(fd, s);
+	if (!err && connect(s, addr, alen) < 0)
+		err = -errno;
+	if (err) {
+		close(s);
+		return err;
+	}
+	return s;
+}
+
 /* ---- buckets ------------------------------------------------------------------------------ */
 
 static void set_name(struct ms__bucket *b, uint32_t i)
@@ -223,6 +327,8 @@ static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
 	struct ms__bucket *last = g->buckets[--g->nbuckets];
 	g->buckets[b->list_pos] = last;
 	last->list_pos = b->list_pos;
+	if (b->owned)
+		close(b->fd);
 	bucket_free(b);
 }
 
@@ -366,35 +472,26 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 	return 0;
 }
 
-int ms_group_add(struct ms_group *g, const struct ms_dest *d)
+/* Add d (validated; its socket's type, family and inode given). owned: d->fd is the
+ * library's, to close on failure or with its bucket. */
+static int add_one(struct ms_group *g, const struct ms_dest *d, int type, int family,
+		   uint64_t ino, bool owned)
 {
-	int type, family, err;
-
-	if (!g || !d)
-		return -EINVAL;
-	if (d->fd < 0)
-		return -EBADF;
-	if (!d->addr && d->addrlen)
-		return -EINVAL;
-	uint64_t ino = 0;
-	if ((err = sock_info(d->fd, &type, &family, &ino)))
-		return err;
-	if (d->addr && (err = check_addr(family, type, d->addr, d->addrlen)))
-		return err;
-
+	int err;
 	struct ms__bucket *b = fdmap_get(&g->fdmap, d->fd);
 	if (b && b->ino != ino)
-		return -ESTALE; /* the group's socket under this number was closed behind its back */
-	if (b && !d->addr && b->has_peer)
-		return -EEXIST;
-	if ((err = ids_reserve(g)) || (err = flat_reserve(g)))
+		err = -ESTALE; /* the group's socket under this number was closed behind its back */
+	else if (b && !d->addr && b->has_peer)
+		err = -EEXIST;
+	else if (!(err = ids_reserve(g)) && !(err = flat_reserve(g)))
+		err = b ? bucket_reserve(g->ctx, b) : bucket_new(g, d->fd, type, family, ino, &b);
+	if (err) {
+		if (owned)
+			close(d->fd);
 		return err;
-	if (b)
-		err = bucket_reserve(g->ctx, b);
-	else
-		err = bucket_new(g, d->fd, type, family, ino, &b);
-	if (err)
-		return err;
+	}
+	if (owned)
+		b->owned = true; /* a new bucket: the socket is new */
 
 	int id = g->nfreeids ? g->freeids[--g->nfreeids] : (int)g->nextid++;
 	uint32_t pos = b->n++;
@@ -416,6 +513,43 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	g->rot_ok = false;
 	g->flat_ok = false;
 	return id;
+}
+
+int ms_group_add(struct ms_group *g, const struct ms_dest *d)
+{
+	int type, family, err;
+
+	if (!g || !d)
+		return -EINVAL;
+	if (d->fd < 0)
+		return -EBADF;
+	if (!d->addr && d->addrlen)
+		return -EINVAL;
+	uint64_t ino = 0;
+	if ((err = sock_info(d->fd, &type, &family, &ino)))
+		return err;
+	if (d->addr && (err = check_addr(family, type, d->addr, d->addrlen)))
+		return err;
+
+	/* MS_CFG_CONNECT: the address gets a connected socket of the library's own. */
+	if ((g->ctx->flags & MS_CFG_CONNECT) && d->addr && type == SOCK_DGRAM &&
+	    family != AF_UNIX) {
+		/* Everything that can fail without a socket first: ids, flat list, the map and
+		 * the bucket list (bucket_new reserves them too, harmlessly). */
+		if ((err = ids_reserve(g)) || (err = flat_reserve(g)) ||
+		    (err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)))
+			return err;
+		int own = own_socket(d->fd, family, d->addr, d->addrlen);
+		if (own < 0)
+			return own;
+		if ((err = sock_info(own, &type, &family, &ino))) {
+			close(own);
+			return err;
+		}
+		const struct ms_dest c = { .fd = own };
+		return add_one(g, &c, type, family, ino, true);
+	}
+	return add_one(g, d, type, family, ino, false);
 }
 
 int ms_group_remove(struct ms_group *g, int id)

@@ -34,6 +34,7 @@ struct ms__bucket {
 	int family;
 	bool has_peer;  /* one of the destinations is the connected peer (addrlen 0) */
 	bool fixed;     /* io_uring: fd is in the ring's registered file table */
+	bool owned;     /* MS_CFG_CONNECT: the library made fd, and closes it with the bucket */
 	uint32_t n, cap;
 	uint32_t list_pos; /* index in group->buckets */
 	struct ms__dest *dests;

@@ -18,6 +18,9 @@
  *   others succeed. The other backends run the same checks with their own system-call counts.
  * - MS_CFG_MLOCK: the process's locked memory (VmLck) grows by at least the group's arrays,
  *   and not at all without the flag.
+ * - MS_CFG_CONNECT: the library's own connected sockets, their options and source address
+ *   checked on the sockets and on arrival (the TOS byte), closed on removal; a port that
+ *   cannot be shared refused; a subscriber without a listener reported alone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -569,6 +573,181 @@ static void test_mlock(void **state)
 	}
 }
 
+/* ---- MS_CFG_CONNECT --------------------------------------------------------------------------- */
+
+/* The process's open descriptors, as a bitmap of the first 1024. */
+static unsigned open_fds(bool *set)
+{
+	unsigned n = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		set[fd] = fcntl(fd, F_GETFD) >= 0;
+		n += set[fd];
+	}
+	return n;
+}
+
+static int opt(int fd, int level, int name)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+	assert_int_equal(getsockopt(fd, level, name, &v, &l), 0);
+	return v;
+}
+
+/* Every address added on an unconnected socket gets a connected socket of the library's own,
+ * made like the caller's (options checked on the library's sockets themselves, and the TOS
+ * byte and source address on arrival); each copy arrives once; removing closes it. */
+static void test_connect(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_init(&r);
+	pin_to_this_cpu();
+	int one = 1, tos = 0x28, prio = 5, sndbuf = 300000;
+	assert_int_equal(setsockopt(r.rx, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)), 0);
+	int s0 = rig_socket(&r);
+	assert_int_equal(setsockopt(s0, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)), 0);
+	assert_int_equal(setsockopt(s0, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)), 0);
+	assert_int_equal(setsockopt(s0, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	/* Bound to 127.0.0.9 and a port, shared with SO_REUSEADDR: the source every copy has. */
+	assert_int_equal(setsockopt(s0, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+	struct sockaddr_in src = lo_addr(&r, 8);
+	src.sin_port = 0;
+	assert_int_equal(bind(s0, (struct sockaddr *)&src, sizeof(src)), 0);
+	socklen_t sl = sizeof(src);
+	assert_int_equal(getsockname(s0, (struct sockaddr *)&src, &sl), 0);
+
+	bool before[1024], after[1024];
+	struct ms_ctx *ctx = new_ctx(MS_CFG_CONNECT, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	unsigned n0 = open_fds(before); /* (after the context: io_uring's ring is a file) */
+	const unsigned n = 6;
+	for (unsigned k = 0; k < n; k++)
+		rig_add(&r, g, s0, k);
+	unsigned n1 = open_fds(after);
+	unsigned made = 0;
+	for (int fd = 0; fd < 1024; fd++) {
+		if (!after[fd] || before[fd])
+			continue;
+		made++;
+		/* The library's socket: connected, and like s0. */
+		struct sockaddr_in peer, me;
+		socklen_t pl = sizeof(peer), ml = sizeof(me);
+		assert_int_equal(getpeername(fd, (struct sockaddr *)&peer, &pl), 0);
+		assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &ml), 0);
+		assert_int_equal(me.sin_addr.s_addr, src.sin_addr.s_addr);
+		assert_int_equal(me.sin_port, src.sin_port);
+		assert_int_equal(opt(fd, IPPROTO_IP, IP_TOS), tos);
+		assert_int_equal(opt(fd, SOL_SOCKET, SO_PRIORITY), prio);
+		assert_int_equal(opt(fd, SOL_SOCKET, SO_SNDBUF), opt(s0, SOL_SOCKET, SO_SNDBUF));
+	}
+	assert_int_equal(made, n);
+	assert_int_equal(n1, n0 + n);
+
+	struct ms_result res[MAXD];
+	for (unsigned c = 0; c < 20; c++) {
+		unsigned char msg[40];
+		make_payload(msg, sizeof(msg), c);
+		assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), (int)n);
+		bool seen[MAXD] = { false };
+		for (unsigned i = 0; i < n; i++) {
+			unsigned char buf[64];
+			union {
+				char b[CMSG_SPACE(sizeof(struct in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} ctl;
+			struct sockaddr_in from;
+			struct iovec iov = { buf, sizeof(buf) };
+			struct msghdr m = { .msg_name = &from, .msg_namelen = sizeof(from),
+					    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+					    .msg_controllen = sizeof(ctl.b) };
+			struct pollfd p = { .fd = r.rx, .events = POLLIN };
+			assert_int_equal(poll(&p, 1, 5000), 1);
+			assert_int_equal(recvmsg(r.rx, &m, MSG_DONTWAIT), (ssize_t)sizeof(msg));
+			assert_memory_equal(buf, msg, sizeof(msg));
+			assert_int_equal(from.sin_addr.s_addr, src.sin_addr.s_addr);
+			assert_int_equal(from.sin_port, src.sin_port);
+			int got_tos = -1;
+			unsigned k = MAXD;
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+				if (cm->cmsg_type == IP_TOS)
+					got_tos = *(unsigned char *)CMSG_DATA(cm);
+				if (cm->cmsg_type == IP_PKTINFO) {
+					struct in_pktinfo pi;
+					memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+					k = ntohl(pi.ipi_addr.s_addr) - 0x7f000001u;
+				}
+			}
+			assert_int_equal(got_tos, tos);
+			assert_true(k < n);
+			assert_false(seen[k]);
+			seen[k] = true;
+		}
+	}
+	/* Removing a destination closes its socket; freeing the group closes the rest. */
+	assert_int_equal(ms_group_remove(g, r.id_of_addr[0]), 0);
+	assert_int_equal(open_fds(after), n0 + n - 1);
+	ms_group_free(g);
+	assert_int_equal(open_fds(after), n0);
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
+/* A caller's socket bound to a port without SO_REUSEADDR: the library's sockets cannot share
+ * it, and the add says so, changing nothing. An unbound caller's destinations get ports of
+ * their own. A subscriber with no listener is reported by its connected socket alone. */
+static void test_connect_refusals(void **state)
+{
+	(void)state;
+	struct rig r;
+	rig_init(&r);
+	int s0 = rig_socket(&r);
+	struct sockaddr_in a = lo_addr(&r, 0);
+	a.sin_port = 0;
+	assert_int_equal(bind(s0, (struct sockaddr *)&a, sizeof(a)), 0);
+	bool set[1024];
+	struct ms_ctx *ctx = new_ctx(MS_CFG_CONNECT, 0, 0);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	unsigned n0 = open_fds(set);
+	struct sockaddr_in d = lo_addr(&r, 1);
+	struct ms_dest dest = { .fd = s0, .addr = (struct sockaddr *)&d, .addrlen = sizeof(d) };
+	assert_int_equal(ms_group_add(g, &dest), -EADDRINUSE);
+	assert_int_equal(ms_group_size(g), 0);
+	assert_int_equal(open_fds(set), n0);
+
+	/* Unbound: fine. One destination has no listener (a port nobody has). */
+	int s1 = rig_socket(&r);
+	dest.fd = s1;
+	int live = ms_group_add(g, &dest);
+	assert_true(live >= 0);
+	int dead_rx = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in dead = { .sin_family = AF_INET };
+	dead.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(dead_rx, (struct sockaddr *)&dead, sizeof(dead)), 0);
+	socklen_t dl = sizeof(dead);
+	assert_int_equal(getsockname(dead_rx, (struct sockaddr *)&dead, &dl), 0);
+	close(dead_rx); /* now nobody listens there */
+	struct ms_dest dd = { .fd = s1, .addr = (struct sockaddr *)&dead, .addrlen = sizeof(dead) };
+	int gone = ms_group_add(g, &dd);
+	assert_true(gone >= 0);
+	struct ms_result res[2];
+	unsigned char msg[16] = "refused?";
+	assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), 2); /* the ICMP comes after */
+	char buf[32];
+	struct pollfd p = { .fd = r.rx, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(recv(r.rx, buf, sizeof(buf), 0), (ssize_t)sizeof(msg));
+	assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), 1);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(res[i].status, res[i].id == gone ? -ECONNREFUSED : (int)sizeof(msg));
+	ms_group_free(g);
+	assert_int_equal(open_fds(set), n0 + 1); /* s1 only */
+	ms_ctx_free(ctx);
+	rig_free(&r);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -600,6 +779,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_dontwait_datagrams),
 		cmocka_unit_test(test_dontwait_full_receiver),
 		cmocka_unit_test(test_mlock),
+		cmocka_unit_test(test_connect),
+		cmocka_unit_test(test_connect_refusals),
 	};
 	return cmocka_run_group_tests_name(argv[1], tests, NULL, NULL);
 }
