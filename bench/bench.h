@@ -36,10 +36,17 @@
 
 /* The hand-written baselines (no library: raw-sendto, the yardstick of every ratio, and the
  * opt-in raw-sendmmsg and raw-io_uring, each the library backend's shape written by hand),
- * then the library's backends twice: as they are, and with kernel transmit timestamps sampled
- * (--ts-sample, --ts-compare), so that both can run interleaved in one set of rounds. A "+ts"
- * variant has its own context and its own sending sockets: timestamps are set up per socket
- * and come back on its error queue, which two contexts must not share. */
+ * then the library's backends, then their variants, so that a backend and its variant can run
+ * interleaved in one set of rounds:
+ *   "+ts"        kernel transmit timestamps sampled (--ts-sample, --ts-compare). It has its
+ *                own context and its own sending sockets: timestamps are set up per socket and
+ *                come back on its error queue, which two contexts must not share.
+ *   "+dontwait"  (--compare-dontwait) every backend, baselines included: the library's
+ *                ms_send with MS_SEND_DONTWAIT, the baselines' sends with MSG_DONTWAIT.
+ *   "+rotate"    (--compare-rotate) the library's backends only, on a context made with
+ *                MS_CFG_ROTATE (the baselines have nothing to rotate).
+ * A "+dontwait" or "+rotate" variant has its own context (its own counters) but sends on the
+ * plain sockets. */
 enum variant_id {
 	V_RAW,
 	V_RAW_SENDMMSG,
@@ -50,47 +57,93 @@ enum variant_id {
 	V_LOOP_TS,
 	V_SENDMMSG_TS,
 	V_IO_URING_TS,
+	V_RAW_DW,
+	V_RAW_SENDMMSG_DW,
+	V_RAW_IO_URING_DW,
+	V_LOOP_DW,
+	V_SENDMMSG_DW,
+	V_IO_URING_DW,
+	V_LOOP_ROT,
+	V_SENDMMSG_ROT,
+	V_IO_URING_ROT,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
-
-/* A baseline written without the library. */
-static inline bool variant_is_raw(enum variant_id v)
-{
-	return v <= V_RAW_IO_URING;
-}
+#define V_PLAIN_COUNT V_FIRST_TS /* the plain backends, the ones --backends names */
+#define V_FIRST_DW V_RAW_DW
+#define V_FIRST_ROT V_LOOP_ROT
 
 static inline bool variant_is_ts(enum variant_id v)
 {
-	return v >= V_FIRST_TS && v < V_COUNT;
+	return v >= V_FIRST_TS && v < V_FIRST_DW;
 }
 
-/* The same backend without timestamps (v itself for the others). */
+static inline bool variant_is_dw(enum variant_id v)
+{
+	return v >= V_FIRST_DW && v < V_FIRST_ROT;
+}
+
+static inline bool variant_is_rot(enum variant_id v)
+{
+	return v >= V_FIRST_ROT && v < V_COUNT;
+}
+
+/* The same backend without its variant (v itself for the plain ones). */
 static inline enum variant_id variant_base(enum variant_id v)
 {
-	return variant_is_ts(v) ? (enum variant_id)(v - V_FIRST_TS + V_LOOP) : v;
+	if (variant_is_ts(v))
+		return (enum variant_id)(v - V_FIRST_TS + V_LOOP);
+	if (variant_is_dw(v))
+		return (enum variant_id)(v - V_FIRST_DW + V_RAW);
+	if (variant_is_rot(v))
+		return (enum variant_id)(v - V_FIRST_ROT + V_LOOP);
+	return v;
 }
 
+/* A baseline written without the library (its "+dontwait" variant too). */
+static inline bool variant_is_raw(enum variant_id v)
+{
+	return variant_base(v) <= V_RAW_IO_URING;
+}
+
+/* A plain backend's variants (v itself where it has none: "+ts" and "+rotate" are the library
+ * backends' only). */
 static inline enum variant_id variant_ts(enum variant_id v)
 {
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_TS) : v;
 }
 
+static inline enum variant_id variant_dw(enum variant_id v)
+{
+	return v < V_PLAIN_COUNT ? (enum variant_id)(v + V_FIRST_DW) : v;
+}
+
+static inline enum variant_id variant_rot(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_ROT) : v;
+}
+
 /* A library backend's hand-written twin, the same fan-out without the library (loop: raw-sendto,
- * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts" variant: its plain backend's); -1 for
- * the baselines themselves. */
+ * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts" or "+rotate" variant: its plain
+ * backend's; a "+dontwait" variant: the twin's "+dontwait"); -1 for the baselines themselves. */
 static inline int variant_twin(enum variant_id v)
 {
+	int t;
+
 	switch (variant_base(v)) {
 	case V_LOOP:
-		return V_RAW;
+		t = V_RAW;
+		break;
 	case V_SENDMMSG:
-		return V_RAW_SENDMMSG;
+		t = V_RAW_SENDMMSG;
+		break;
 	case V_IO_URING:
-		return V_RAW_IO_URING;
+		t = V_RAW_IO_URING;
+		break;
 	default:
 		return -1;
 	}
+	return variant_is_dw(v) ? (int)variant_dw((enum variant_id)t) : t;
 }
 
 enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER };
@@ -129,6 +182,11 @@ struct opts {
 	 * (otherwise the "+ts" variants replace the plain ones). */
 	uint32_t ts_sample;
 	bool ts_compare, ts_all, ts_hist;
+	/* --rotate: every library context has MS_CFG_ROTATE; --dontwait: every send passes
+	 * MS_SEND_DONTWAIT (library) or MSG_DONTWAIT (baselines). --compare-dontwait,
+	 * --compare-rotate: each backend also runs as its "+dontwait" / "+rotate" variant,
+	 * interleaved, with the CPU ratio to the plain backend. */
+	bool rotate, dontwait, compare_dw, compare_rot;
 	/* --callgrind: instructions per destination of each backend under valgrind's callgrind
 	 * (callgrind.c), files kept in callgrind_out when given. The bench re-executes itself
 	 * there once per backend and configuration with --callgrind-child (cg_child): warm-up
@@ -187,8 +245,8 @@ struct result {
 	struct summary fanouts_s, dests_s, cpu_proc, cpu_caller, syscalls, wall_dest, softirqd;
 	bool have_ratio; /* raw-sendto ran in the same rounds */
 	struct summary r_fanouts_s, r_dests_s, r_cpu_proc, r_cpu_caller, r_syscalls;
-	/* A "+ts" variant whose plain backend ran in the same rounds: ratios to it, round by
-	 * round, as for raw-sendto: what sampling costs. */
+	/* A variant ("+ts", "+dontwait", "+rotate") whose plain backend ran in the same rounds:
+	 * ratios to it, round by round, as for raw-sendto: what the variant costs. */
 	bool have_base;
 	struct summary b_dests_s, b_cpu_proc, b_cpu_caller;
 	/* A library backend whose hand-written twin (variant_twin) ran in the same rounds: CPU per
@@ -264,7 +322,7 @@ struct session {
 	struct ksoftirqd ksoftirqd;
 	char sink_desc[512];
 	char shape_desc[160];
-	char method_desc[384];
+	char method_desc[768];
 
 	struct result *res;
 	size_t nres, capres;
@@ -364,6 +422,10 @@ void csv_result(FILE *f, const struct session *s, const struct result *r);
 void csv_latency(FILE *f, const struct session *s, const struct lat_result *l);
 void text_header(FILE *f, const struct session *s);
 const char *sink_name(enum sink_kind k);
+/* The header's "sends" line: --dontwait, --rotate, --compare-dontwait, --compare-rotate, or
+ * what holds without them; and the same as a JSON member ,"send_options":{...}. */
+const char *send_options_desc(const struct opts *o, char *buf, size_t len);
+void json_send_options(FILE *f, const struct opts *o);
 const char *mode_name(unsigned mode);
 
 /* charts.c */

@@ -339,6 +339,10 @@ static int measure_one(struct cg_run *c, struct cg_row *w, uint64_t iters, uint6
 		argv[a++] = "--connected";
 	if (o->verify_payload)
 		argv[a++] = "--verify-payload";
+	if (o->dontwait)
+		argv[a++] = "--dontwait";
+	if (o->rotate)
+		argv[a++] = "--rotate";
 	if (o->cpu >= 0) {
 		snprintf(cpu_s, sizeof(cpu_s), "%d", o->cpu);
 		argv[a++] = "--cpu";
@@ -414,6 +418,7 @@ static void print_header(struct cg_run *c)
 	const struct opts *o = c->o;
 	const struct env_info *e = c->env;
 	FILE *f = c->table;
+	char sends[512];
 
 	fprintf(f, "multisend-bench %s --callgrind\n", BENCH_VERSION);
 	fprintf(f, "  kernel    %s\n", e->kernel);
@@ -427,6 +432,7 @@ static void print_header(struct cg_run *c)
 		o->connected ? "one connected UDP socket per destination"
 			     : "one unconnected UDP socket, one address per destination");
 	fprintf(f, "  sink      %s\n", sink_name(o->sink));
+	fprintf(f, "  sends     %s\n", send_options_desc(o, sends, sizeof(sends)));
 	fprintf(f, "  method    each backend runs alone under valgrind --tool=callgrind "
 		   "--collect-atstart=no --toggle-collect=FUNCTION,\n"
 		   "            FUNCTION being its per-fan-out function; %s\n"
@@ -450,6 +456,7 @@ static void print_header(struct cg_run *c)
 		json_str(c->json, sink_name(o->sink));
 		fputs(",\"sockets\":", c->json);
 		json_str(c->json, o->connected ? "connected" : "unconnected");
+		json_send_options(c->json, o);
 		fprintf(c->json, ",\"warmup_counted\":%s}\n", WARMUP_COUNTED ? "true" : "false");
 	}
 }

@@ -26,6 +26,15 @@ static const char *const colour[V_COUNT] = {
 	[V_LOOP_TS] = "#6baed6",
 	[V_SENDMMSG_TS] = "#fdae6b",
 	[V_IO_URING_TS] = "#74c476",
+	[V_RAW_DW] = "#555555",
+	[V_RAW_SENDMMSG_DW] = "#8c564b",
+	[V_RAW_IO_URING_DW] = "#c49c94",
+	[V_LOOP_DW] = "#17becf",
+	[V_SENDMMSG_DW] = "#d62728",
+	[V_IO_URING_DW] = "#bcbd22",
+	[V_LOOP_ROT] = "#9467bd",
+	[V_SENDMMSG_ROT] = "#e377c2",
+	[V_IO_URING_ROT] = "#98df8a",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

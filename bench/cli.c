@@ -77,6 +77,21 @@ static void usage(FILE *f)
 	      "                         first and the last)\n"
 	      "      --ts-hist          print each +ts backend's whole first-to-last skew histogram\n"
 	      "\n"
+	      "Send options (what each fan-out asks of the library; off by default):\n"
+	      "      --dontwait         every send without waiting: the library's ms_send with\n"
+	      "                         MS_SEND_DONTWAIT (io_uring: fire and forget, only failures\n"
+	      "                         complete), the baselines' sendto, sendmmsg and io_uring SQEs\n"
+	      "                         with MSG_DONTWAIT; a destination refused with EAGAIN counts\n"
+	      "                         as failed, like any refusal\n"
+	      "      --rotate           the library's contexts with MS_CFG_ROTATE: each fan-out\n"
+	      "                         starts one destination later (the baselines are unaffected)\n"
+	      "      --compare-dontwait every backend runs twice, interleaved: plain and +dontwait\n"
+	      "                         (as --dontwait), with the CPU ratio of the two taken round\n"
+	      "                         by round (column 'vs plain')\n"
+	      "      --compare-rotate   every library backend runs twice, interleaved: plain and\n"
+	      "                         +rotate (as --rotate), with the same ratio; with\n"
+	      "                         --compare-dontwait, both variants run\n"
+	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
 	      "                         --fanout (default 256) and --size (default 64), --sink and\n"
@@ -150,7 +165,7 @@ static int parse_backends(const char *arg, struct opts *o)
 	o->nvariants = 0;
 	o->backends_given = true;
 	if (!strcmp(buf, "all")) {
-		for (int v = 0; v < V_FIRST_TS; v++)
+		for (int v = 0; v < V_PLAIN_COUNT; v++)
 			o->order[o->nvariants++] = (enum variant_id)v;
 		return 0;
 	}
@@ -170,9 +185,11 @@ static int parse_backends(const char *arg, struct opts *o)
 }
 
 /* Turn the library backends in o->order into their "+ts" variants (--ts-sample), or follow
- * each with its "+ts" variant (--ts-compare), so the two run back to back in every round.
- * -EINVAL if there is no library backend to sample. */
-static int expand_ts(struct opts *o)
+ * each with its "+ts" variant (--ts-compare); follow each backend with its "+dontwait"
+ * (--compare-dontwait) and each library backend with its "+rotate" variant
+ * (--compare-rotate): so a backend and its variants run back to back in every round.
+ * -EINVAL if there is no library backend to sample or to rotate. */
+static int expand_variants(struct opts *o)
 {
 	enum variant_id order[V_COUNT];
 	unsigned n = 0, lib = 0;
@@ -180,16 +197,18 @@ static int expand_ts(struct opts *o)
 	for (unsigned i = 0; i < o->nvariants; i++) {
 		enum variant_id v = o->order[i];
 
-		if (variant_is_raw(v)) {
+		if (!variant_is_raw(v))
+			lib++;
+		if (variant_is_raw(v) || !o->ts_sample || o->ts_compare)
 			order[n++] = v;
-			continue;
-		}
-		lib++;
-		if (o->ts_compare)
-			order[n++] = v;
-		order[n++] = variant_ts(v);
+		if (!variant_is_raw(v) && o->ts_sample)
+			order[n++] = variant_ts(v);
+		if (o->compare_dw)
+			order[n++] = variant_dw(v);
+		if (!variant_is_raw(v) && o->compare_rot)
+			order[n++] = variant_rot(v);
 	}
-	if (!lib)
+	if (!lib && (o->ts_sample || o->compare_rot))
 		return -EINVAL;
 	memcpy(o->order, order, n * sizeof(*order));
 	o->nvariants = n;
@@ -213,6 +232,10 @@ enum {
 	OPT_TS_COMPARE,
 	OPT_TS_ALL,
 	OPT_TS_HIST,
+	OPT_DONTWAIT,
+	OPT_ROTATE,
+	OPT_COMPARE_DW,
+	OPT_COMPARE_ROT,
 	OPT_CALLGRIND,
 	OPT_CALLGRIND_OUT,
 	OPT_CALLGRIND_CHILD,
@@ -244,6 +267,10 @@ static const struct option long_opts[] = {
 	{ "ts-compare", required_argument, NULL, OPT_TS_COMPARE },
 	{ "ts-all", no_argument, NULL, OPT_TS_ALL },
 	{ "ts-hist", no_argument, NULL, OPT_TS_HIST },
+	{ "dontwait", no_argument, NULL, OPT_DONTWAIT },
+	{ "rotate", no_argument, NULL, OPT_ROTATE },
+	{ "compare-dontwait", no_argument, NULL, OPT_COMPARE_DW },
+	{ "compare-rotate", no_argument, NULL, OPT_COMPARE_ROT },
 	{ "callgrind", no_argument, NULL, OPT_CALLGRIND },
 	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
 	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
@@ -267,7 +294,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 	 * and raw-io_uring only when asked for: the default run's time is fixed, and two more
 	 * backends would cut every backend's timed runs to two thirds (wider ranges for the
 	 * headline ratios) to answer a question --callgrind answers better. */
-	for (int v = 0; v < V_FIRST_TS; v++)
+	for (int v = 0; v < V_PLAIN_COUNT; v++)
 		if (!variant_is_raw((enum variant_id)v) || v == V_RAW)
 			o->order[o->nvariants++] = (enum variant_id)v;
 	opterr = 0;
@@ -400,6 +427,20 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->cg_conflict = "--ts-hist";
 			o->ts_hist = true;
 			break;
+		case OPT_DONTWAIT:
+			o->dontwait = true;
+			break;
+		case OPT_ROTATE:
+			o->rotate = true;
+			break;
+		case OPT_COMPARE_DW:
+			o->cg_conflict = "--compare-dontwait";
+			o->compare_dw = true;
+			break;
+		case OPT_COMPARE_ROT:
+			o->cg_conflict = "--compare-rotate";
+			o->compare_rot = true;
+			break;
 		case OPT_CALLGRIND:
 			o->callgrind = true;
 			break;
@@ -443,7 +484,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->callgrind && !o->backends_given) {
 		/* Every backend, so that each library backend meets its hand-written twin. */
 		o->nvariants = 0;
-		for (int v = 0; v < V_FIRST_TS; v++)
+		for (int v = 0; v < V_PLAIN_COUNT; v++)
 			o->order[o->nvariants++] = (enum variant_id)v;
 	}
 	if (o->cg_child && (o->nvariants != 1 || o->nfanouts != 1 || o->nsizes != 1 ||
@@ -454,9 +495,19 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if ((o->ts_all || o->ts_hist) && !o->ts_sample)
 		return bad("%s needs --ts-sample K or --ts-compare K",
 			   o->ts_all ? "--ts-all" : "--ts-hist");
-	if (o->ts_sample && expand_ts(o))
-		return bad("--ts-sample/--ts-compare need a library backend (loop, sendmmsg, "
-			   "io_uring) in --backends%s", "");
+	if (o->dontwait && o->compare_dw)
+		return bad("--dontwait and --compare-dontwait exclude each other (the latter runs both)%s",
+			   "");
+	if (o->rotate && o->compare_rot)
+		return bad("--rotate and --compare-rotate exclude each other (the latter runs both)%s",
+			   "");
+	if (o->ts_sample && (o->compare_dw || o->compare_rot))
+		return bad("--ts-sample/--ts-compare and --compare-dontwait/--compare-rotate exclude "
+			   "each other (one kind of variant per run)%s",
+			   "");
+	if ((o->ts_sample || o->compare_dw || o->compare_rot) && expand_variants(o))
+		return bad("%s needs a library backend (loop, sendmmsg, io_uring) in --backends",
+			   o->ts_sample ? "--ts-sample/--ts-compare" : "--compare-rotate");
 	if (o->verify_payload && o->sink != SINK_DELIVER)
 		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)

@@ -38,7 +38,7 @@ static int lat_run(struct session *s, struct rig *r, enum variant_id v, uint64_t
 	uint64_t done = 0;
 	struct kstat k0, k1, d;
 
-	uint64_t pre0 = thread_preemptions(), sink0 = sink_drops(r->sink);
+	uint64_t pre0 = thread_preemptions(), sink0 = sink_drops(r->sink), accepted0 = r->accepted;
 
 	if (kstat_read(&k0, kstat_dev(s)))
 		memset(&k0, 0, sizeof(k0));
@@ -70,7 +70,7 @@ static int lat_run(struct session *s, struct rig *r, enum variant_id v, uint64_t
 	if (kstat_read(&k1, kstat_dev(s)))
 		memset(&k1, 0, sizeof(k1));
 	kstat_delta(&k1, &k0, &d);
-	out->drops += run_drops(s, r, &d, sink0);
+	out->drops += run_drops(s, r, &d, sink0, r->accepted - accepted0);
 	out->k.udp_in_errors += d.udp_in_errors;
 	out->k.udp_rcvbuf_errors += d.udp_rcvbuf_errors;
 	out->k.udp_sndbuf_errors += d.udp_sndbuf_errors;

@@ -211,7 +211,7 @@ static void free_session(struct session *s)
 static void describe(struct session *s, const struct netns *ns)
 {
 	const struct opts *o = s->o;
-	char order[96] = "";
+	char order[512] = "";
 
 	for (unsigned i = 0; i < o->nvariants; i++)
 		snprintf(order + strlen(order), sizeof(order) - strlen(order), "%s%s", i ? " " : "",

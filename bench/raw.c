@@ -17,7 +17,7 @@
 
 const char *raw_fanout_function(enum variant_id v)
 {
-	switch (v) {
+	switch (variant_base(v)) {
 	case V_RAW:
 		return "bench_raw_sendto_fanout";
 	case V_RAW_SENDMMSG:
@@ -35,16 +35,17 @@ const char *raw_fanout_function(enum variant_id v)
 uint64_t bench_raw_sendto_fanout(struct rig *r)
 {
 	const size_t len = r->size;
+	const int flags = r->raw_flags;
 	uint64_t failed = 0;
 
 	r->raw_syscalls += r->n;
 	if (r->connected) {
 		for (uint64_t i = 0; i < r->n; i++)
-			if (sendto(r->conn[i], r->msg, len, 0, NULL, 0) != (ssize_t)len)
+			if (sendto(r->conn[i], r->msg, len, flags, NULL, 0) != (ssize_t)len)
 				failed++;
 	} else {
 		for (uint64_t i = 0; i < r->n; i++)
-			if (sendto(r->shared, r->msg, len, 0, (const struct sockaddr *)&r->dests[i],
+			if (sendto(r->shared, r->msg, len, flags, (const struct sockaddr *)&r->dests[i],
 				   sizeof(r->dests[i])) != (ssize_t)len)
 				failed++;
 	}
@@ -56,6 +57,7 @@ uint64_t bench_raw_sendto_fanout(struct rig *r)
 uint64_t bench_raw_sendmmsg_fanout(struct rig *r)
 {
 	const size_t len = r->size;
+	const int flags = r->raw_flags;
 	struct mmsghdr *mm = r->raw_mm;
 	uint64_t failed = 0;
 
@@ -68,7 +70,7 @@ uint64_t bench_raw_sendmmsg_fanout(struct rig *r)
 
 			do {
 				r->raw_syscalls++;
-				rc = sendmmsg(r->conn[i], &mm[i], 1, 0);
+				rc = sendmmsg(r->conn[i], &mm[i], 1, flags);
 			} while (rc < 0 && errno == EINTR);
 			if (rc != 1 || mm[i].msg_len != len)
 				failed++;
@@ -80,7 +82,7 @@ uint64_t bench_raw_sendmmsg_fanout(struct rig *r)
 		int rc;
 
 		r->raw_syscalls++;
-		rc = sendmmsg(r->shared, mm + off, chunk, 0);
+		rc = sendmmsg(r->shared, mm + off, chunk, flags);
 		if (rc < 0 && errno == EINTR)
 			continue;
 		if (rc <= 0) {
@@ -273,6 +275,7 @@ uint64_t bench_raw_uring_fanout(struct rig *r)
 	struct raw_uring *u = r->raw_ring;
 	const unsigned sqe_flags = u->fixed ? IOSQE_FIXED_FILE : 0;
 	const int shared = u->fixed ? 0 : r->shared;
+	const int flags = r->raw_flags;
 	uint64_t failed = 0;
 	unsigned queued = 0;
 
@@ -284,13 +287,13 @@ uint64_t bench_raw_uring_fanout(struct rig *r)
 		struct io_uring_sqe *sqe = io_uring_get_sqe(&u->ring);
 
 		if (r->connected) {
-			io_uring_prep_send(sqe, u->fixed ? (int)i : r->conn[i], r->msg, r->size, 0);
+			io_uring_prep_send(sqe, u->fixed ? (int)i : r->conn[i], r->msg, r->size, flags);
 		} else if (u->send_addr) {
-			io_uring_prep_send(sqe, shared, r->msg, r->size, 0);
+			io_uring_prep_send(sqe, shared, r->msg, r->size, flags);
 			io_uring_prep_send_set_addr(sqe, (const struct sockaddr *)&r->dests[i],
 						    sizeof(r->dests[i]));
 		} else {
-			io_uring_prep_sendmsg(sqe, shared, &r->raw_mm[i].msg_hdr, 0);
+			io_uring_prep_sendmsg(sqe, shared, &r->raw_mm[i].msg_hdr, (unsigned)flags);
 		}
 		sqe->flags |= (__u8)sqe_flags;
 		if (++queued == u->depth) {
@@ -340,8 +343,8 @@ uint64_t bench_raw_uring_fanout(struct rig *r)
 
 int raw_open(const struct session *s, struct rig *r, char *err, size_t errlen)
 {
-	const bool mmsg = s->var[V_RAW_SENDMMSG].available,
-		   uring = s->var[V_RAW_IO_URING].available;
+	const bool mmsg = s->var[V_RAW_SENDMMSG].available || s->var[V_RAW_SENDMMSG_DW].available,
+		   uring = s->var[V_RAW_IO_URING].available || s->var[V_RAW_IO_URING_DW].available;
 
 	/* raw-io_uring's SENDMSG fallback uses the same headers. */
 	if (mmsg || uring) {

@@ -18,6 +18,10 @@
  *                 io_uring_submit_and_wait per fan-out (per ring-full beyond 4096), then every
  *                 completion is reaped
  *
+ * With --dontwait (or as a "+dontwait" variant) every send passes MSG_DONTWAIT (rig->raw_flags):
+ * sendto's and sendmmsg's flags, the msg_flags of raw-io_uring's SQEs (which still waits for
+ * every completion); a send refused with EAGAIN counts as failed, like any refusal.
+ *
  * Each fan-out is one call of a function named bench_raw_*_fanout that is never inlined nor
  * cloned, so --callgrind can collect it by name (--toggle-collect), as it does ms_send for the
  * library. Each returns how many destinations did not take the whole message.

@@ -39,6 +39,41 @@ const char *mode_name(unsigned mode)
 	return "?";
 }
 
+const char *send_options_desc(const struct opts *o, char *buf, size_t len)
+{
+	static const char dw[] = "ms_send with MS_SEND_DONTWAIT (io_uring: fire and forget, only "
+				 "failures complete), the baselines' sends with MSG_DONTWAIT",
+			  rot[] = "MS_CFG_ROTATE (each fan-out starts one destination later); the "
+				  "raw baselines are unaffected";
+
+	if (o->dontwait)
+		snprintf(buf, len, "every send without waiting: %s", dw);
+	else if (o->compare_dw)
+		snprintf(buf, len, "each backend also runs as +dontwait, interleaved: %s", dw);
+	else
+		snprintf(buf, len, "blocking sends (no MS_SEND_DONTWAIT, no MSG_DONTWAIT)");
+	size_t l = strlen(buf);
+
+	if (o->rotate)
+		snprintf(buf + l, len - l, ";\n            library contexts with %s", rot);
+	else if (o->compare_rot)
+		snprintf(buf + l, len - l,
+			 ";\n            each library backend also runs as +rotate, interleaved: %s",
+			 rot);
+	else
+		snprintf(buf + l, len - l, "; library contexts without MS_CFG_ROTATE");
+	return buf;
+}
+
+void json_send_options(FILE *f, const struct opts *o)
+{
+	fprintf(f,
+		",\"send_options\":{\"dontwait\":%s,\"rotate\":%s,\"compare_dontwait\":%s,"
+		"\"compare_rotate\":%s}",
+		o->dontwait ? "true" : "false", o->rotate ? "true" : "false",
+		o->compare_dw ? "true" : "false", o->compare_rot ? "true" : "false");
+}
+
 /* Take the terminal from the progress line. */
 static void out_begin(struct session *s)
 {
@@ -112,6 +147,9 @@ void text_header(FILE *f, const struct session *s)
 			s->o->ts_sample,
 			s->o->ts_all ? "every destination" : "first and last destination",
 			s->o->ts_compare ? "; every backend also runs without, interleaved" : "");
+	char sends[512];
+
+	fprintf(f, "  sends     %s\n", send_options_desc(s->o, sends, sizeof(sends)));
 	fprintf(f, "  sockets   %s\n", s->shape_desc);
 	fprintf(f, "  sink      %s\n", s->sink_desc);
 	fprintf(f, "  method    %s\n", s->method_desc);
@@ -154,6 +192,7 @@ void json_env(FILE *f, const struct session *s)
 			s->o->ts_compare ? "true" : "false");
 	else
 		fputs(",\"tx_timestamps\":null", f);
+	json_send_options(f, s->o);
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < s->o->nvariants; i++) {
 		const struct variant *v = &s->var[s->o->order[i]];
@@ -193,16 +232,23 @@ static const char *ratio_str(char *buf, size_t len, const struct summary *r)
 static bool show_twin(const struct session *s)
 {
 	for (unsigned i = 0; i < s->o->nvariants; i++)
-		if (s->o->order[i] == V_RAW_SENDMMSG || s->o->order[i] == V_RAW_IO_URING)
+		if (variant_base(s->o->order[i]) == V_RAW_SENDMMSG ||
+		    variant_base(s->o->order[i]) == V_RAW_IO_URING)
 			return true;
 	return false;
+}
+
+/* The "vs plain" column: when variants run beside their plain backends. */
+static bool show_base(const struct session *s)
+{
+	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot;
 }
 
 static void table_heading(struct session *s, unsigned mode)
 {
 	FILE *f = s->table;
 	const int bw = backend_width(s);
-	const bool nots = s->o->ts_compare, twin = show_twin(s);
+	const bool nots = show_base(s), twin = show_twin(s);
 
 	fprintf(f, "\n%s: %s sink, %s\n", mode == MODE_CAPACITY ? "capacity sweep" : mode_name(mode),
 		sink_name(s->o->sink),
@@ -213,7 +259,7 @@ static void table_heading(struct session *s, unsigned mode)
 	if (twin)
 		fprintf(f, "  %-19s", "vs raw twin");
 	if (nots)
-		fprintf(f, "  %-19s", "+ts vs plain");
+		fprintf(f, "  %-19s", s->o->ts_compare ? "+ts vs plain" : "vs plain");
 	fprintf(f, " %8s %6s", "syscalls", "drops");
 	if (s->o->sink == SINK_DELIVER)
 		fprintf(f, " %9s %6s", "received", "unacc.");
@@ -254,7 +300,7 @@ void report_result(struct session *s, const struct result *r)
 			ratio_str(tw, sizeof(tw), &r->t_cpu_proc);
 		fprintf(f, "  %-19s", tw);
 	}
-	if (s->o->ts_compare) {
+	if (show_base(s)) {
 		char nots[40] = "-";
 
 		if (r->have_base)
@@ -663,6 +709,14 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	json_str(f, mode_name(r->mode));
 	fputs(",\"backend\":", f);
 	json_str(f, variant_name(r->v));
+	/* The plain backend and what its variant changes: "plain", "ts", "dontwait", "rotate". */
+	fputs(",\"base_backend\":", f);
+	json_str(f, variant_name(variant_base(r->v)));
+	fputs(",\"variant\":", f);
+	json_str(f, variant_is_ts(r->v)    ? "ts"
+		    : variant_is_dw(r->v)  ? "dontwait"
+		    : variant_is_rot(r->v) ? "rotate"
+					   : "plain");
 	fprintf(f, ",\"fanout\":%" PRIu64 ",\"size\":%" PRIu64, r->n, r->size);
 	fputs(",\"sink\":", f);
 	json_str(f, sink_name(s->o->sink));
@@ -720,6 +774,16 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		fputs(",\"ratio_to_raw_twin\":null", f);
 	}
 	if (r->have_base) {
+		fputs(",\"ratio_to_plain\":{\"baseline\":", f);
+		json_str(f, variant_name(variant_base(r->v)));
+		json_summary(f, "dests_per_s", &r->b_dests_s);
+		json_summary(f, "cpu_ns_per_dest_process", &r->b_cpu_proc);
+		json_summary(f, "cpu_ns_per_dest_caller", &r->b_cpu_caller);
+		fputc('}', f);
+	} else {
+		fputs(",\"ratio_to_plain\":null", f);
+	}
+	if (r->have_base && variant_is_ts(r->v)) {
 		fputs(",\"ratio_to_no_ts\":{\"baseline\":", f);
 		json_str(f, variant_name(variant_base(r->v)));
 		json_summary(f, "dests_per_s", &r->b_dests_s);
@@ -1036,6 +1100,19 @@ void report_legend(struct session *s)
 		      "hand, without the library.\nvs raw twin: a library backend's CPU/dest over its "
 		      "hand-written twin's (loop: raw-sendto, sendmmsg:\n  raw-sendmmsg, io_uring: "
 		      "raw-io_uring) in the same round; the median of those ratios [min-max].\n",
+		      s->table);
+	if (s->o->compare_dw)
+		fputs("+dontwait: the same backend with every send not waiting (ms_send with "
+		      "MS_SEND_DONTWAIT; the baselines\n  with MSG_DONTWAIT), on the same sockets; a "
+		      "destination refused with EAGAIN counts as failed.\n",
+		      s->table);
+	if (s->o->compare_rot)
+		fputs("+rotate: the same library backend on a context with MS_CFG_ROTATE (each fan-out "
+		      "starts one destination later).\n",
+		      s->table);
+	if (s->o->compare_dw || s->o->compare_rot)
+		fputs("vs plain: its CPU/dest over the plain backend's in the same round; the median of "
+		      "those ratios [min-max].\n",
 		      s->table);
 	if (s->o->ts_sample) {
 		fprintf(s->table,

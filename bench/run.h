@@ -31,9 +31,10 @@ double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64
 void sample_add(struct sample *acc, const struct sample *x);
 
 /* Drops over a run: the sink's own receivers' counters since sink0 (= sink_drops at the start),
- * or for netns-drop the namespace's UDP counters dk. */
+ * or for netns-drop, from the namespace's UDP counters dk, what was lost of the accepted
+ * datagrams (destination-sends the sender was told were taken over the run). */
 uint64_t run_drops(const struct session *s, const struct rig *r, const struct kstat *dk,
-		   uint64_t sink0);
+		   uint64_t sink0, uint64_t accepted);
 
 /* The variants that will run, in interleaving order. */
 unsigned active_variants(const struct session *s, enum variant_id out[V_COUNT]);

@@ -16,6 +16,15 @@ static const char *const names[V_COUNT] = {
 	[V_LOOP] = "loop",
 	[V_SENDMMSG] = "sendmmsg",
 	[V_IO_URING] = "io_uring",
+	[V_RAW_DW] = "raw-sendto+dontwait",
+	[V_RAW_SENDMMSG_DW] = "raw-sendmmsg+dontwait",
+	[V_RAW_IO_URING_DW] = "raw-io_uring+dontwait",
+	[V_LOOP_DW] = "loop+dontwait",
+	[V_SENDMMSG_DW] = "sendmmsg+dontwait",
+	[V_IO_URING_DW] = "io_uring+dontwait",
+	[V_LOOP_ROT] = "loop+rotate",
+	[V_SENDMMSG_ROT] = "sendmmsg+rotate",
+	[V_IO_URING_ROT] = "io_uring+rotate",
 };
 
 /* "loop+ts/64": the interval is part of the name, so that every output says what ran. */
@@ -28,6 +37,12 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP_TS] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_TS] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_TS] = MS_BACKEND_IO_URING,
+	[V_LOOP_DW] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_DW] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_DW] = MS_BACKEND_IO_URING,
+	[V_LOOP_ROT] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_ROT] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_ROT] = MS_BACKEND_IO_URING,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -45,7 +60,7 @@ const char *variant_name(enum variant_id v)
 
 void variants_name_ts(uint32_t ts_sample)
 {
-	for (int v = V_FIRST_TS; v < V_COUNT; v++)
+	for (int v = V_FIRST_TS; v < V_FIRST_DW; v++)
 		snprintf(ts_names[v], sizeof(ts_names[v]), "%s+ts/%u",
 			 names[variant_base((enum variant_id)v)], ts_sample);
 }
@@ -103,6 +118,20 @@ static void why_unavailable_ts(enum variant_id v, int err, const struct ms_confi
 	why_unavailable(variant_base(v), err, buf, len);
 }
 
+/* What a variant's sends do differently, after its description (none for the plain ones
+ * without --dontwait / --rotate, which the header states once for all). */
+static void detail_variant(struct variant *x, enum variant_id v)
+{
+	size_t l = strlen(x->detail);
+
+	if (variant_is_dw(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l, "; %s on every send",
+			 variant_is_raw(v) ? "MSG_DONTWAIT" : "ms_send with MS_SEND_DONTWAIT");
+	else if (variant_is_rot(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l,
+			 "; context with MS_CFG_ROTATE (each fan-out starts one destination later)");
+}
+
 int variants_open(struct session *s)
 {
 	int any = 0;
@@ -110,28 +139,33 @@ int variants_open(struct session *s)
 	for (int v = 0; v < V_COUNT; v++) {
 		struct variant *x = &s->var[v];
 		const bool ts = variant_is_ts((enum variant_id)v);
+		const enum variant_id base = variant_base((enum variant_id)v);
 
 		x->name = variant_name((enum variant_id)v);
 		if (!x->wanted)
 			continue;
-		if (v == V_RAW) {
+		if (base == V_RAW) {
 			x->available = true;
 			snprintf(x->detail, sizeof(x->detail),
 				 "the baseline: a plain loop of sendto(2), one per destination, no "
 				 "library");
+			detail_variant(x, (enum variant_id)v);
 			any++;
 			continue;
 		}
-		if (v == V_RAW_SENDMMSG) {
+		if (base == V_RAW_SENDMMSG) {
 			x->available = true;
 			snprintf(x->detail, sizeof(x->detail),
 				 "hand-written sendmmsg(2), no library: one call per socket per 1024 "
 				 "destinations on headers prepared once");
+			detail_variant(x, (enum variant_id)v);
 			any++;
 			continue;
 		}
-		if (v == V_RAW_IO_URING) {
+		if (base == V_RAW_IO_URING) {
 			x->available = raw_uring_probe(x->detail, sizeof(x->detail));
+			if (x->available)
+				detail_variant(x, (enum variant_id)v);
 			any += x->available;
 			continue;
 		}
@@ -139,7 +173,8 @@ int variants_open(struct session *s)
 		struct ms_config cfg = {
 			.size = sizeof(cfg),
 			.backend = lib_backend[v],
-			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV |
+				 (s->o->rotate || variant_is_rot((enum variant_id)v) ? MS_CFG_ROTATE : 0),
 			.ts_sample = ts ? s->o->ts_sample : 0,
 			.ts_flags = ts && s->o->ts_all ? MS_TS_ALL_DESTS : 0,
 		};
@@ -151,7 +186,7 @@ int variants_open(struct session *s)
 				why_unavailable_ts((enum variant_id)v, err, &cfg, x->detail,
 						   sizeof(x->detail));
 			else
-				why_unavailable((enum variant_id)v, err, x->detail, sizeof(x->detail));
+				why_unavailable(base, err, x->detail, sizeof(x->detail));
 			continue;
 		}
 		if (ms_ctx_backend(x->ctx) != lib_backend[v]) {
@@ -163,11 +198,10 @@ int variants_open(struct session *s)
 		}
 		/* The library describes set-ups that have options (io_uring's ring); for the others
 		 * say what multisend.h promises about their system calls. */
-		enum variant_id b = variant_base((enum variant_id)v);
-
 		if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
-		    !strcmp(x->detail, names[b]))
-			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[b]);
+		    !strcmp(x->detail, names[base]))
+			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[base]);
+		detail_variant(x, (enum variant_id)v);
 		if (ts) {
 			size_t l = strlen(x->detail);
 
@@ -205,7 +239,7 @@ uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1;
 
 	for (int v = V_FIRST_TS; v < V_COUNT; v++)
-		sets += s->var[v].wanted;
+		sets += s->var[v].wanted && variant_is_ts((enum variant_id)v);
 	return rx + sets * (s->o->connected ? n : 1) + 64;
 }
 
@@ -337,6 +371,7 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 	r->n = n;
 	r->size = size;
 	r->connected = s->o->connected;
+	r->dontwait = s->o->dontwait;
 	if (rig_fds_needed(s, n) > s->env.nofile) {
 		snprintf(err, errlen,
 			 "needs about %llu file descriptors, RLIMIT_NOFILE allows %llu (raise the "
@@ -364,7 +399,7 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 	for (int v = V_LOOP; v < V_COUNT; v++) {
 		int shared = r->shared, *conn = r->conn;
 
-		if (!s->var[v].available)
+		if (!s->var[v].available || variant_is_raw((enum variant_id)v))
 			continue;
 		if (variant_is_ts((enum variant_id)v)) {
 			ret = open_senders(s, r, &r->ts_shared[v], &r->ts_conn[v], err, errlen);
@@ -416,13 +451,13 @@ static uint64_t send_raw(struct rig *r, uint64_t (*fanout)(struct rig *), uint64
 	return failed;
 }
 
-static uint64_t send_lib(struct rig *r, struct ms_group *g, uint64_t count)
+static uint64_t send_lib(struct rig *r, struct ms_group *g, unsigned flags, uint64_t count)
 {
 	uint64_t failed = 0;
 
 	for (uint64_t k = 0; k < count; k++) {
 		stamp(r);
-		int ok = ms_send(g, r->msg, r->size, 0, NULL);
+		int ok = ms_send(g, r->msg, r->size, flags, NULL);
 
 		failed += ok < 0 ? r->n : r->n - (uint64_t)ok;
 	}
@@ -431,9 +466,13 @@ static uint64_t send_lib(struct rig *r, struct ms_group *g, uint64_t count)
 
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 {
+	const bool dontwait = r->dontwait || variant_is_dw(v);
 	uint64_t failed;
 
-	switch (v) {
+	/* A send refused for want of room (EAGAIN, only without waiting) counts as failed like
+	 * any other refusal: not sent, so not expected at the sink either. */
+	r->raw_flags = dontwait ? MSG_DONTWAIT : 0;
+	switch (variant_base(v)) {
 	case V_RAW:
 		failed = send_raw(r, bench_raw_sendto_fanout, count);
 		break;
@@ -444,7 +483,7 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 		failed = send_raw(r, bench_raw_uring_fanout, count);
 		break;
 	default:
-		failed = send_lib(r, r->g[v], count);
+		failed = send_lib(r, r->g[v], dontwait ? MS_SEND_DONTWAIT : 0, count);
 		break;
 	}
 

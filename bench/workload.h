@@ -20,6 +20,7 @@ struct raw_uring;
 struct rig {
 	uint64_t n, size;
 	bool connected;
+	bool dontwait; /* --dontwait: every send of every backend without waiting */
 	struct sink *sink;
 	const struct sockaddr_in *dests;
 	int shared;   /* the unconnected sending socket, or -1 */
@@ -37,6 +38,7 @@ struct rig {
 	struct iovec raw_iov;
 	struct raw_uring *raw_ring;
 	uint64_t raw_syscalls; /* system calls the baselines made, since the rig opened */
+	int raw_flags;         /* the baselines' send flags for this fan-out: MSG_DONTWAIT or 0 */
 	unsigned char *msg;
 	uint64_t seq;     /* last sequence number stamped into msg */
 	uint64_t pending; /* fan-outs since the sink was last drained */

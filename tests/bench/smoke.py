@@ -20,6 +20,12 @@ usage: smoke.py TEST BENCH
                 (sent = received + kernel drops for each) and, as root, on netns-drop: every
                 destination-send accounted, their own system-call counts, the library's
                 ratios to their hand-written twins
+  variants      --dontwait, --rotate, --compare-dontwait, --compare-rotate: the header and
+                env say what ran; the +dontwait / +rotate variants interleave with their plain
+                backend (raw baselines have no +rotate) and carry its ratio; on deliver every
+                destination-send is accounted (sent = received + kernel drops, a refusal such as
+                EAGAIN counted as failed, matching the library's own counters) and, as root, on
+                netns-drop (sent = veth drops + UDP drops)
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -306,7 +312,13 @@ def t_usage(bench):
                        (["--callgrind", "--mode", "sweep"], "no use there"),
                        (["--callgrind", "--ts-sample", "4"], "no use there"),
                        (["--callgrind-out", "/tmp/x"], "needs --callgrind"),
-                       (["--callgrind-child", "2"], "internal")):
+                       (["--callgrind-child", "2"], "internal"),
+                       (["--dontwait", "--compare-dontwait"], "exclude each other"),
+                       (["--rotate", "--compare-rotate"], "exclude each other"),
+                       (["--compare-dontwait", "--ts-compare", "4"], "exclude each other"),
+                       (["--compare-rotate", "--backends", "raw-sendto"], "library backend"),
+                       (["--backends", "loop+dontwait"], "unknown backend"),
+                       (["--callgrind", "--compare-dontwait"], "no use there")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -318,6 +330,7 @@ def t_usage(bench):
                  "--cpu-budget", "--p99-bound", "--subscribers", "--relay-cores", "--json",
                  "--csv", "--report", "--no-progress", "--help", "--version",
                  "--ts-sample", "--ts-compare", "--ts-all", "--ts-hist",
+                 "--dontwait", "--rotate", "--compare-dontwait", "--compare-rotate",
                  "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
@@ -494,6 +507,122 @@ def t_raw(bench):
               f"netns-drop {r['backend']} N={r['fanout']}: veth dropped {dropped} of {sent}")
 
 
+def check_accounted(results, what, lib=True):
+    """Deliver: every destination-send accounted: the ones the kernel took were received or
+    dropped (a refusal, EAGAIN included, is failed and never expected at the sink), and the
+    library's own counters agree with what ms_send returned."""
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        dv = r.get("deliver", {})
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(dv.get("unaccounted") == 0 and dv.get("malformed") == 0 and dv.get("foreign") == 0,
+              f"{name}: {dv}")
+        check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+              f"{name}: sent {sent} != received + drops {dv}")
+        lc = r.get("library")
+        if lib and r["base_backend"] not in RAW and check(isinstance(lc, dict), f"{name}: no "
+                                                                               "library counters"):
+            check(lc["dests_attempted"] == r["dests_sent"] and
+                  lc["dests_failed"] == r["dests_failed"] and
+                  lc["dests_accepted"] == sent, f"{name}: library counters {lc}, sent {sent}")
+
+
+def check_variants(objs, results, avail, what, dw, rot):
+    """The variants' rows: each follows its plain backend, carries its ratio to it; env says
+    what ran."""
+    env = [o for o in objs if o.get("type") == "env"][0]
+    opts = env.get("send_options", {})
+    check(opts.get("compare_dontwait") == dw and opts.get("compare_rotate") == rot,
+          f"{what}: env send_options {opts}")
+    names = set(avail)
+    for b in avail:
+        base, _, var = b.partition("+")
+        check(var in ("", "dontwait", "rotate"), f"{what}: unexpected backend {b}")
+        if var:
+            check(base in names, f"{what}: {b} without {base}")
+        if var == "rotate":
+            check(base not in RAW, f"{what}: a baseline with +rotate: {b}")
+    for base in avail:
+        if "+" in base:
+            continue
+        check(dw == (base + "+dontwait" in names), f"{what}: {base}+dontwait ran: {not dw}")
+        if base not in RAW:
+            check(rot == (base + "+rotate" in names), f"{what}: {base}+rotate ran: {not rot}")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        ratio = r.get("ratio_to_plain")
+        check(r.get("base_backend") == r["backend"].split("+")[0], f"{name}: base_backend")
+        if r["variant"] == "plain":
+            check(ratio is None, f"{name}: a plain backend with a ratio to plain")
+            continue
+        check(r["variant"] == r["backend"].split("+")[1], f"{name}: variant {r['variant']}")
+        if check(isinstance(ratio, dict), f"{name}: no ratio_to_plain"):
+            check(ratio["baseline"] == r["base_backend"], f"{name}: ratio baseline {ratio}")
+            check(positive(ratio, "cpu_ns_per_dest_process"), f"{name}: ratio {ratio}")
+        twin = r.get("ratio_to_raw_twin")
+        if r["variant"] == "dontwait" and r["base_backend"] in TWIN and \
+                TWIN[r["base_backend"]] + "+dontwait" in names:
+            check(isinstance(twin, dict) and
+                  twin["baseline"] == TWIN[r["base_backend"]] + "+dontwait",
+                  f"{name}: twin {twin}")
+
+
+def t_variants(bench):
+    # One switch at a time on deliver: the header says so; every destination-send accounted.
+    for opt, line in (("--dontwait", "every send without waiting"),
+                      ("--rotate", "library contexts with MS_CFG_ROTATE")):
+        rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16,256",
+                           "--backends", "all", opt, "--json", "-")
+        check(rc == 0, f"{opt}: exit status {rc}; stderr:\n{err}")
+        check(line in err, f"{opt}: the header does not say {line!r}")
+        objs = parse_lines(out)
+        avail, results = check_results(objs)
+        env = [o for o in objs if o.get("type") == "env"]
+        key = opt[2:]
+        check(env and env[0].get("send_options", {}).get(key) is True,
+              f"{opt}: env send_options {env and env[0].get('send_options')}")
+        check_accounted(results, opt)
+    # Both comparisons in one run, every backend, interleaved with the plain ones.
+    for sink in ("loopback", "deliver"):
+        rc, out, err = run(bench, "--quick", "--sink", sink, "--fanout", "16", "--backends",
+                           "all", "--compare-dontwait", "--compare-rotate", "--json", "-")
+        what = f"{sink} --compare-dontwait --compare-rotate"
+        check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+        check("vs plain" in err, f"{what}: no 'vs plain' column")
+        objs = parse_lines(out)
+        avail, results = check_results(objs)
+        check_variants(objs, results, avail, what, True, True)
+        for r in results:
+            check(r["dests_sent"] == sum(x["fanouts"] for x in r["runs"]) * r["fanout"],
+                  f"{what} {r['backend']}: dests_sent")
+        if sink == "deliver":
+            check_accounted(results, what)
+    rc, out, err = run(bench, "--quick", "--fanout", "16", "--compare-rotate", "--json", "-")
+    check(rc == 0, f"--compare-rotate: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_variants(objs, results, avail, "--compare-rotate", False, True)
+    if not have_netns():
+        return
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--fanout", "1,64",
+                       "--backends", "all", "--compare-dontwait", "--json", "-")
+    check(rc == 0, f"netns-drop --compare-dontwait: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_variants(objs, results, avail, "netns-drop", True, False)
+    for r in results:
+        name = f"netns-drop {r['backend']} N={r['fanout']}"
+        sent = r["dests_sent"] - r["dests_failed"]
+        k = r["kernel"]
+        # What the sender was told was taken: put out by UDP (and dropped at the veth), or
+        # lost before (drops); a refused send is in neither.
+        check(k["udp_out_datagrams"] + r["drops"] == sent,
+              f"{name}: sent {sent} != UDP out {k['udp_out_datagrams']} + drops {r['drops']}")
+        check(k["udp_out_datagrams"] <= k.get("veth_tx_dropped", -1) <=
+              k["udp_out_datagrams"] + 8, f"{name}: veth dropped {k.get('veth_tx_dropped')} "
+              f"of {k['udp_out_datagrams']}")
+
+
 def finite_positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
@@ -567,6 +696,7 @@ def main():
         return 2
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
              "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
+             "variants": t_variants,
              "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
