@@ -248,7 +248,11 @@ MS_EXPORT void ms_group_free(struct ms_group *g);
  *   -ENOMEM        out of memory. (io_uring: if the kernel refuses to register the socket
  *                  in the ring's file table, that is not an error; the socket is then used
  *                  by its plain fd.)
- * On error the group is unchanged.
+ *   other          with MS_CFG_MLOCK, what mlock said (-ENOMEM, -EPERM); with MS_CFG_CONNECT,
+ *                  what making the library's socket said: socket (-EMFILE, -ENFILE), copying
+ *                  an option (-EPERM), bind (-EADDRINUSE: the caller's port cannot be
+ *                  shared), connect (-ENETUNREACH...).
+ * On error the group is unchanged (and no socket of the library's is left open).
  */
 MS_EXPORT int ms_group_add(struct ms_group *g, const struct ms_dest *d);
 
