@@ -151,8 +151,8 @@ struct ms__send {
 	bool managed;            /* the group has buckets a slow-consumer policy manages */
 	uint32_t accepted, partial, failed;
 	uint64_t bytes, syscalls;
-	uint64_t err[MS__ERR_NCLASSES];
-	uint64_t slow_queued, slow_dropped, slow_removed;
+	uint32_t err[MS__ERR_NCLASSES]; /* one call's counts: at most its destinations */
+	uint32_t slow_queued, slow_dropped, slow_removed;
 	bool ts_armed;           /* some message headers carry timestamp requests (msg_control):
 	                            the backends must send those with sendmsg */
 	/* Where the send order starts (MS_CFG_ROTATE; all 0 otherwise): bucket k0, index j0 in

@@ -98,7 +98,9 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 		return 0;
 
 	/* The message headers all point at the group's iovec array (see struct ms__bucket). */
-	if (iovcnt)
+	if (likely(iovcnt == 1))
+		g->iov[0] = iov[0];
+	else if (iovcnt)
 		memcpy(g->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	ms__group_set_iovlen(g, iovcnt);
 
