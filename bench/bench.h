@@ -45,8 +45,14 @@
  *                ms_send with MS_SEND_DONTWAIT, the baselines' sends with MSG_DONTWAIT.
  *   "+rotate"    (--compare-rotate) the library's backends only, on a context made with
  *                MS_CFG_ROTATE (the baselines have nothing to rotate).
+ *   "+connect"   (--compare-connect, unconnected shape only) the library's backends only, on
+ *                a context made with MS_CFG_CONNECT: its group is built from the same
+ *                addresses on the same unconnected socket, so the library makes one connected
+ *                socket of its own per destination (bound to the plain socket's port, which
+ *                the bench binds with SO_REUSEADDR for it); raw-sendto stays the plain
+ *                unconnected loop, so "vs raw-sendto" is the connected fan-out against it.
  * A "+dontwait" or "+rotate" variant has its own context (its own counters) but sends on the
- * plain sockets. */
+ * plain sockets; a "+connect" variant has its own context and sends on the library's sockets. */
 enum variant_id {
 	V_RAW,
 	V_RAW_SENDMMSG,
@@ -66,12 +72,16 @@ enum variant_id {
 	V_LOOP_ROT,
 	V_SENDMMSG_ROT,
 	V_IO_URING_ROT,
+	V_LOOP_CONN,
+	V_SENDMMSG_CONN,
+	V_IO_URING_CONN,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
 #define V_PLAIN_COUNT V_FIRST_TS /* the plain backends, the ones --backends names */
 #define V_FIRST_DW V_RAW_DW
 #define V_FIRST_ROT V_LOOP_ROT
+#define V_FIRST_CONN V_LOOP_CONN
 
 static inline bool variant_is_ts(enum variant_id v)
 {
@@ -85,7 +95,12 @@ static inline bool variant_is_dw(enum variant_id v)
 
 static inline bool variant_is_rot(enum variant_id v)
 {
-	return v >= V_FIRST_ROT && v < V_COUNT;
+	return v >= V_FIRST_ROT && v < V_FIRST_CONN;
+}
+
+static inline bool variant_is_conn(enum variant_id v)
+{
+	return v >= V_FIRST_CONN && v < V_COUNT;
 }
 
 /* The same backend without its variant (v itself for the plain ones). */
@@ -97,6 +112,8 @@ static inline enum variant_id variant_base(enum variant_id v)
 		return (enum variant_id)(v - V_FIRST_DW + V_RAW);
 	if (variant_is_rot(v))
 		return (enum variant_id)(v - V_FIRST_ROT + V_LOOP);
+	if (variant_is_conn(v))
+		return (enum variant_id)(v - V_FIRST_CONN + V_LOOP);
 	return v;
 }
 
@@ -106,8 +123,8 @@ static inline bool variant_is_raw(enum variant_id v)
 	return variant_base(v) <= V_RAW_IO_URING;
 }
 
-/* A plain backend's variants (v itself where it has none: "+ts" and "+rotate" are the library
- * backends' only). */
+/* A plain backend's variants (v itself where it has none: "+ts", "+rotate" and "+connect" are
+ * the library backends' only). */
 static inline enum variant_id variant_ts(enum variant_id v)
 {
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_TS) : v;
@@ -123,9 +140,15 @@ static inline enum variant_id variant_rot(enum variant_id v)
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_ROT) : v;
 }
 
+static inline enum variant_id variant_conn(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_CONN) : v;
+}
+
 /* A library backend's hand-written twin, the same fan-out without the library (loop: raw-sendto,
- * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts" or "+rotate" variant: its plain
- * backend's; a "+dontwait" variant: the twin's "+dontwait"); -1 for the baselines themselves. */
+ * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts", "+rotate" or "+connect" variant:
+ * its plain backend's; a "+dontwait" variant: the twin's "+dontwait"); -1 for the baselines
+ * themselves. */
 static inline int variant_twin(enum variant_id v)
 {
 	int t;
@@ -187,6 +210,10 @@ struct opts {
 	 * --compare-rotate: each backend also runs as its "+dontwait" / "+rotate" variant,
 	 * interleaved, with the CPU ratio to the plain backend. */
 	bool rotate, dontwait, compare_dw, compare_rot;
+	/* --lib-connect: every library context has MS_CFG_CONNECT (the raw baselines unchanged);
+	 * --compare-connect: each library backend also runs as its "+connect" variant,
+	 * interleaved. Both need the unconnected shape (not --connected). */
+	bool lib_connect, compare_conn;
 	/* --callgrind: instructions per destination of each backend under valgrind's callgrind
 	 * (callgrind.c), files kept in callgrind_out when given. The bench re-executes itself
 	 * there once per backend and configuration with --callgrind-child (cg_child): warm-up
@@ -245,8 +272,8 @@ struct result {
 	struct summary fanouts_s, dests_s, cpu_proc, cpu_caller, syscalls, wall_dest, softirqd;
 	bool have_ratio; /* raw-sendto ran in the same rounds */
 	struct summary r_fanouts_s, r_dests_s, r_cpu_proc, r_cpu_caller, r_syscalls;
-	/* A variant ("+ts", "+dontwait", "+rotate") whose plain backend ran in the same rounds:
-	 * ratios to it, round by round, as for raw-sendto: what the variant costs. */
+	/* A variant ("+ts", "+dontwait", "+rotate", "+connect") whose plain backend ran in the
+	 * same rounds: ratios to it, round by round, as for raw-sendto: what the variant costs. */
 	bool have_base;
 	struct summary b_dests_s, b_cpu_proc, b_cpu_caller;
 	/* A library backend whose hand-written twin (variant_twin) ran in the same rounds: CPU per
@@ -321,7 +348,7 @@ struct session {
 	const struct netns *ns; /* netns-drop only */
 	struct ksoftirqd ksoftirqd;
 	char sink_desc[512];
-	char shape_desc[160];
+	char shape_desc[256];
 	char method_desc[768];
 
 	struct result *res;
@@ -422,7 +449,8 @@ void csv_result(FILE *f, const struct session *s, const struct result *r);
 void csv_latency(FILE *f, const struct session *s, const struct lat_result *l);
 void text_header(FILE *f, const struct session *s);
 const char *sink_name(enum sink_kind k);
-/* The header's "sends" line: --dontwait, --rotate, --compare-dontwait, --compare-rotate, or
+/* The header's "sends" line: --dontwait, --rotate, --compare-dontwait, --compare-rotate,
+ * --lib-connect, --compare-connect, or
  * what holds without them; and the same as a JSON member ,"send_options":{...}. */
 const char *send_options_desc(const struct opts *o, char *buf, size_t len);
 void json_send_options(FILE *f, const struct opts *o);

@@ -343,6 +343,8 @@ static int measure_one(struct cg_run *c, struct cg_row *w, uint64_t iters, uint6
 		argv[a++] = "--dontwait";
 	if (o->rotate)
 		argv[a++] = "--rotate";
+	if (o->lib_connect)
+		argv[a++] = "--lib-connect";
 	if (o->cpu >= 0) {
 		snprintf(cpu_s, sizeof(cpu_s), "%d", o->cpu);
 		argv[a++] = "--cpu";
@@ -418,7 +420,7 @@ static void print_header(struct cg_run *c)
 	const struct opts *o = c->o;
 	const struct env_info *e = c->env;
 	FILE *f = c->table;
-	char sends[512];
+	char sends[1024];
 
 	fprintf(f, "multisend-bench %s --callgrind\n", BENCH_VERSION);
 	fprintf(f, "  kernel    %s\n", e->kernel);

@@ -35,6 +35,9 @@ static const char *const colour[V_COUNT] = {
 	[V_LOOP_ROT] = "#9467bd",
 	[V_SENDMMSG_ROT] = "#e377c2",
 	[V_IO_URING_ROT] = "#98df8a",
+	[V_LOOP_CONN] = "#393b79",
+	[V_SENDMMSG_CONN] = "#8c6d31",
+	[V_IO_URING_CONN] = "#637939",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

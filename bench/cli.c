@@ -91,6 +91,14 @@ static void usage(FILE *f)
 	      "      --compare-rotate   every library backend runs twice, interleaved: plain and\n"
 	      "                         +rotate (as --rotate), with the same ratio; with\n"
 	      "                         --compare-dontwait, both variants run\n"
+	      "      --lib-connect      the library's contexts with MS_CFG_CONNECT: every address\n"
+	      "                         on the unconnected socket gets a connected socket of the\n"
+	      "                         library's own (the baselines stay unconnected); not with\n"
+	      "                         --connected\n"
+	      "      --compare-connect  every library backend runs twice, interleaved: plain and\n"
+	      "                         +connect (as --lib-connect), with the same ratio; with\n"
+	      "                         the other --compare options, each variant runs; not\n"
+	      "                         with --connected (already connected: nothing to compare)\n"
 	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
@@ -186,9 +194,9 @@ static int parse_backends(const char *arg, struct opts *o)
 
 /* Turn the library backends in o->order into their "+ts" variants (--ts-sample), or follow
  * each with its "+ts" variant (--ts-compare); follow each backend with its "+dontwait"
- * (--compare-dontwait) and each library backend with its "+rotate" variant
- * (--compare-rotate): so a backend and its variants run back to back in every round.
- * -EINVAL if there is no library backend to sample or to rotate. */
+ * (--compare-dontwait) and each library backend with its "+rotate" (--compare-rotate) and
+ * "+connect" variant (--compare-connect): so a backend and its variants run back to back in
+ * every round. -EINVAL if there is no library backend to sample, rotate or connect. */
 static int expand_variants(struct opts *o)
 {
 	enum variant_id order[V_COUNT];
@@ -207,8 +215,10 @@ static int expand_variants(struct opts *o)
 			order[n++] = variant_dw(v);
 		if (!variant_is_raw(v) && o->compare_rot)
 			order[n++] = variant_rot(v);
+		if (!variant_is_raw(v) && o->compare_conn)
+			order[n++] = variant_conn(v);
 	}
-	if (!lib && (o->ts_sample || o->compare_rot))
+	if (!lib && (o->ts_sample || o->compare_rot || o->compare_conn))
 		return -EINVAL;
 	memcpy(o->order, order, n * sizeof(*order));
 	o->nvariants = n;
@@ -236,6 +246,8 @@ enum {
 	OPT_ROTATE,
 	OPT_COMPARE_DW,
 	OPT_COMPARE_ROT,
+	OPT_LIB_CONNECT,
+	OPT_COMPARE_CONN,
 	OPT_CALLGRIND,
 	OPT_CALLGRIND_OUT,
 	OPT_CALLGRIND_CHILD,
@@ -271,6 +283,8 @@ static const struct option long_opts[] = {
 	{ "rotate", no_argument, NULL, OPT_ROTATE },
 	{ "compare-dontwait", no_argument, NULL, OPT_COMPARE_DW },
 	{ "compare-rotate", no_argument, NULL, OPT_COMPARE_ROT },
+	{ "lib-connect", no_argument, NULL, OPT_LIB_CONNECT },
+	{ "compare-connect", no_argument, NULL, OPT_COMPARE_CONN },
 	{ "callgrind", no_argument, NULL, OPT_CALLGRIND },
 	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
 	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
@@ -441,6 +455,13 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->cg_conflict = "--compare-rotate";
 			o->compare_rot = true;
 			break;
+		case OPT_LIB_CONNECT:
+			o->lib_connect = true;
+			break;
+		case OPT_COMPARE_CONN:
+			o->cg_conflict = "--compare-connect";
+			o->compare_conn = true;
+			break;
 		case OPT_CALLGRIND:
 			o->callgrind = true;
 			break;
@@ -501,13 +522,24 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->rotate && o->compare_rot)
 		return bad("--rotate and --compare-rotate exclude each other (the latter runs both)%s",
 			   "");
-	if (o->ts_sample && (o->compare_dw || o->compare_rot))
-		return bad("--ts-sample/--ts-compare and --compare-dontwait/--compare-rotate exclude "
-			   "each other (one kind of variant per run)%s",
+	if (o->lib_connect && o->compare_conn)
+		return bad("--lib-connect and --compare-connect exclude each other (the latter "
+			   "runs both)%s",
 			   "");
-	if ((o->ts_sample || o->compare_dw || o->compare_rot) && expand_variants(o))
+	if (o->connected && (o->lib_connect || o->compare_conn))
+		return bad("%s needs the unconnected shape: with --connected every destination "
+			   "already has its own connected socket (nothing to compare)",
+			   o->compare_conn ? "--compare-connect" : "--lib-connect");
+	if (o->ts_sample && (o->compare_dw || o->compare_rot || o->compare_conn))
+		return bad("--ts-sample/--ts-compare and --compare-dontwait/--compare-rotate/"
+			   "--compare-connect exclude each other (one kind of variant per run)%s",
+			   "");
+	if ((o->ts_sample || o->compare_dw || o->compare_rot || o->compare_conn) &&
+	    expand_variants(o))
 		return bad("%s needs a library backend (loop, sendmmsg, io_uring) in --backends",
-			   o->ts_sample ? "--ts-sample/--ts-compare" : "--compare-rotate");
+			   o->ts_sample	    ? "--ts-sample/--ts-compare"
+			   : o->compare_rot ? "--compare-rotate"
+					    : "--compare-connect");
 	if (o->verify_payload && o->sink != SINK_DELIVER)
 		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)

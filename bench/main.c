@@ -220,9 +220,14 @@ static void describe(struct session *s, const struct netns *ns)
 		netns_describe(ns, s->sink_desc, sizeof(s->sink_desc));
 	else
 		sink_describe(o->sink, o->verify_payload, s->sink_desc, sizeof(s->sink_desc));
-	snprintf(s->shape_desc, sizeof(s->shape_desc), "%s",
+	snprintf(s->shape_desc, sizeof(s->shape_desc), "%s%s",
 		 o->connected ? "one connected UDP socket per destination (sendto without address)"
-			      : "one unconnected UDP socket, one address per destination");
+			      : "one unconnected UDP socket, one address per destination",
+		 o->lib_connect || o->compare_conn
+			 ? ";\n            MS_CFG_CONNECT groups: a connected socket of the "
+			   "library's own per destination, sharing the\n            unconnected "
+			   "socket's port (bound with SO_REUSEADDR)"
+			 : "");
 	snprintf(s->method_desc, sizeof(s->method_desc),
 		 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
 		 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "

@@ -44,7 +44,9 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 	static const char dw[] = "ms_send with MS_SEND_DONTWAIT (io_uring: fire and forget, only "
 				 "failures complete), the baselines' sends with MSG_DONTWAIT",
 			  rot[] = "MS_CFG_ROTATE (each fan-out starts one destination later); the "
-				  "raw baselines are unaffected";
+				  "raw baselines are unaffected",
+			  conn[] = "MS_CFG_CONNECT (a connected socket of the library's own per "
+				   "destination);\n            the raw baselines stay unconnected";
 
 	if (o->dontwait)
 		snprintf(buf, len, "every send without waiting: %s", dw);
@@ -62,6 +64,14 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 			 rot);
 	else
 		snprintf(buf + l, len - l, "; library contexts without MS_CFG_ROTATE");
+	l = strlen(buf);
+	if (o->lib_connect)
+		snprintf(buf + l, len - l, ";\n            library contexts with %s", conn);
+	else if (o->compare_conn)
+		snprintf(buf + l, len - l,
+			 ";\n            each library backend also runs as +connect, "
+			 "interleaved: %s",
+			 conn);
 	return buf;
 }
 
@@ -69,9 +79,10 @@ void json_send_options(FILE *f, const struct opts *o)
 {
 	fprintf(f,
 		",\"send_options\":{\"dontwait\":%s,\"rotate\":%s,\"compare_dontwait\":%s,"
-		"\"compare_rotate\":%s}",
+		"\"compare_rotate\":%s,\"connect\":%s,\"compare_connect\":%s}",
 		o->dontwait ? "true" : "false", o->rotate ? "true" : "false",
-		o->compare_dw ? "true" : "false", o->compare_rot ? "true" : "false");
+		o->compare_dw ? "true" : "false", o->compare_rot ? "true" : "false",
+		o->lib_connect ? "true" : "false", o->compare_conn ? "true" : "false");
 }
 
 /* Take the terminal from the progress line. */
@@ -147,7 +158,7 @@ void text_header(FILE *f, const struct session *s)
 			s->o->ts_sample,
 			s->o->ts_all ? "every destination" : "first and last destination",
 			s->o->ts_compare ? "; every backend also runs without, interleaved" : "");
-	char sends[512];
+	char sends[1024];
 
 	fprintf(f, "  sends     %s\n", send_options_desc(s->o, sends, sizeof(sends)));
 	fprintf(f, "  sockets   %s\n", s->shape_desc);
@@ -241,7 +252,7 @@ static bool show_twin(const struct session *s)
 /* The "vs plain" column: when variants run beside their plain backends. */
 static bool show_base(const struct session *s)
 {
-	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot;
+	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot || s->o->compare_conn;
 }
 
 static void table_heading(struct session *s, unsigned mode)
@@ -709,14 +720,16 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	json_str(f, mode_name(r->mode));
 	fputs(",\"backend\":", f);
 	json_str(f, variant_name(r->v));
-	/* The plain backend and what its variant changes: "plain", "ts", "dontwait", "rotate". */
+	/* The plain backend and what its variant changes: "plain", "ts", "dontwait", "rotate",
+	 * "connect". */
 	fputs(",\"base_backend\":", f);
 	json_str(f, variant_name(variant_base(r->v)));
 	fputs(",\"variant\":", f);
 	json_str(f, variant_is_ts(r->v)    ? "ts"
 		    : variant_is_dw(r->v)  ? "dontwait"
-		    : variant_is_rot(r->v) ? "rotate"
-					   : "plain");
+		    : variant_is_rot(r->v)  ? "rotate"
+		    : variant_is_conn(r->v) ? "connect"
+					    : "plain");
 	fprintf(f, ",\"fanout\":%" PRIu64 ",\"size\":%" PRIu64, r->n, r->size);
 	fputs(",\"sink\":", f);
 	json_str(f, sink_name(s->o->sink));
@@ -1110,7 +1123,15 @@ void report_legend(struct session *s)
 		fputs("+rotate: the same library backend on a context with MS_CFG_ROTATE (each fan-out "
 		      "starts one destination later).\n",
 		      s->table);
-	if (s->o->compare_dw || s->o->compare_rot)
+	if (s->o->compare_conn)
+		fputs("+connect: the same library backend on a context with MS_CFG_CONNECT: its "
+		      "group is built from the\n  same addresses on the same unconnected socket, "
+		      "so the library sends on a connected\n  socket of its own per destination "
+		      "(made before the rounds, untimed); raw-sendto stays\n  the plain "
+		      "unconnected loop, so 'vs raw-sendto' compares the connected fan-out with "
+		      "it.\n",
+		      s->table);
+	if (s->o->compare_dw || s->o->compare_rot || s->o->compare_conn)
 		fputs("vs plain: its CPU/dest over the plain backend's in the same round; the median of "
 		      "those ratios [min-max].\n",
 		      s->table);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "netns.h"
@@ -25,6 +27,9 @@ static const char *const names[V_COUNT] = {
 	[V_LOOP_ROT] = "loop+rotate",
 	[V_SENDMMSG_ROT] = "sendmmsg+rotate",
 	[V_IO_URING_ROT] = "io_uring+rotate",
+	[V_LOOP_CONN] = "loop+connect",
+	[V_SENDMMSG_CONN] = "sendmmsg+connect",
+	[V_IO_URING_CONN] = "io_uring+connect",
 };
 
 /* "loop+ts/64": the interval is part of the name, so that every output says what ran. */
@@ -43,6 +48,9 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP_ROT] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_ROT] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_ROT] = MS_BACKEND_IO_URING,
+	[V_LOOP_CONN] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_CONN] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_CONN] = MS_BACKEND_IO_URING,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -130,6 +138,27 @@ static void detail_variant(struct variant *x, enum variant_id v)
 	else if (variant_is_rot(v))
 		snprintf(x->detail + l, sizeof(x->detail) - l,
 			 "; context with MS_CFG_ROTATE (each fan-out starts one destination later)");
+	else if (variant_is_conn(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l,
+			 "; context with MS_CFG_CONNECT (a connected socket of the library's own "
+			 "per destination, bound to the plain socket's port)");
+}
+
+/* Whether v's group is built with MS_CFG_CONNECT on the unconnected socket, so the library
+ * makes a connected socket of its own per destination. */
+static bool variant_connects(const struct opts *o, enum variant_id v)
+{
+	return !o->connected && !variant_is_raw(v) && (o->lib_connect || variant_is_conn(v));
+}
+
+/* Any such group in this run: the unconnected sending socket is then bound (with SO_REUSEADDR)
+ * so that the library's sockets share its port. */
+static bool any_connects(const struct session *s)
+{
+	for (int v = 0; v < V_COUNT; v++)
+		if (s->var[v].wanted && variant_connects(s->o, (enum variant_id)v))
+			return true;
+	return false;
 }
 
 int variants_open(struct session *s)
@@ -170,11 +199,13 @@ int variants_open(struct session *s)
 			continue;
 		}
 		/* Exactly this backend, whatever MULTISEND_* says: the label must be true. */
+		const bool rot = s->o->rotate || variant_is_rot((enum variant_id)v);
 		struct ms_config cfg = {
 			.size = sizeof(cfg),
 			.backend = lib_backend[v],
 			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV |
-				 (s->o->rotate || variant_is_rot((enum variant_id)v) ? MS_CFG_ROTATE : 0),
+				 (rot ? MS_CFG_ROTATE : 0) |
+				 (variant_connects(s->o, (enum variant_id)v) ? MS_CFG_CONNECT : 0),
 			.ts_sample = ts ? s->o->ts_sample : 0,
 			.ts_flags = ts && s->o->ts_all ? MS_TS_ALL_DESTS : 0,
 		};
@@ -236,11 +267,14 @@ bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *
 
 uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 {
-	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1;
+	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1, own = 0;
 
 	for (int v = V_FIRST_TS; v < V_COUNT; v++)
 		sets += s->var[v].wanted && variant_is_ts((enum variant_id)v);
-	return rx + sets * (s->o->connected ? n : 1) + 64;
+	/* MS_CFG_CONNECT: the library's own socket per destination, in each such group. */
+	for (int v = V_LOOP; v < V_COUNT; v++)
+		own += s->var[v].wanted && variant_connects(s->o, (enum variant_id)v) ? n : 0;
+	return rx + sets * (s->o->connected ? n : 1) + own + 64;
 }
 
 static int sender_socket(struct session *s, char *err, size_t errlen)
@@ -287,6 +321,116 @@ fail:
 	return 0;
 }
 
+/* Let the library's MS_CFG_CONNECT sockets share the unconnected sending socket's port: bind
+ * it (an ephemeral port, as its first send would) with SO_REUSEADDR, which MS_CFG_CONNECT
+ * needs to bind its own sockets to that same port. So every datagram of the run, plain or
+ * "+connect", leaves from one source port: the deliver receivers, which count datagrams from
+ * any other port as foreign, accept them all. */
+static int share_port(int fd, char *err, size_t errlen)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	int one = 1;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		int e = errno;
+
+		snprintf(err, errlen, "binding the sending socket for MS_CFG_CONNECT: %s",
+			 strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The process's open sockets, sorted (*fds allocated). 0 or -errno. */
+static int socket_fds(int **fds, size_t *n)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t cap = 0;
+	int err = 0;
+
+	*fds = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		struct stat st;
+
+		if (*end || end == e->d_name || fd == dirfd(d) || fstat((int)fd, &st) ||
+		    !S_ISSOCK(st.st_mode))
+			continue;
+		if (*n == cap) {
+			int *g = realloc(*fds, (cap ? cap * 2 : 256) * sizeof(*g));
+
+			if (!g) {
+				err = -ENOMEM;
+				break;
+			}
+			*fds = g;
+			cap = cap ? cap * 2 : 256;
+		}
+		(*fds)[(*n)++] = (int)fd;
+	}
+	closedir(d);
+	if (err) {
+		free(*fds);
+		*fds = NULL;
+		*n = 0;
+		return err;
+	}
+	if (*n)
+		qsort(*fds, *n, sizeof(**fds), cmp_int);
+	return 0;
+}
+
+/* After an MS_CFG_CONNECT group of n destinations was built: the sockets that appeared since
+ * `before` (socket_fds) are the library's own. There must be n of them (else the "+connect"
+ * label would not be true), and with netns-drop every one must live in the namespace, like
+ * the bench's own sending sockets (the library made them on this thread, which entered the
+ * namespace before opening anything, but this proves it). */
+static int check_own_sockets(struct session *s, enum variant_id v, uint64_t n, const int *before,
+			     size_t nbefore, char *err, size_t errlen)
+{
+	int *after;
+	size_t nafter;
+	uint64_t own = 0;
+	int ret = socket_fds(&after, &nafter);
+
+	if (ret) {
+		snprintf(err, errlen, "listing /proc/self/fd: %s", strerror(-ret));
+		return ret;
+	}
+	for (size_t i = 0; i < nafter && !ret; i++) {
+		if (nbefore && bsearch(&after[i], before, nbefore, sizeof(*before), cmp_int))
+			continue;
+		own++;
+		if (s->ns && (ret = netns_check_socket(s->ns, after[i])))
+			snprintf(err, errlen,
+				 "%s: a socket the library made (MS_CFG_CONNECT) is not in "
+				 "namespace %s (%s); refusing",
+				 variant_name(v), s->ns->name, strerror(-ret));
+	}
+	free(after);
+	if (!ret && own != n) {
+		snprintf(err, errlen,
+			 "%s: MS_CFG_CONNECT made %llu sockets for %llu destinations, expected one "
+			 "each",
+			 variant_name(v), (unsigned long long)own, (unsigned long long)n);
+		ret = -EPROTO;
+	}
+	return ret;
+}
+
 static void close_senders(uint64_t n, int shared, int *conn)
 {
 	if (conn)
@@ -323,9 +467,13 @@ static int open_senders(struct session *s, struct rig *r, int *shared, int **con
 	const uint64_t n = r->n;
 
 	if (!r->connected) {
+		int ret;
+
 		*shared = sender_socket(s, err, errlen);
 		if (*shared < 0)
 			return *shared;
+		if (any_connects(s) && (ret = share_port(*shared, err, errlen)))
+			return ret;
 	} else {
 		*conn = malloc(n * sizeof(**conn));
 		if (!*conn) {
@@ -412,6 +560,14 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 			snprintf(err, errlen, "ms_group_new: %s", ms_strerror(ret));
 			goto fail;
 		}
+		int *before = NULL;
+		size_t nbefore = 0;
+
+		if (variant_connects(s->o, (enum variant_id)v) &&
+		    (ret = socket_fds(&before, &nbefore))) {
+			snprintf(err, errlen, "listing /proc/self/fd: %s", strerror(-ret));
+			goto fail;
+		}
 		for (uint64_t i = 0; i < n; i++) {
 			struct ms_dest d = { .fd = shared, .addrlen = sizeof(r->dests[i]),
 					     .addr = (const struct sockaddr *)&r->dests[i] };
@@ -422,8 +578,16 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 			if (ret < 0) {
 				snprintf(err, errlen, "ms_group_add (%s): %s",
 					 variant_name((enum variant_id)v), ms_strerror(ret));
+				free(before);
 				goto fail;
 			}
+		}
+		if (variant_connects(s->o, (enum variant_id)v)) {
+			ret = check_own_sockets(s, (enum variant_id)v, n, before, nbefore, err,
+						errlen);
+			free(before);
+			if (ret)
+				goto fail;
 		}
 	}
 	return 0;

@@ -26,6 +26,13 @@ usage: smoke.py TEST BENCH
                 destination-send is accounted (sent = received + kernel drops, a refusal such as
                 EAGAIN counted as failed, matching the library's own counters) and, as root, on
                 netns-drop (sent = veth drops + UDP drops)
+  connect       --lib-connect, --compare-connect (MS_CFG_CONNECT on the unconnected shape):
+                each library backend's +connect variant interleaves with it and carries its
+                ratio to it and to raw-sendto (the plain unconnected loop); its sockets are
+                the library's, one per destination, on the plain socket's port, so on deliver
+                nothing is foreign and every destination-send is accounted (sent = received +
+                kernel drops), on loopback every one was sent, and, as root, on netns-drop
+                sent = veth drops + UDP drops
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -318,7 +325,15 @@ def t_usage(bench):
                        (["--compare-dontwait", "--ts-compare", "4"], "exclude each other"),
                        (["--compare-rotate", "--backends", "raw-sendto"], "library backend"),
                        (["--backends", "loop+dontwait"], "unknown backend"),
-                       (["--callgrind", "--compare-dontwait"], "no use there")):
+                       (["--callgrind", "--compare-dontwait"], "no use there"),
+                       (["--compare-connect", "--connected"], "nothing to compare"),
+                       (["--lib-connect", "--connected"], "unconnected shape"),
+                       (["--lib-connect", "--compare-connect"], "exclude each other"),
+                       (["--compare-connect", "--ts-compare", "4"], "exclude each other"),
+                       (["--compare-connect", "--ts-sample", "4"], "exclude each other"),
+                       (["--compare-connect", "--backends", "raw-sendto"], "library backend"),
+                       (["--backends", "loop+connect"], "unknown backend"),
+                       (["--callgrind", "--compare-connect"], "no use there")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -331,6 +346,7 @@ def t_usage(bench):
                  "--csv", "--report", "--no-progress", "--help", "--version",
                  "--ts-sample", "--ts-compare", "--ts-all", "--ts-hist",
                  "--dontwait", "--rotate", "--compare-dontwait", "--compare-rotate",
+                 "--lib-connect", "--compare-connect",
                  "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
@@ -623,6 +639,110 @@ def t_variants(bench):
               f"of {k['udp_out_datagrams']}")
 
 
+def check_connect(objs, results, avail, what, compare):
+    """--compare-connect (compare) or --lib-connect: env says so; with compare, every library
+    backend is followed by its +connect variant, which carries its ratio to the plain backend
+    and to raw-sendto; every row made all its destination-sends, none refused."""
+    env = [o for o in objs if o.get("type") == "env"][0]
+    opts = env.get("send_options", {})
+    check(opts.get("compare_connect") == compare and opts.get("connect") == (not compare),
+          f"{what}: env send_options {opts}")
+    names = set(avail)
+    for b in avail:
+        base, _, var = b.partition("+")
+        check(var == "" or (var == "connect" and compare and base not in RAW),
+              f"{what}: unexpected backend {b}")
+        if var:
+            check(base in names, f"{what}: {b} without {base}")
+        elif compare and base not in RAW:
+            check(base + "+connect" in names, f"{what}: {base} ran without {base}+connect")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        n, fanouts = r["fanout"], sum(x["fanouts"] for x in r["runs"])
+        check(r["dests_sent"] == fanouts * n, f"{name}: dests_sent {r['dests_sent']}")
+        check(r["dests_failed"] == 0, f"{name}: {r['dests_failed']} destinations refused")
+        check(r.get("base_backend") == r["backend"].split("+")[0], f"{name}: base_backend")
+        ratio = r.get("ratio_to_plain")
+        if r["variant"] == "plain":
+            check(ratio is None, f"{name}: a plain backend with a ratio to plain")
+            continue
+        check(r["variant"] == "connect", f"{name}: variant {r['variant']}")
+        if check(isinstance(ratio, dict), f"{name}: no ratio_to_plain"):
+            check(ratio["baseline"] == r["base_backend"], f"{name}: ratio baseline {ratio}")
+            check(positive(ratio, "cpu_ns_per_dest_process"), f"{name}: ratio {ratio}")
+        raw = r.get("ratio_to_raw_sendto")
+        check(isinstance(raw, dict) and positive(raw, "cpu_ns_per_dest_process"),
+              f"{name}: no ratio to raw-sendto: {raw}")
+        if r["base_backend"] == "loop":
+            # One connected socket per destination: one send(2) each.
+            check(r["syscalls_per_fanout"]["median"] == n,
+                  f"{name}: {r['syscalls_per_fanout']} system calls per fan-out")
+
+
+def t_connect(bench):
+    # On deliver the library's sockets send from the plain socket's port: nothing foreign,
+    # every destination-send accounted; on loopback every one made.
+    for sink in ("loopback", "deliver"):
+        rc, out, err = run(bench, "--quick", "--sink", sink, "--fanout", "16,64",
+                           "--compare-connect", "--json", "-")
+        what = f"{sink} --compare-connect"
+        check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+        check("vs plain" in err, f"{what}: no 'vs plain' column")
+        check("each library backend also runs as +connect" in err,
+              f"{what}: the header does not say so")
+        objs = parse_lines(out)
+        avail, results = check_results(objs)
+        check_connect(objs, results, avail, what, True)
+        if sink == "deliver":
+            check_accounted(results, what)
+        else:
+            for r in results:
+                check(r["drops"] == 0, f"{what} {r['backend']}: {r['drops']} drops")
+    # Both --compare options together: each variant runs beside its plain backend.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16",
+                       "--compare-connect", "--compare-rotate", "--json", "-")
+    what = "deliver --compare-connect --compare-rotate"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    avail, results = check_results(parse_lines(out))
+    for b in avail:
+        if b.split("+")[0] not in RAW and "+" not in b:
+            check(b + "+connect" in avail and b + "+rotate" in avail, f"{what}: {avail}")
+    check_accounted(results, what)
+    # The switch: every library group connected, the baselines not.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16,64",
+                       "--lib-connect", "--json", "-")
+    check(rc == 0, f"--lib-connect: exit status {rc}; stderr:\n{err}")
+    check("library contexts with MS_CFG_CONNECT" in err,
+          "--lib-connect: the header does not say so")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_connect(objs, results, avail, "--lib-connect", False)
+    check_accounted(results, "--lib-connect")
+    if not have_netns():
+        return
+    # The library's sockets are made on the sending thread, inside the namespace (the bench
+    # checks each one): everything they send dies at the veth too.
+    p = subprocess.Popen([bench, "--quick", "--sink", "netns-drop", "--fanout", "1,64",
+                          "--compare-connect", "--json", "-"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    what = "netns-drop --compare-connect"
+    check(p.returncode == 0, f"{what}: exit status {p.returncode}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_connect(objs, results, avail, what, True)
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        sent = r["dests_sent"] - r["dests_failed"]
+        k = r["kernel"]
+        check(k["udp_out_datagrams"] + r["drops"] == sent,
+              f"{name}: sent {sent} != UDP out {k['udp_out_datagrams']} + drops {r['drops']}")
+        check(k["udp_out_datagrams"] <= k.get("veth_tx_dropped", -1) <=
+              k["udp_out_datagrams"] + 8, f"{name}: veth dropped {k.get('veth_tx_dropped')} "
+              f"of {k['udp_out_datagrams']}")
+    check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
+
+
 def finite_positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
@@ -696,7 +816,7 @@ def main():
         return 2
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
              "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
-             "variants": t_variants,
+             "variants": t_variants, "connect": t_connect,
              "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
