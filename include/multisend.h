@@ -114,8 +114,12 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * descriptor per destination (RLIMIT_NOFILE: -EMFILE). The caller's socket is not used for
  * these destinations and may be closed. Other destinations are added as they are. */
 #define MS_CFG_CONNECT (1u << 4)
+/* Offload: ms_send and ms_sendv copy the message into a ring the context owns and return at
+ * once; a thread of the library's sends it. See "Workers and offload" below. */
+#define MS_CFG_OFFLOAD (1u << 5)
 #define MS_CFG_ALL_FLAGS                                                                    \
-	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT)
+	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
+	 MS_CFG_OFFLOAD)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
  * "library default". */
@@ -131,6 +135,15 @@ struct ms_config {
 	uint32_t ts_flags;    /* MS_TS_* */
 	const char *stats_shm; /* publish live counters in this file (see "Live counters");
 	                          NULL: the MULTISEND_STATS_SHM variable, or nowhere */
+	/* Workers and offload (see below); all 0: the calling thread sends, alone. */
+	uint32_t workers;     /* threads that send each fan-out together, 1..64; 0 = 1 */
+	uint32_t offload_kib; /* MS_CFG_OFFLOAD: the hand-over ring's size in KiB, 64..1048576,
+	                         rounded up to a power of two; 0 = 4096 (4 MiB) */
+	const int *cpus;      /* pin the library's threads: the i-th to CPU cpus[i]; threads past
+	                         ncpus, and all of them when cpus is NULL, are not pinned */
+	uint32_t ncpus;       /* entries in cpus: 0..64, at most the number of library threads */
+	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
+	                         1..1000000 microseconds; 0 = 50 */
 };
 
 /* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
@@ -143,11 +156,14 @@ struct ms_config {
  *
  * Returns 0 and sets *out, or:
  *   -EINVAL   out is NULL; cfg->size is neither 16 (the layout before the timestamp fields)
- *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the
- *             struct this library knows are not all zero;
- *             unknown flags or ts_flags; backend outside the enum; queue_depth or ts_sample
- *             out of range; a stats_shm path that is empty or longer than 4095 bytes once %p
- *             is expanded (such a MULTISEND_STATS_SHM value is only warned about).
+ *             nor offsetof(struct ms_config, workers) (the layout before the workers fields)
+ *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the struct this library knows are not all zero;
+ *             unknown flags or ts_flags; backend outside the enum; queue_depth, ts_sample,
+ *             workers, offload_kib, ncpus or spin_us out of range; offload_kib set without
+ *             MS_CFG_OFFLOAD; ncpus > 0 with cpus NULL; a CPU the process may not run on;
+ *             a stats_shm path that is empty or longer than 4095 bytes once %p is expanded
+ *             (such a MULTISEND_STATS_SHM value is only warned about).
+ *   -EAGAIN   a library thread could not be started (pthread_create).
  *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
  *             (SCM_TS_OPT_ID, Linux 6.13 and later).
  *   -ENOTSUP  MS_CFG_NO_FALLBACK and the requested backend is unavailable or disabled, or
@@ -176,7 +192,8 @@ struct ms_config {
  */
 MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
 
-/* Free a context. Its groups must have been freed first. NULL is a no-op. */
+/* Free a context. Its groups must have been freed first. NULL is a no-op. With
+ * MS_CFG_OFFLOAD, the messages handed over are sent first (see ms_ctx_drain). */
 MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
 
 /* The backend the context uses (never MS_BACKEND_AUTO). */
@@ -343,6 +360,55 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
 		       struct ms_result *res);
 
 /* ---------------------------------------------------------------------------------------------
+ * Workers and offload
+ *
+ * ms_config.workers = K (2..64) splits each fan-out in K parts, each a contiguous run of the
+ * send order (rotated or not) with an equal share of the destinations, sent at the same time:
+ * the calling thread sends the first part and K - 1 threads of the library's, started by
+ * ms_ctx_new, one part each; ms_send returns when every part is done, with the same results,
+ * counters and contract as one thread's. The last destination leaves about K times sooner;
+ * CPU per destination does not fall (the same sends happen on more cores), so give the
+ * threads cores of their own (cpus). Each library thread sends with the context's backend on
+ * state of its own (io_uring: its own ring, which sends by plain file descriptor; the calling
+ * thread keeps the context's ring and its registered files). Sent by the calling thread
+ * alone: a group with fewer than 8 destinations per part uses fewer parts (a group of 8 to 15
+ * uses one); so do fan-outs of a group with a slow-consumer policy on a connection-oriented
+ * destination, and messages of 4 GiB or more.
+ *
+ * MS_CFG_OFFLOAD: ms_send and ms_sendv copy the message into a ring the context owns
+ * (offload_kib) and return at once; a library thread sends it, with everything the context
+ * is configured for (with workers = K, K library threads share each fan-out, the calling
+ * thread none). The caller's buffer is free when the call returns. Messages leave in the order
+ * they were handed over, each to every destination its group has when the library thread
+ * takes it (the group cannot change in between: see below). Under offload:
+ *  - ms_send and ms_sendv return the number of destinations the message will be attempted on
+ *    (the group's size), not how many accepted it; res must be NULL (-EINVAL otherwise).
+ *    What each destination did is counted in ms_ctx_stats (dests_*, err_* by class), in
+ *    ms_ctx_snapshot and in the live counters, as the library thread sends.
+ *  - A full ring makes the call wait for room (offload_waits); with MS_SEND_DONTWAIT it
+ *    returns -EAGAIN instead, and nothing of the message is sent (offload_refused). A message
+ *    longer than a quarter of the ring: -EMSGSIZE. An empty group: 0, nothing handed over.
+ *  - ms_ctx_drain waits until every message handed over has been sent; ms_ctx_free drains
+ *    first. Messages handed over but not yet sent when the process exits are lost: drain
+ *    before exit.
+ *  - Every other call on a group of the context (ms_group_add, _remove, _free, _size,
+ *    _set_slow, _flush, _backlog, _ts_collect, _ts_last) first waits until the messages handed
+ *    over have been sent, so a group only ever changes between two fan-outs.
+ *  - ms_ctx_stats reports what the library thread has published (it does not wait).
+ *  - Timestamps (ts_sample) time the fan-out from the moment the library thread begins it.
+ *
+ * Library threads poll for work for spin_us after their last job, then sleep; waking a
+ * sleeping one costs the waker a futex(2) call. A forked child has none of its parent's
+ * threads: there, the context's calls send from the calling thread alone (with offload, the
+ * message is sent before ms_send returns). io_uring with offload: the ring belongs to the
+ * library thread, so a socket added after the first fan-out is used by its plain fd.
+ */
+
+/* Wait until every message handed over to the context (MS_CFG_OFFLOAD) has been sent to all
+ * its destinations. Returns 0 at once without offload, or -EINVAL (ctx NULL). */
+MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------
  * Slow consumers
  *
  * A destination on a connection-oriented socket (SOCK_STREAM, SOCK_SEQPACKET) whose socket
@@ -449,6 +515,11 @@ struct ms_stats {
 	uint64_t slow_removed;    /* destinations a policy removed */
 	uint64_t backlog_bytes;   /* bytes held in backlogs now, over all groups */
 	uint64_t backlog_discarded; /* bytes discarded from backlogs: failed or removed streams */
+	/* MS_CFG_OFFLOAD (see "Workers and offload"): */
+	uint64_t offload_msgs;    /* messages handed over */
+	uint64_t offload_waits;   /* ... of which the caller had to wait for room in the ring */
+	uint64_t offload_refused; /* calls refused with -EAGAIN: the ring was full and the call
+	                             had MS_SEND_DONTWAIT (nothing of the message was sent) */
 };
 
 /*

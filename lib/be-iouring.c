@@ -515,13 +515,13 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
  * user_data, written straight into the submission queue. The queue's tail is kept here and
  * stored back before anything else uses the ring (prep, flush). The ring has room: a batch
  * is flushed when depth entries are queued, and the kernel took the previous one whole. */
-static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
+static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, size_t count)
 {
 	struct ms_group *g = s->g;
-	if (unlikely(!g->flat_ok))
-		ms__flat_build(g);
 	const struct ms__flat *const f = g->flat;
 	const size_t n = g->size;
+	/* A gathered message, or timestamp requests on some headers: those go as SENDMSG. */
+	const bool hdr = s->iovcnt != 1 || s->ts_armed;
 	const unsigned len = (unsigned)s->len;
 	const int base_flags = s->msg_flags;
 	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
@@ -544,9 +544,10 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
 	memcpy(sqef, st->sqef[w], sizeof(sqef));
 	memcpy(tag, st->tag[w], sizeof(tag));
 	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
-	for (size_t i = first, left = n; left; left--, i = i + 1 == n ? 0 : i + 1) {
+	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
 		const struct ms__flat *e = &f[i];
-		if (unlikely(e->namelen && !g_send_addr)) { /* SENDMSG: before Linux 6.1 */
+		if (unlikely((e->namelen && !g_send_addr) || /* SENDMSG: before Linux 6.1 */
+			     (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
 			const struct ms__idslot *id = &g->ids[e->id];
 			sq->sqe_tail = tail;
 			prep(st, s, id->b, id->pos, i);
@@ -585,43 +586,113 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first)
 	return err;
 }
 
+/* The ring may be used by this thread: it is the ring's, or the ring is not yet anyone's. */
+static inline int claim(struct uring_state *st)
+{
+	return !st->ready ? make_ready(st) : pthread_equal(st->owner, pthread_self()) ? 0 : -EEXIST;
+}
+
+/* The fire-and-forget sends of this fan-out that did not complete took the whole message
+ * (their status was written when they were prepared). */
+static inline void count_quiet(struct uring_state *st, struct ms__send *s)
+{
+	uint64_t quiet = st->skip_prepped - st->skip_reported;
+	s->accepted += (uint32_t)quiet;
+	s->bytes += quiet * s->len;
+}
+
+/* A part of a fan-out (or all of it) on the flattened list, on this thread's ring. */
+static int uring_part(void *state, struct ms__send *s, size_t first, size_t count)
+{
+	struct uring_state *st = state;
+	int err = claim(st);
+	if (unlikely(err)) {
+		const size_t n = s->g->size;
+		for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1)
+			ms__record(s, i, s->g->flat[i].id, err);
+		return err;
+	}
+	st->skip_prepped = st->skip_reported = 0;
+	err = uring_flat(st, s, first, count);
+	count_quiet(st, s);
+	return err;
+}
+
+/* A library thread's own ring (lib/workers.c): made, enabled and used by that thread alone,
+ * without a registered file table (the context's groups register their sockets in the
+ * context's ring only), so its requests name sockets by plain fd. */
+static int uring_part_init(struct ms_ctx *ctx, void **out)
+{
+	struct uring_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	int err = ring_open(st, ctx->queue_depth);
+	if (!err) {
+		st->retry = calloc(st->depth, sizeof(*st->retry));
+		if (!st->retry)
+			err = -ENOMEM;
+	}
+	if (!err)
+		err = lock_ring(ctx, st);
+	if (!err) {
+		set_classes(st); /* files_ok is false: no IOSQE_FIXED_FILE */
+		err = make_ready(st);
+	}
+	if (err) {
+		if (st->depth)
+			io_uring_queue_exit(&st->ring);
+		free(st->retry);
+		free(st);
+		return err;
+	}
+	*out = st;
+	return 0;
+}
+
+static void uring_part_fini(void *state)
+{
+	struct uring_state *st = state;
+	if (!st)
+		return;
+	io_uring_queue_exit(&st->ring);
+	free(st->retry);
+	free(st);
+}
+
 static int uring_send(struct ms__send *s)
 {
 	struct ms_group *g = s->g;
 	struct uring_state *st = g->ctx->be_state;
-	int err = !st->ready ? make_ready(st) : pthread_equal(st->owner, pthread_self()) ? 0 : -EEXIST;
 	unsigned queued = 0;
 	struct ms__walk w;
 	struct ms__run run;
 
+	if (likely(s->iovcnt == 1 && !s->ts_armed && !s->managed && s->len <= UINT32_MAX)) {
+		if (unlikely(!g->flat_ok))
+			ms__flat_build(g);
+		return uring_part(st, s, s->base0 + s->j0, g->size);
+	}
+	int err = claim(st);
 	st->skip_prepped = st->skip_reported = 0;
-	if (likely(!err && s->iovcnt == 1 && !s->ts_armed && !s->managed && s->len <= UINT32_MAX)) {
-		err = uring_flat(st, s, s->base0 + s->j0);
-	} else {
-		for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
-			struct ms__bucket *b = run.b;
-			if (b->stalled) /* its backlog goes first: lib/slow.c */
+	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
+		struct ms__bucket *b = run.b;
+		if (b->stalled) /* its backlog goes first: lib/slow.c */
+			continue;
+		for (uint32_t j = run.j0; j < run.j1; j++) {
+			if (err) {
+				ms__record(s, run.base + j, b->dests[j].id, err);
 				continue;
-			for (uint32_t j = run.j0; j < run.j1; j++) {
-				if (err) {
-					ms__record(s, run.base + j, b->dests[j].id, err);
-					continue;
-				}
-				prep(st, s, b, j, run.base + j);
-				if (++queued == st->depth) {
-					err = flush_all(st, s, queued);
-					queued = 0;
-				}
+			}
+			prep(st, s, b, j, run.base + j);
+			if (++queued == st->depth) {
+				err = flush_all(st, s, queued);
+				queued = 0;
 			}
 		}
-		if (!err && queued)
-			err = flush_all(st, s, queued);
 	}
-	/* The fire-and-forget sends that did not complete took the whole message (their status
-	 * was written when they were prepared). */
-	uint64_t quiet = st->skip_prepped - st->skip_reported;
-	s->accepted += (uint32_t)quiet;
-	s->bytes += quiet * s->len;
+	if (!err && queued)
+		err = flush_all(st, s, queued);
+	count_quiet(st, s);
 	return err;
 }
 
@@ -659,4 +730,7 @@ const struct ms__backend ms__backend_iouring = {
 	.bucket_removed = uring_bucket_removed,
 	.describe = uring_describe,
 	.send = uring_send,
+	.send_part = uring_part,
+	.part_init = uring_part_init,
+	.part_fini = uring_part_fini,
 };

@@ -31,21 +31,31 @@ static __attribute__((noinline)) void loop_after(struct ms__send *s, struct ms__
 		ms__record(s, i, b->dests[j].id, r < 0 ? -errno : (int)r);
 }
 
-/* The common case (one buffer, no timestamp request, no policy): the flattened list, in
- * send order (from `first`, wrapping around), locals only, the counts added once at the end. */
-static void loop_flat(struct ms__send *s, size_t first)
+/* A part of a fan-out (or all of it) on the flattened list: positions [first, first + count)
+ * of the send order, wrapping around. The common case (one buffer, no timestamp request)
+ * with locals only, the counts added once at the end; otherwise each destination as
+ * loop_dest sends it. */
+static int loop_part(void *state, struct ms__send *s, size_t first, size_t count)
 {
 	struct ms_group *g = s->g;
-	if (unlikely(!g->flat_ok))
-		ms__flat_build(g);
 	const struct ms__flat *const f = g->flat;
-	const void *const buf = s->iov[0].iov_base;
-	const size_t len = s->len, n = g->size;
+	const size_t n = g->size;
 	const int base_flags = s->msg_flags;
+	(void)state;
+
+	if (unlikely(s->iovcnt != 1 || s->ts_armed)) {
+		for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
+			const struct ms__idslot *id = &g->ids[f[i].id];
+			loop_dest(s, id->b, id->pos, i, base_flags | f[i].xflags);
+		}
+		return 0;
+	}
+	const void *const buf = s->iov[0].iov_base;
+	const size_t len = s->len;
 	struct ms_result *const res = s->res;
 	uint64_t ok = 0;
 
-	for (size_t i = first, left = n; left; left--, i = i + 1 == n ? 0 : i + 1) {
+	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
 		const struct ms__flat *e = &f[i];
 		ssize_t r = ms__sys.sendto(e->fd, buf, len, base_flags | e->xflags, e->name,
 					   e->namelen);
@@ -58,16 +68,18 @@ static void loop_flat(struct ms__send *s, size_t first)
 		if (res)
 			res[i] = (struct ms_result){ .id = e->id, .status = (int)len };
 	}
-	s->syscalls += n;
+	s->syscalls += count;
 	s->accepted += (uint32_t)ok;
 	s->bytes += ok * len;
+	return 0;
 }
 
 static int loop_send(struct ms__send *s)
 {
 	if (likely(s->iovcnt == 1 && !s->ts_armed && !s->managed)) {
-		loop_flat(s, s->base0 + s->j0);
-		return 0;
+		if (unlikely(!s->g->flat_ok))
+			ms__flat_build(s->g);
+		return loop_part(NULL, s, s->base0 + s->j0, s->g->size);
 	}
 	struct ms__walk w;
 	struct ms__run run;
@@ -85,4 +97,5 @@ const struct ms__backend ms__backend_loop = {
 	.id = MS_BACKEND_LOOP,
 	.name = "loop",
 	.send = loop_send,
+	.send_part = loop_part,
 };

@@ -44,22 +44,25 @@ static inline void record_sent(struct ms__send *s, const struct ms__bucket *b, s
 	s->bytes += (uint64_t)ok * len;
 }
 
-/* The common case (one buffer, no timestamp request, no policy): the flattened list in send
- * order, one call per run of a socket's destinations (a run ends where its bucket does, where
- * the order wraps around, or at 1024). */
-static void mmsg_flat(struct ms__send *s, size_t first)
+/* A part of a fan-out (or all of it) on the flattened list: positions [first, first + count)
+ * of the send order, wrapping around; one call per run of a socket's destinations (a run
+ * ends where its bucket does, where the order wraps around or the part ends, or at 1024).
+ * The prepared headers carry a gathered message and timestamp requests as they are. */
+static int mmsg_part(void *state, struct ms__send *s, size_t first, size_t count)
 {
 	struct ms_group *g = s->g;
-	if (unlikely(!g->flat_ok))
-		ms__flat_build(g);
 	const struct ms__flat *const f = g->flat;
 	const size_t n = g->size;
 	const int base_flags = s->msg_flags;
 	const bool whole = !s->res; /* whole datagrams need nothing per message */
 	uint64_t sys = 0, ok = 0;
+	(void)state;
 
 	for (int part = 0; part < 2; part++) {
-		size_t i = part ? 0 : first, end = part ? first : n;
+		/* [first, end) up to the group's end, then what wraps around to the start */
+		size_t i = part ? 0 : first;
+		size_t end = part ? (first + count > n ? first + count - n : 0)
+				  : (first + count < n ? first + count : n);
 		while (i < end) {
 			const struct ms__flat *e = &f[i];
 			uint32_t chunk = e->run;
@@ -92,13 +95,15 @@ static void mmsg_flat(struct ms__send *s, size_t first)
 	s->syscalls += sys;
 	s->accepted += (uint32_t)ok;
 	s->bytes += ok * s->len;
+	return 0;
 }
 
 static int mmsg_send(struct ms__send *s)
 {
 	if (likely(s->iovcnt == 1 && !s->ts_armed && !s->managed)) {
-		mmsg_flat(s, s->base0 + s->j0);
-		return 0;
+		if (unlikely(!s->g->flat_ok))
+			ms__flat_build(s->g);
+		return mmsg_part(NULL, s, s->base0 + s->j0, s->g->size);
 	}
 	struct ms__walk w;
 	struct ms__run run;
@@ -140,4 +145,5 @@ const struct ms__backend ms__backend_sendmmsg = {
 	.id = MS_BACKEND_SENDMMSG,
 	.name = "sendmmsg",
 	.send = mmsg_send,
+	.send_part = mmsg_part,
 };

@@ -13,6 +13,11 @@
 #include "shm-format.h"
 
 #define CONFIG_SIZE_V0 offsetof(struct ms_config, ts_sample) /* the first layout */
+#define CONFIG_SIZE_V1 offsetof(struct ms_config, workers)   /* before workers and offload */
+#define WORKERS_MAX 64u
+#define OFFLOAD_KIB_MIN 64u
+#define OFFLOAD_KIB_MAX 1048576u
+#define SPIN_US_MAX 1000000u
 #define CONFIG_SIZE_MAX 4096u
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
@@ -136,7 +141,8 @@ static const char *const counter_names[] = {
 	"syscalls", "err_again", "err_nobufs", "err_msgsize", "err_unreach", "err_conn",
 	"err_badf", "err_other", "slow_queued", "slow_dropped", "slow_removed", "backlog_bytes",
 	"backlog_discarded", "ts_sampled", "ts_requested", "ts_stamped", "ts_missing",
-	"ts_unsupported", "ts_foreign", "ts_late",
+	"ts_unsupported", "ts_foreign", "ts_late", "offload_msgs", "offload_waits",
+	"offload_refused",
 };
 #define NCOUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
 static const char *const hist_names[MS__H_N] = {
@@ -151,6 +157,8 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 {
 	const struct ms__counters *c = &ctx->c;
 	const struct ms__tscounters *t = &ctx->ts;
+	uint64_t o[3];
+	ms__offload_counts(ctx, o);
 	uint64_t all[] = {
 		c->fanouts, c->attempted, c->accepted, c->partial, c->failed, c->bytes,
 		c->syscalls, c->err[MS__ERR_AGAIN], c->err[MS__ERR_NOBUFS],
@@ -158,6 +166,7 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 		c->err[MS__ERR_BADF], c->err[MS__ERR_OTHER], c->slow_queued, c->slow_dropped,
 		c->slow_removed, c->backlog_bytes, c->backlog_discarded, t->sampled,
 		t->requested, t->stamped, t->missing, t->unsupported, t->foreign, t->late,
+		o[0], o[1], o[2],
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NCOUNTERS, "one value per name");
 	memcpy(v, all, sizeof(all));
@@ -301,6 +310,7 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 		&s.stats.slow_dropped, &s.stats.slow_removed, &s.stats.backlog_bytes,
 		&s.stats.backlog_discarded, &s.ts.sampled, &s.ts.requested, &s.ts.stamped,
 		&s.ts.missing, &s.ts.unsupported, &s.ts.foreign, &s.ts.late,
+		&s.stats.offload_msgs, &s.stats.offload_waits, &s.stats.offload_refused,
 	};
 	_Static_assert(sizeof(f) / sizeof(f[0]) == NCOUNTERS, "one field per counter");
 	for (size_t k = 0; k < NCOUNTERS; k++)
@@ -325,7 +335,8 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 		return 0;
 	/* A layout this library knows, or a newer one: never a size that cuts a field (above
 	 * all stats_shm, a pointer) in two. */
-	if ((cfg->size != CONFIG_SIZE_V0 && cfg->size < sizeof(*c)) || cfg->size > CONFIG_SIZE_MAX)
+	if ((cfg->size != CONFIG_SIZE_V0 && cfg->size != CONFIG_SIZE_V1 && cfg->size < sizeof(*c)) ||
+	    cfg->size > CONFIG_SIZE_MAX)
 		return -EINVAL;
 	/* A newer caller's fields that this library does not know must be unused (zero). */
 	const unsigned char *tail = (const unsigned char *)cfg;
@@ -341,6 +352,15 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 		return -EINVAL;
 	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS))
 		return -EINVAL;
+	bool offload = c->flags & MS_CFG_OFFLOAD;
+	uint32_t threads = (c->workers ? c->workers : 1) - 1 + offload;
+	if (c->workers > WORKERS_MAX || c->spin_us > SPIN_US_MAX ||
+	    (c->offload_kib && (!offload || c->offload_kib < OFFLOAD_KIB_MIN ||
+				c->offload_kib > OFFLOAD_KIB_MAX)) ||
+	    c->ncpus > threads || (c->ncpus && !c->cpus))
+		return -EINVAL;
+	if (!c->ncpus)
+		c->cpus = NULL; /* read only in ms_ctx_new, never kept */
 	return 0;
 }
 
@@ -370,9 +390,12 @@ int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 	char desc[256] = "";
 	if (!ctx || (!buf && len))
 		return -EINVAL;
+	char pool[256] = "";
 	if (ctx->be->describe)
 		ctx->be->describe(ctx, desc, sizeof(desc));
-	return snprintf(buf, len, "%s%s%s", ctx->be->name, *desc ? ": " : "", desc);
+	if (ctx->pool)
+		ms__pool_describe(ctx, pool, sizeof(pool));
+	return snprintf(buf, len, "%s%s%s%s", ctx->be->name, *desc ? ": " : "", desc, pool);
 }
 
 static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
@@ -473,6 +496,17 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return err;
 	}
+	if (c.workers > 1 || (c.flags & MS_CFG_OFFLOAD))
+		err = ms__pool_start(ctx, &c);
+	if (err) {
+		if (ctx->slot != ctx->own)
+			ms__shm_close(ctx->slot);
+		free(ctx->own);
+		if (ctx->be->ctx_fini)
+			ctx->be->ctx_fini(ctx);
+		free(ctx);
+		return err;
+	}
 	ms__publish(ctx);
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND"))
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
@@ -484,6 +518,7 @@ void ms_ctx_free(struct ms_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	ms__pool_stop(ctx); /* offload: what was handed over is sent first */
 	if (ctx->be->ctx_fini)
 		ctx->be->ctx_fini(ctx);
 	if (ms__own_slot(ctx) != ctx->own)
@@ -502,6 +537,21 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 	if (!ctx || !out || out->size < 8)
 		return -EINVAL;
 	struct ms_stats s;
+	if (ms__offloaded(ctx)) {
+		/* The offload thread counts as it sends: what it last published. */
+		struct ms_snapshot snap;
+		snap.size = sizeof(snap);
+		ms_ctx_snapshot(ctx, &snap);
+		s = snap.stats;
+		uint64_t o[3]; /* the caller's own counts, current */
+		ms__offload_counts(ctx, o);
+		s.offload_msgs = o[0];
+		s.offload_waits = o[1];
+		s.offload_refused = o[2];
+		s.size = out->size;
+		memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
+		return 0;
+	}
 	memset(&s, 0, sizeof(s));
 	s.size = out->size;
 	s.backend = ctx->be->id;
@@ -524,6 +574,19 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 	s.slow_removed = ctx->c.slow_removed;
 	s.backlog_bytes = ctx->c.backlog_bytes;
 	s.backlog_discarded = ctx->c.backlog_discarded;
+	uint64_t o[3];
+	ms__offload_counts(ctx, o);
+	s.offload_msgs = o[0];
+	s.offload_waits = o[1];
+	s.offload_refused = o[2];
 	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
+	return 0;
+}
+
+int ms_ctx_drain(struct ms_ctx *ctx)
+{
+	if (!ctx)
+		return -EINVAL;
+	ms__quiesce(ctx);
 	return 0;
 }

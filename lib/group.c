@@ -336,6 +336,7 @@ void ms_group_free(struct ms_group *g)
 {
 	if (!g)
 		return;
+	ms__quiesce(g->ctx); /* offload: its messages are sent first */
 	ms__ts_group_free(g); /* first: its pending sample is read and accounted */
 	while (g->nbuckets)
 		bucket_drop(g, g->buckets[g->nbuckets - 1]);
@@ -352,7 +353,10 @@ void ms_group_free(struct ms_group *g)
 
 size_t ms_group_size(const struct ms_group *g)
 {
-	return g ? g->size : 0;
+	if (!g)
+		return 0;
+	ms__quiesce(g->ctx);
+	return g->size;
 }
 
 static int ids_reserve(struct ms_group *g)
@@ -521,6 +525,7 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 
 	if (!g || !d)
 		return -EINVAL;
+	ms__quiesce(g->ctx); /* offload: the group changes between two fan-outs */
 	if (d->fd < 0)
 		return -EBADF;
 	if (!d->addr && d->addrlen)
@@ -556,6 +561,7 @@ int ms_group_remove(struct ms_group *g, int id)
 {
 	if (!g)
 		return -EINVAL;
+	ms__quiesce(g->ctx);
 	if (id < 0 || (uint32_t)id >= g->nextid || !g->ids[id].b)
 		return -ENOENT;
 	struct ms__bucket *b = g->ids[id].b;

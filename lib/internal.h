@@ -159,7 +159,19 @@ struct ms__send {
 	 * it, and base0, the group position of that bucket's first destination. */
 	uint32_t k0, j0;
 	size_t base0;
+	uint32_t parts;          /* threads sending this fan-out (lib/workers.c): 1, or the
+	                            parts of ms__part_range */
 };
+
+/* Part p of `parts` of a fan-out of n destinations: `count` positions of the send order from
+ * `off` (added to the fan-out's first position, wrapping around the group). Equal shares, the
+ * first parts one larger when n does not divide. */
+static inline void ms__part_range(size_t n, uint32_t parts, uint32_t p, size_t *off, size_t *count)
+{
+	size_t q = n / parts, r = n % parts;
+	*off = p * q + (p < r ? p : r);
+	*count = q + (p < r);
+}
 
 /*
  * The send order of one fan-out, as the backends walk it: runs of consecutive destinations of
@@ -271,6 +283,16 @@ struct ms__backend {
 	 * 0, or -errno when the backend itself failed (the destinations it could not attempt are
 	 * then recorded with that error). */
 	int (*send)(struct ms__send *s);
+	/* The same for `count` positions of the send order from `first` (wrapping around), on
+	 * the flattened list (current: the caller builds it), for a call without a managed
+	 * bucket; a gathered message and timestamp requests are handled. `state` is the calling
+	 * thread's: ctx->be_state for the context's own thread, or what part_init made for a
+	 * library thread (lib/workers.c). Several parts of one call run at once, each with its
+	 * own struct ms__send (their results land in disjoint entries of res). */
+	int (*send_part)(void *state, struct ms__send *s, size_t first, size_t count);
+	/* A library thread's own state, made and freed by that thread (optional). */
+	int (*part_init)(struct ms_ctx *ctx, void **state);
+	void (*part_fini)(void *state);
 	/* One line on how the backend is set up, for MULTISEND_SHOW_BACKEND (optional). */
 	void (*describe)(const struct ms_ctx *ctx, char *buf, size_t len);
 };
@@ -301,7 +323,32 @@ struct ms_ctx {
 	struct ms_shm_slot *slot;
 	struct ms_shm_slot *own; /* the private slot (always there); slot != own: in a file */
 	unsigned slot_gen;       /* ms__fork_gen when it was opened */
+	struct ms__pool *pool;   /* workers and offload (lib/workers.c); NULL: neither */
 };
+
+/* ---- workers and offload (lib/workers.c) ---- */
+struct ms__pool;
+/* Start the context's threads (ctx->be set). 0 or -errno. */
+int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c);
+/* Drain the offload ring, stop and join the threads, free the pool. */
+void ms__pool_stop(struct ms_ctx *ctx);
+/* How many parts this call may be sent in (1: the caller alone; also after a fork). */
+uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s);
+/* Send s in s->parts parts: the calling thread the first, library threads the others. */
+int ms__pool_send(struct ms__send *s);
+/* MS_CFG_OFFLOAD: hand the message over; returns the group's size or -errno. */
+int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		     unsigned flags);
+/* Offload: wait until every message handed over has been sent (no-op without offload, in
+ * the library's own thread, and in a forked child). */
+void ms__quiesce(const struct ms_ctx *ctx);
+bool ms__offloaded(const struct ms_ctx *ctx);
+/* The offload counters: messages, waits, refusals. */
+void ms__offload_counts(const struct ms_ctx *ctx, uint64_t v[3]);
+void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len);
+/* The send path shared by ms_send, ms_sendv and the offload thread. */
+int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		unsigned flags, struct ms_result *res);
 
 /* ---- timestamps (lib/tstamp.c) and histograms (lib/hist.c) ---- */
 enum { MS__H_CALL_FIRST, MS__H_CALL_LAST, MS__H_FIRST_LAST, MS__H_DEST_LAG, MS__H_N };

@@ -89,8 +89,8 @@ static void rotate(struct ms_group *g, struct ms__send *s)
 		g->rot_pos = 0;
 }
 
-static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
-		   unsigned flags, struct ms_result *res)
+int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		unsigned flags, struct ms_result *res)
 {
 	if (flags & ~MS_SEND_ALL_FLAGS)
 		return -EINVAL;
@@ -116,9 +116,12 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 	struct ms_ctx *ctx = g->ctx;
 	if (ctx->flags & MS_CFG_ROTATE)
 		rotate(g, &s);
+	s.parts = 1;
+	if (unlikely(ctx->pool != NULL) && (s.parts = ms__pool_parts(ctx, &s)) > 1 && !g->flat_ok)
+		ms__flat_build(g); /* before the parts read it (and timestamps arm by it) */
 	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0)
 		ms__ts_begin(&s);
-	int err = ctx->be->send(&s);
+	int err = s.parts > 1 ? ms__pool_send(&s) : ctx->be->send(&s);
 	if (unlikely(s.ts_armed))
 		ms__ts_end(&s);
 	if (s.managed)
@@ -131,13 +134,28 @@ static int do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size
 	return (int)s.accepted;
 }
 
+/* MS_CFG_OFFLOAD: hand the message over; in a forked child (no library thread), send it now. */
+static int offload(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		   unsigned flags, struct ms_result *res)
+{
+	if (res)
+		return -EINVAL;
+	if (ms__offloaded(g->ctx))
+		return ms__offload_post(g, iov, iovcnt, len, flags);
+	size_t n = g->size;
+	int r = ms__do_send(g, iov, iovcnt, len, flags, NULL);
+	return r < 0 ? r : n > INT_MAX ? INT_MAX : (int)n;
+}
+
 int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
 	    struct ms_result *res)
 {
 	if (!g || (!buf && len) || len > SSIZE_MAX)
 		return -EINVAL;
 	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
-	return do_send(g, &one, 1, len, flags, res);
+	if (unlikely(g->ctx->pool != NULL) && (g->ctx->flags & MS_CFG_OFFLOAD))
+		return offload(g, &one, 1, len, flags, res);
+	return ms__do_send(g, &one, 1, len, flags, res);
 }
 
 int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
@@ -153,5 +171,7 @@ int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned f
 			return -EINVAL;
 		len += iov[i].iov_len;
 	}
-	return do_send(g, iov, iovcnt, len, flags, res);
+	if (unlikely(g->ctx->pool != NULL) && (g->ctx->flags & MS_CFG_OFFLOAD))
+		return offload(g, iov, iovcnt, len, flags, res);
+	return ms__do_send(g, iov, iovcnt, len, flags, res);
 }

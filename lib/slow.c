@@ -339,6 +339,7 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 {
 	if (!g || !cfg || cfg->size < SLOW_CONFIG_MIN_SIZE || cfg->size > 4096)
 		return -EINVAL;
+	ms__quiesce(g->ctx);
 	for (size_t k = sizeof(*cfg); k < cfg->size; k++)
 		if (((const unsigned char *)cfg)[k])
 			return -EINVAL;
@@ -374,6 +375,7 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 {
 	if (!g)
 		return -EINVAL;
+	ms__quiesce(g->ctx);
 	if (!g->nmanaged)
 		return 0;
 	struct ms__send s = { .g = g };
@@ -407,5 +409,8 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 
 size_t ms_group_backlog(const struct ms_group *g)
 {
-	return g ? g->backlog : 0;
+	if (!g)
+		return 0;
+	ms__quiesce(g->ctx);
+	return g->backlog;
 }

@@ -61,6 +61,7 @@ struct sample {
 	uint32_t key0;       /* its first key */
 	uint32_t size;       /* the group's size then */
 	uint32_t start;      /* the group position sent first (not 0 with MS_CFG_ROTATE) */
+	uint32_t parts;      /* threads that sent it (workers): > 1, its ends are every part's */
 	uint32_t n, cap;
 	struct ts_dest *d;
 	union ts_ctl *ctl;
@@ -292,7 +293,25 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 	}
 	/* The first and the last destination are the sample's first and last entries (the
 	 * fan-out's ends, when they could be stamped). */
-	if (t->n) {
+	if (t->n && t->parts > 1) {
+		/* Parts sent at once: the first destination out is the earliest of the parts'
+		 * ends, the last the latest; only a sample with every end stamped counts. */
+		uint64_t lo = UINT64_MAX, hi = 0;
+		bool all = true;
+		for (uint32_t i = 0; i < t->n; i++) {
+			const struct ts_dest *d = &t->d[i];
+			all = all && d->got;
+			if (d->got) {
+				lo = best(d) < lo ? best(d) : lo;
+				hi = best(d) > hi ? best(d) : hi;
+			}
+		}
+		if (all) {
+			ms__hist_add(&sl->hist[MS__H_CALL_FIRST], lag(lo, t->t0));
+			ms__hist_add(&sl->hist[MS__H_CALL_LAST], lag(hi, t->t0));
+			ms__hist_add(&sl->hist[MS__H_FIRST_LAST], hi - lo);
+		}
+	} else if (t->n) {
 		/* Only the fan-out's own ends count: a first or last destination that could not
 		 * be stamped leaves its histogram alone rather than lend it a neighbour. */
 		const struct ts_dest *f = &t->d[0], *l = &t->d[t->n - 1];
@@ -400,13 +419,15 @@ void ms__ts_begin(struct ms__send *s)
 	}
 
 	bool all = ctx->ts_flags & MS_TS_ALL_DESTS;
-	uint32_t want = all ? (uint32_t)g->size : (g->size > 1 ? 2 : 1);
+	uint32_t want = all ? (uint32_t)g->size : s->parts > 1 ? 2 * s->parts
+								 : (g->size > 1 ? 2 : 1);
 	if (!grow(ctx, t, want))
 		return;
 	t->n = 0;
 	t->size = (uint32_t)g->size;
 	t->key0 = ctx->ts_key;
 	t->start = (uint32_t)(s->base0 + s->j0);
+	t->parts = s->parts;
 	ctx->ts.sampled++;
 	/* In send order (rotated or not): the entries' first and last are the fan-out's. */
 	if (all) {
@@ -416,6 +437,19 @@ void ms__ts_begin(struct ms__send *s)
 			for (uint32_t j = run.j0; j < run.j1; j++)
 				if (!run.b->stalled)
 					arm_one(s, t, run.b, j, (uint32_t)(run.base + j));
+	} else if (s->parts > 1) {
+		/* Each part's first and last, found by the flattened list (current: the parts
+		 * send from it). */
+		const size_t n = g->size;
+		for (uint32_t p = 0; p < s->parts; p++) {
+			size_t off, cnt;
+			ms__part_range(n, s->parts, p, &off, &cnt);
+			size_t a = (t->start + off) % n, z = (t->start + off + cnt - 1) % n;
+			const struct ms__idslot *ia = &g->ids[g->flat[a].id], *iz = &g->ids[g->flat[z].id];
+			arm_one(s, t, ia->b, ia->pos, (uint32_t)a);
+			if (cnt > 1)
+				arm_one(s, t, iz->b, iz->pos, (uint32_t)z);
+		}
 	} else {
 		struct ms__bucket *first = g->buckets[s->k0], *last;
 		uint32_t lj;
@@ -501,6 +535,7 @@ int ms_group_ts_collect(struct ms_group *g)
 {
 	if (!g)
 		return -EINVAL;
+	ms__quiesce(g->ctx);
 	if (!g->ts)
 		return 0;
 	int n = collect(g);
@@ -514,6 +549,7 @@ int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out, size_t n,
 {
 	if (!g || (!out && n))
 		return -EINVAL;
+	ms__quiesce(g->ctx);
 	const struct ms__tsgroup *t = g->ts;
 	uint32_t have = t ? t->last_n : 0;
 	if (call_ns)

@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workers and offload (the contract is in include/multisend.h, "Workers and offload").
+ *
+ * One mechanism for both: library threads, each with a job slot it polls. A fan-out in K parts
+ * (ms__pool_send) posts parts 1..K-1 to K-1 worker threads, sends part 0 itself and waits for
+ * the others; the parts are contiguous runs of the send order, sent by the backend's send_part
+ * on the flattened list, each with its own struct ms__send whose counts are added up at the
+ * end. Offload puts one more thread in front: the caller copies the message into a byte ring
+ * and returns; the offload thread takes messages off the ring in order and runs the ordinary
+ * send path on each (ms__do_send), K parts included. Nothing here knows a backend.
+ *
+ * Waiting: a waiter polls a 32-bit word for up to spin_us, then sleeps on it with futex(2)
+ * after announcing itself in a sleeper count; a signaller changes the word and calls
+ * futex_wake only when the count says someone sleeps. Both sides use sequentially consistent
+ * operations on the word and the count, so one of them always sees the other (no lost
+ * wake-up), and a hot path with busy threads makes no system call at all.
+ *
+ * The offload ring: a power-of-two byte array; `head` (bytes written, the caller's) and `tail`
+ * (bytes consumed, the offload thread's) only grow. An entry is a header and the message,
+ * padded to 64 bytes; one that would cross the end is preceded by a filler entry up to it.
+ * The caller is the only writer of head, the offload thread the only writer of tail; the
+ * group an entry names does not change until tail has passed it (ms__quiesce).
+ */
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define PART_MIN 8u          /* destinations per part at least: below, fewer parts */
+#define SPIN_US_DEFAULT 50u
+#define RING_KIB_DEFAULT 4096u
+#define ENTRY_ALIGN 64u
+
+/* ---- waiting ---------------------------------------------------------------------------------- */
+
+struct waitword {
+	uint32_t v;        /* the word waited on (futex) */
+	uint32_t sleepers; /* threads asleep on it, or about to be */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Wait until w->v is no longer `seen`. */
+static void wait_change(struct waitword *w, uint32_t seen, uint64_t spin_ns)
+{
+	uint64_t t0 = 0;
+	for (unsigned k = 1;; k++) {
+		if (__atomic_load_n(&w->v, __ATOMIC_ACQUIRE) != seen)
+			return;
+		if (!(k & 63)) {
+			uint64_t now = mono_ns();
+			if (!t0)
+				t0 = now;
+			else if (now - t0 >= spin_ns)
+				break;
+		}
+		cpu_relax();
+	}
+	__atomic_fetch_add(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&w->v, __ATOMIC_SEQ_CST) == seen)
+		syscall(SYS_futex, &w->v, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+	__atomic_fetch_sub(&w->sleepers, 1, __ATOMIC_RELAXED);
+}
+
+/* Move w->v on by one (its only writer) and wake whoever sleeps on it. */
+static void signal_change(struct waitword *w)
+{
+	__atomic_store_n(&w->v, w->v + 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &w->v, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- the pool ------------------------------------------------------------------------------- */
+
+struct worker {
+	struct ms__pool *pool;
+	unsigned idx;
+	int cpu;           /* -1: not pinned */
+	pthread_t th;
+	bool started;
+	void *be;          /* the backend's state for this thread (part_init) */
+	int init_err;
+	/* The job, written by the poster before `go` moves, read by the worker after. */
+	struct ms__send s;
+	size_t first, count;
+	int err;
+	struct waitword go __attribute__((aligned(64)));   /* jobs posted */
+	struct waitword done __attribute__((aligned(64))); /* jobs finished */
+} __attribute__((aligned(64)));
+
+struct entry {
+	struct ms_group *g; /* NULL: a filler up to the end of the ring */
+	uint64_t size;      /* bytes of ring this entry takes */
+	uint64_t len;       /* the message's */
+	uint32_t flags;     /* ms_send flags */
+};
+
+struct ms__pool {
+	struct ms_ctx *ctx;
+	unsigned gen;      /* fork generation the threads belong to */
+	uint32_t parts;    /* workers = K */
+	uint32_t nworkers; /* K - 1 */
+	struct worker *w;
+	uint64_t spin_ns;
+	bool stop;
+	struct waitword ready; /* threads that finished starting */
+	/* offload */
+	bool offload;
+	struct worker disp; /* the offload thread (its job slot unused) */
+	unsigned char *ring;
+	uint64_t ring_size, max_msg;
+	uint64_t head __attribute__((aligned(64))); /* bytes written: the caller's */
+	struct waitword head_ev;                    /* moves with head */
+	uint64_t msgs, waits, refused;              /* the caller's counts (read by any thread) */
+	uint64_t tail __attribute__((aligned(64))); /* bytes consumed: the offload thread's */
+	struct waitword tail_ev;                    /* moves with tail */
+};
+
+static unsigned fork_gen;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void after_fork_child(void)
+{
+	fork_gen++;
+}
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+static inline bool in_parent(const struct ms__pool *p)
+{
+	return p->gen == __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+}
+
+static void worker_started(struct worker *w, int err)
+{
+	w->init_err = err;
+	__atomic_fetch_add(&w->pool->ready.v, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->pool->ready.sleepers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &w->pool->ready.v, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ms__pool *p = w->pool;
+	const struct ms__backend *be = p->ctx->be;
+	char name[16];
+
+	snprintf(name, sizeof(name), "ms-worker-%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
+	int err = be->part_init ? be->part_init(p->ctx, &w->be) : 0;
+	worker_started(w, err);
+	if (err)
+		return NULL;
+	uint32_t seen = 0;
+	for (;;) {
+		wait_change(&w->go, seen, p->spin_ns);
+		seen = __atomic_load_n(&w->go.v, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+			break;
+		w->err = be->send_part(w->be, &w->s, w->first, w->count);
+		signal_change(&w->done);
+	}
+	if (be->part_fini)
+		be->part_fini(w->be);
+	return NULL;
+}
+
+/* The offload thread: messages off the ring, in order, each through the ordinary send path. */
+static void *offload_main(void *arg)
+{
+	struct worker *w = arg;
+	struct ms__pool *p = w->pool;
+	uint64_t tail = p->tail;
+
+	pthread_setname_np(pthread_self(), "ms-offload");
+	worker_started(w, 0);
+	for (;;) {
+		uint32_t ev = __atomic_load_n(&p->head_ev.v, __ATOMIC_ACQUIRE);
+		uint64_t head = __atomic_load_n(&p->head, __ATOMIC_ACQUIRE);
+		if (tail == head) {
+			if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
+				break; /* stopped only once drained: nothing is left behind */
+			wait_change(&p->head_ev, ev, p->spin_ns);
+			continue;
+		}
+		const struct entry *e = (const struct entry *)(p->ring + (tail & (p->ring_size - 1)));
+		if (e->g) {
+			struct iovec iov = { .iov_base = (void *)(e + 1), .iov_len = e->len };
+			(void)ms__do_send(e->g, &iov, 1, e->len, e->flags, NULL);
+		}
+		tail += e->size;
+		__atomic_store_n(&p->tail, tail, __ATOMIC_RELEASE);
+		signal_change(&p->tail_ev);
+	}
+	return NULL;
+}
+
+static int start_thread(struct ms__pool *p, struct worker *w, void *(*fn)(void *))
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int err = pthread_attr_init(&attr);
+	if (err)
+		return -err;
+	if (w->cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(w->cpu, &set);
+		err = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	}
+	/* The application's signals are for its own threads: ours block them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (!err)
+		err = pthread_create(&w->th, &attr, fn, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return err == EINVAL ? -EINVAL : -err; /* EINVAL: a CPU we may not run on */
+	w->started = true;
+	(void)p;
+	return 0;
+}
+
+static void join_all(struct ms__pool *p)
+{
+	__atomic_store_n(&p->stop, true, __ATOMIC_RELEASE);
+	if (p->offload && p->disp.started) {
+		signal_change(&p->head_ev);
+		pthread_join(p->disp.th, NULL);
+		p->disp.started = false;
+	}
+	for (uint32_t k = 0; k < p->nworkers; k++) {
+		struct worker *w = &p->w[k];
+		if (!w->started)
+			continue;
+		signal_change(&w->go);
+		pthread_join(w->th, NULL);
+		w->started = false;
+	}
+}
+
+static void pool_free(struct ms__pool *p)
+{
+	free(p->ring);
+	free(p->w);
+	free(p);
+}
+
+int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c)
+{
+	uint32_t parts = c->workers ? c->workers : 1;
+	bool offload = c->flags & MS_CFG_OFFLOAD;
+	if (parts < 2 && !offload)
+		return 0;
+	pthread_once(&atfork_once, register_atfork);
+	for (uint32_t k = 0; k < c->ncpus; k++)
+		if (c->cpus[k] < 0 || c->cpus[k] >= CPU_SETSIZE)
+			return -EINVAL;
+
+	struct ms__pool *p;
+	if (posix_memalign((void **)&p, 64, sizeof(*p)))
+		return -ENOMEM;
+	memset(p, 0, sizeof(*p));
+	p->ctx = ctx;
+	p->gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+	p->parts = parts;
+	p->nworkers = parts - 1;
+	p->offload = offload;
+	p->spin_ns = (uint64_t)(c->spin_us ? c->spin_us : SPIN_US_DEFAULT) * 1000u;
+	int err = 0;
+	if (p->nworkers) {
+		if (posix_memalign((void **)&p->w, 64, p->nworkers * sizeof(*p->w)))
+			err = -ENOMEM;
+		else
+			memset(p->w, 0, p->nworkers * sizeof(*p->w));
+	}
+	if (!err && offload) {
+		uint64_t kib = c->offload_kib ? c->offload_kib : RING_KIB_DEFAULT, sz = 65536;
+		while (sz < kib * 1024)
+			sz <<= 1;
+		p->ring_size = sz;
+		p->max_msg = sz / 4;
+		if (posix_memalign((void **)&p->ring, ENTRY_ALIGN, sz))
+			err = -ENOMEM;
+		else
+			err = ms__mlock(ctx, p->ring, sz);
+	}
+	if (!err)
+		err = ms__mlock(ctx, p, sizeof(*p));
+	if (!err && p->nworkers)
+		err = ms__mlock(ctx, p->w, p->nworkers * sizeof(*p->w));
+	if (err) {
+		pool_free(p);
+		return err;
+	}
+
+	/* Threads in order: the offload thread first, then the workers; cpus[i] pins the i-th. */
+	uint32_t nthreads = p->nworkers + offload, started = 0;
+	for (uint32_t t = 0; t < nthreads && !err; t++) {
+		struct worker *w = offload && t == 0 ? &p->disp : &p->w[t - offload];
+		w->pool = p;
+		w->idx = t - offload + 1; /* part number */
+		w->cpu = t < c->ncpus ? c->cpus[t] : -1;
+		err = start_thread(p, w, offload && t == 0 ? offload_main : worker_main);
+		started += !err;
+	}
+	/* Wait for the started ones to be set up (each reports its own error). */
+	for (;;) {
+		uint32_t r = __atomic_load_n(&p->ready.v, __ATOMIC_SEQ_CST);
+		if (r == started)
+			break;
+		wait_change(&p->ready, r, 1000000);
+	}
+	for (uint32_t k = 0; !err && k < p->nworkers; k++)
+		err = p->w[k].init_err;
+	if (err) {
+		join_all(p);
+		pool_free(p);
+		return err;
+	}
+	ctx->pool = p;
+	return 0;
+}
+
+void ms__pool_stop(struct ms_ctx *ctx)
+{
+	struct ms__pool *p = ctx->pool;
+	if (!p)
+		return;
+	if (in_parent(p))
+		join_all(p); /* the offload thread drains the ring first */
+	/* A forked child has none of these threads: nothing to join, and the ring's messages
+	 * are its parent's to send. */
+	ctx->pool = NULL;
+	pool_free(p);
+}
+
+/* ---- fan-out in parts ------------------------------------------------------------------------ */
+
+uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s)
+{
+	const struct ms__pool *p = ctx->pool;
+	if (p->parts < 2 || s->managed || s->len > UINT32_MAX || !in_parent(p))
+		return 1;
+	size_t k = s->g->size / PART_MIN;
+	return k < 2 ? 1 : k < p->parts ? (uint32_t)k : p->parts;
+}
+
+int ms__pool_send(struct ms__send *s)
+{
+	struct ms_ctx *ctx = s->g->ctx;
+	struct ms__pool *p = ctx->pool;
+	const size_t n = s->g->size, first = s->base0 + s->j0;
+	size_t off, count;
+
+	for (uint32_t k = 1; k < s->parts; k++) {
+		struct worker *w = &p->w[k - 1];
+		ms__part_range(n, s->parts, k, &off, &count);
+		w->s = *s; /* no counts yet: each part counts its own */
+		w->first = (first + off) % n;
+		w->count = count;
+		signal_change(&w->go);
+	}
+	ms__part_range(n, s->parts, 0, &off, &count);
+	int err = ctx->be->send_part(ctx->be_state, s, first, count);
+	for (uint32_t k = 1; k < s->parts; k++) {
+		struct worker *w = &p->w[k - 1];
+		uint32_t want = w->go.v;
+		uint32_t seen;
+		while ((seen = __atomic_load_n(&w->done.v, __ATOMIC_ACQUIRE)) != want)
+			wait_change(&w->done, seen, p->spin_ns);
+		const struct ms__send *ws = &w->s;
+		s->accepted += ws->accepted;
+		s->partial += ws->partial;
+		s->failed += ws->failed;
+		s->bytes += ws->bytes;
+		s->syscalls += ws->syscalls;
+		for (int c = 0; c < MS__ERR_NCLASSES; c++)
+			s->err[c] += ws->err[c];
+		if (!err)
+			err = w->err;
+	}
+	return err;
+}
+
+/* ---- offload -------------------------------------------------------------------------------- */
+
+bool ms__offloaded(const struct ms_ctx *ctx)
+{
+	const struct ms__pool *p = ctx->pool;
+	return p && p->offload && in_parent(p);
+}
+
+int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		     unsigned flags)
+{
+	struct ms__pool *p = g->ctx->pool;
+	if (flags & ~MS_SEND_ALL_FLAGS)
+		return -EINVAL;
+	if (!g->size)
+		return 0;
+	if (len > p->max_msg)
+		return -EMSGSIZE;
+	const uint64_t size = p->ring_size, head = p->head;
+	const uint64_t need = (sizeof(struct entry) + len + ENTRY_ALIGN - 1) & ~(uint64_t)(ENTRY_ALIGN - 1);
+	uint64_t off = head & (size - 1);
+	const uint64_t fill = size - off < need ? size - off : 0;
+	bool waited = false;
+	for (;;) {
+		uint32_t ev = __atomic_load_n(&p->tail_ev.v, __ATOMIC_ACQUIRE);
+		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
+		if (size - (head - tail) >= fill + need)
+			break;
+		if (flags & MS_SEND_DONTWAIT) {
+			__atomic_store_n(&p->refused, p->refused + 1, __ATOMIC_RELAXED);
+			return -EAGAIN;
+		}
+		waited = true;
+		wait_change(&p->tail_ev, ev, p->spin_ns);
+	}
+	if (fill) {
+		*(struct entry *)(p->ring + off) = (struct entry){ .g = NULL, .size = fill };
+		off = 0;
+	}
+	struct entry *e = (struct entry *)(p->ring + off);
+	*e = (struct entry){ .g = g, .size = need, .len = len, .flags = flags };
+	unsigned char *to = (unsigned char *)(e + 1);
+	for (int k = 0; k < iovcnt; k++) {
+		if (iov[k].iov_len)
+			memcpy(to, iov[k].iov_base, iov[k].iov_len);
+		to += iov[k].iov_len;
+	}
+	__atomic_store_n(&p->msgs, p->msgs + 1, __ATOMIC_RELAXED);
+	if (waited)
+		__atomic_store_n(&p->waits, p->waits + 1, __ATOMIC_RELAXED);
+	size_t n = g->size;
+	__atomic_store_n(&p->head, head + fill + need, __ATOMIC_RELEASE);
+	signal_change(&p->head_ev);
+	return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+void ms__quiesce(const struct ms_ctx *ctx)
+{
+	struct ms__pool *p = ctx->pool;
+	if (likely(!p) || !p->offload || !in_parent(p) || pthread_equal(p->disp.th, pthread_self()))
+		return;
+	for (;;) {
+		uint32_t ev = __atomic_load_n(&p->tail_ev.v, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) == p->head)
+			return;
+		wait_change(&p->tail_ev, ev, p->spin_ns);
+	}
+}
+
+void ms__offload_counts(const struct ms_ctx *ctx, uint64_t v[3])
+{
+	const struct ms__pool *p = ctx->pool;
+	v[0] = p ? __atomic_load_n(&p->msgs, __ATOMIC_RELAXED) : 0;
+	v[1] = p ? __atomic_load_n(&p->waits, __ATOMIC_RELAXED) : 0;
+	v[2] = p ? __atomic_load_n(&p->refused, __ATOMIC_RELAXED) : 0;
+}
+
+void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len)
+{
+	const struct ms__pool *p = ctx->pool;
+	char cpus[128] = "";
+	uint32_t n = p->nworkers + p->offload;
+	for (uint32_t t = 0; t < n; t++) {
+		const struct worker *w = p->offload && t == 0 ? &p->disp : &p->w[t - p->offload];
+		if (w->cpu >= 0 && strlen(cpus) + 12 < sizeof(cpus))
+			snprintf(cpus + strlen(cpus), sizeof(cpus) - strlen(cpus), "%s%d",
+				 *cpus ? "," : "", w->cpu);
+	}
+	int k = 0;
+	if (p->parts > 1)
+		k = snprintf(buf, len, "; %u workers (the %s thread and %u library thread%s)",
+			     p->parts, p->offload ? "offload" : "calling", p->nworkers,
+			     p->nworkers > 1 ? "s" : "");
+	if (p->offload && (size_t)k < len)
+		k += snprintf(buf + k, len - (size_t)k, "; offload ring %llu KiB",
+			      (unsigned long long)(p->ring_size / 1024));
+	if (*cpus && (size_t)k < len)
+		snprintf(buf + k, len - (size_t)k, "; threads pinned to CPUs %s", cpus);
+}
