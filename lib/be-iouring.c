@@ -520,8 +520,10 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	struct ms_group *g = s->g;
 	const struct ms__flat *const f = g->flat;
 	const size_t n = g->size;
-	/* A gathered message, or timestamp requests on some headers: those go as SENDMSG. */
-	const bool hdr = s->iovcnt != 1 || s->ts_armed;
+	/* A gathered message, or timestamp requests on some headers: those go as SENDMSG, and
+	 * so do addresses before Linux 6.1. Tested once per entry only when either can be. */
+	const bool hdr = s->iovcnt != 1 || s->ts_armed, send_addr = g_send_addr;
+	const bool special = hdr || !send_addr;
 	const unsigned len = (unsigned)s->len;
 	const int base_flags = s->msg_flags;
 	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
@@ -546,8 +548,8 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
 	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
 		const struct ms__flat *e = &f[i];
-		if (unlikely((e->namelen && !g_send_addr) || /* SENDMSG: before Linux 6.1 */
-			     (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
+		if (unlikely(special) && ((e->namelen && !send_addr) ||
+					  (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
 			const struct ms__idslot *id = &g->ids[e->id];
 			sq->sqe_tail = tail;
 			prep(st, s, id->b, id->pos, i);
