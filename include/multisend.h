@@ -144,7 +144,13 @@ struct ms_config {
 	uint32_t ncpus;       /* entries in cpus: 0..64, at most the number of library threads */
 	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
 	                         1..1000000 microseconds; 0 = 50 */
+	uint32_t zc_min;      /* io_uring: a message of at least zc_min bytes (one buffer, up to
+	                         65536) goes to UDP destinations with zero copy, see "Zero copy";
+	                         0 = MS_ZC_MIN_DEFAULT; above 65536 (MS_ZC_NEVER): never */
 };
+
+#define MS_ZC_MIN_DEFAULT 4096u
+#define MS_ZC_NEVER 0xffffffffu
 
 /* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
  * last, which is enough for the call-to-first, call-to-last and skew histograms). */
@@ -409,6 +415,26 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
 MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
 
 /* ---------------------------------------------------------------------------------------------
+ * Zero copy (io_uring backend)
+ *
+ * A message of at least ms_config.zc_min bytes, sent with ms_send (one buffer) on a fan-out
+ * without a timestamp request, is copied once into one of two buffers the ring has registered
+ * and goes to every UDP destination (AF_INET, AF_INET6 datagram sockets) with IORING_OP_SEND_ZC
+ * from there: the kernel hands the same pages to the device for every destination instead of
+ * copying the message into each datagram. Other destinations go as always. Results, counters
+ * and the buffer contract are unchanged (the caller's buffer is free on return). Zero copy
+ * never waits for the kernel to let go of a buffer: a fan-out that finds both busy is sent
+ * the ordinary way. Each such send completes twice (its result, then a notification), so it
+ * pays only where the device really takes the pages: the kernel copies anyway on loopback,
+ * to a local network namespace (veth), and for devices without scatter-gather, and says so
+ * in the notification (REPORT_USAGE, Linux 6.2): the first such report turns zero copy off
+ * for the ring (zc_copied counts it; MULTISEND_SHOW_BACKEND says "zero copy off"). A kernel
+ * without SEND_ZC (before 6.0) or without REPORT_USAGE sends plainly (the latter after one
+ * refused request per ring, sent again plainly). Every ring of the context (workers' too)
+ * decides for itself.
+ */
+
+/* ---------------------------------------------------------------------------------------------
  * Slow consumers
  *
  * A destination on a connection-oriented socket (SOCK_STREAM, SOCK_SEQPACKET) whose socket
@@ -520,6 +546,10 @@ struct ms_stats {
 	uint64_t offload_waits;   /* ... of which the caller had to wait for room in the ring */
 	uint64_t offload_refused; /* calls refused with -EAGAIN: the ring was full and the call
 	                             had MS_SEND_DONTWAIT (nothing of the message was sent) */
+	/* io_uring zero copy (see "Zero copy"): */
+	uint64_t zc_sends;        /* destinations sent with SEND_ZC */
+	uint64_t zc_copied;       /* ... whose data the kernel reported it copied anyway (which
+	                             turns zero copy off for the ring that sent them) */
 };
 
 /*

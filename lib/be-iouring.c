@@ -20,6 +20,16 @@
  *   copied, before io_uring_enter returns; and a request completed inline posts its CQE
  *   before io_uring_enter returns. A datagram is taken whole or not at all, so a request
  *   without a CQE took the whole message: its status is the message length.
+ * - Zero copy (ms_config.zc_min): a message of at least zc_min bytes is copied once into one
+ *   of two buffers registered with the ring and sent to every destination with SEND_ZC from
+ *   there, so the kernel does not copy it per destination. Each request completes twice: its
+ *   result, then (IORING_CQE_F_MORE) a notification when the kernel has let go of the buffer;
+ *   a buffer is written again only once all its notifications are in. REPORT_USAGE makes a
+ *   notification say when the kernel copied anyway (loopback, a local namespace, a device
+ *   without scatter-gather): then zero copy is turned off for the ring, for good. A kernel
+ *   that refuses the request (-EINVAL: no REPORT_USAGE before 6.2) turns it off too, and the
+ *   destination is sent again with a plain SEND. Not with CQE_SKIP_SUCCESS (the kernel
+ *   forbids it), so a zero-copy fan-out always waits for its results.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +51,12 @@
  * marks a request that completes only on failure (it is never a bucket's). */
 #define UD_BUCKET (1ull << 63)
 #define UD_SKIP (1ull << 62)
+#define UD_ZC (1ull << 61)     /* a SEND_ZC request; its buffer in the bits from ZC_SHIFT */
+#define ZC_SHIFT 56
+#define UD_ZC_BUF(ud) ((unsigned)((ud) >> ZC_SHIFT) & 1u)
+#define UD_INDEX(ud) ((ud) & ((1ull << ZC_SHIFT) - 1))
+#define ZC_BUFS 2u
+#define ZC_MAX 65536u          /* the largest message sent with zero copy (a buffer's size) */
 
 struct uring_state {
 	struct io_uring ring;
@@ -62,6 +78,12 @@ struct uring_state {
 	unsigned msgf[2][MS__FLAT_CLASSES];
 	uint8_t sqef[2][MS__FLAT_CLASSES];
 	uint64_t tag[2][MS__FLAT_CLASSES];
+	/* Zero copy: zc_min > 0 while it is on; ZC_BUFS buffers of ZC_MAX bytes registered as
+	 * one (index 0); notifications outstanding per buffer; the buffer of the next fan-out. */
+	uint32_t zc_min;
+	unsigned char *zbuf;
+	uint32_t zpending[ZC_BUFS];
+	unsigned zcur;
 };
 
 /* send(2) on a blocking stream returns when all is sent; io_uring does so only with
@@ -88,6 +110,7 @@ static void set_classes(struct uring_state *st)
 /* ---- process-wide probe --------------------------------------------------------------------- */
 
 static bool g_send_addr; /* IORING_OP_SEND takes a destination address */
+static bool g_send_zc;   /* IORING_OP_SEND_ZC (Linux 6.0) */
 
 static int read_int_file(const char *path, int *v)
 {
@@ -136,6 +159,7 @@ static int uring_probe(const char **why)
 		err = -ENOTSUP;
 	} else {
 		g_send_addr = io_uring_opcode_supported(p, IORING_OP_SENDMSG_ZC);
+		g_send_zc = io_uring_opcode_supported(p, IORING_OP_SEND_ZC);
 	}
 	if (p)
 		io_uring_free_probe(p);
@@ -186,6 +210,25 @@ static void files_register(struct uring_state *st)
 	}
 }
 
+/* Zero copy: two message buffers registered with the ring. Not available (the kernel lacks
+ * SEND_ZC, or refuses the registration): zero copy stays off, quietly. */
+static void zc_setup(const struct ms_ctx *ctx, struct uring_state *st)
+{
+	if (!g_send_zc || !ctx->zc_min || ctx->zc_min > ZC_MAX)
+		return;
+	if (posix_memalign((void **)&st->zbuf, 4096, ZC_BUFS * ZC_MAX)) {
+		st->zbuf = NULL;
+		return;
+	}
+	struct iovec iov = { .iov_base = st->zbuf, .iov_len = ZC_BUFS * ZC_MAX };
+	if (io_uring_register_buffers(&st->ring, &iov, 1)) {
+		free(st->zbuf);
+		st->zbuf = NULL;
+		return;
+	}
+	st->zc_min = ctx->zc_min;
+}
+
 /* MS_CFG_MLOCK: our own arrays, and the rings and submission entries (64 bytes an entry,
  * 256 KiB for 4096) for kernels that fault them in on first touch. Linux 6.18 inserts every
  * ring page when the ring is mapped and marks the mapping special, which mlock leaves alone
@@ -224,6 +267,7 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 	}
 	files_register(st);
 	set_classes(st);
+	zc_setup(ctx, st);
 	ctx->be_state = st;
 	return 0;
 }
@@ -233,10 +277,11 @@ static void uring_ctx_fini(struct ms_ctx *ctx)
 	struct uring_state *st = ctx->be_state;
 	if (!st)
 		return;
-	io_uring_queue_exit(&st->ring);
+	io_uring_queue_exit(&st->ring); /* the kernel keeps the registered pages until done */
 	free(st->refs);
 	free(st->inos);
 	free(st->retry);
+	free(st->zbuf);
 	free(st);
 	ctx->be_state = NULL;
 }
@@ -362,6 +407,7 @@ static void record_status(struct uring_state *st, struct ms__send *s, uint64_t u
 		st->skip_reported++;
 		ud &= ~UD_SKIP;
 	}
+	ud &= ~(UD_ZC | (1ull << ZC_SHIFT));
 	if (ud & UD_BUCKET) {
 		((struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET))->st = status;
 		return;
@@ -382,6 +428,32 @@ static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int
 		record_status(st, s, sq->sqes[k & *sq->kring_mask].user_data, err);
 	sq->sqe_head = sq->sqe_tail = head;
 	io_uring_smp_store_release(sq->ktail, head);
+}
+
+/* A zero-copy request's notification: its buffer is free again; REPORT_USAGE says whether
+ * the kernel copied the data anyway, and then zero copy only costs (two completions instead
+ * of none or one): off for this ring. */
+static void zc_notified(struct uring_state *st, struct ms__send *s, uint64_t ud, int res)
+{
+	st->zpending[UD_ZC_BUF(ud)]--;
+	if ((unsigned)res & IORING_NOTIF_USAGE_ZC_COPIED) {
+		s->zc_copied++;
+		st->zc_min = 0;
+	}
+}
+
+/* Read the notifications already posted (outside flush, the completion queue holds nothing
+ * else). */
+static void zc_reap(struct uring_state *st, struct ms__send *s)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+	io_uring_for_each_cqe(&st->ring, head, cqe) {
+		n++;
+		if (cqe->flags & IORING_CQE_F_NOTIF)
+			zc_notified(st, s, cqe->user_data, cqe->res);
+	}
+	io_uring_cq_advance(&st->ring, n);
 }
 
 /* Of the n requests submitted from SQE index first on, those that always complete. */
@@ -437,11 +509,34 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 			uint64_t ud = c->user_data;
 			int cr = c->res;
 			/* The common case: a destination that took the whole message. */
-			if (likely(!(ud & (UD_SKIP | UD_BUCKET)) && cr >= 0 && (size_t)cr == len)) {
+			if (likely(!(ud & (UD_SKIP | UD_BUCKET | UD_ZC)) && cr >= 0 && (size_t)cr == len)) {
 				ok++;
 				if (res)
 					res[ud].status = cr; /* the id was written when prepared */
 				continue;
+			}
+			if (unlikely(ud & UD_ZC)) {
+				if (c->flags & IORING_CQE_F_NOTIF) {
+					zc_notified(st, s, ud, cr);
+					quiet++; /* not among the completions waited for */
+					continue;
+				}
+				if (c->flags & IORING_CQE_F_MORE)
+					st->zpending[UD_ZC_BUF(ud)]++; /* its notification will come */
+				s->zc_sends++;
+				if (cr == -EINVAL || cr == -EOPNOTSUPP) {
+					/* A kernel without REPORT_USAGE (before 6.2) or a socket
+					 * without zero copy: off, and this one again, plainly. */
+					st->zc_min = 0;
+					cr = -EINTR;
+				}
+				ud = UD_INDEX(ud);
+				if (cr >= 0 && (size_t)cr == len) {
+					ok++;
+					if (res)
+						res[ud].status = cr;
+					continue;
+				}
 			}
 			quiet += (ud & UD_SKIP) != 0; /* not among the completions waited for */
 			if (cr == -EINTR) {
@@ -525,6 +620,26 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	const bool hdr = s->iovcnt != 1 || s->ts_armed, send_addr = g_send_addr;
 	const bool special = hdr || !send_addr;
 	const unsigned len = (unsigned)s->len;
+	/* Zero copy for this message (see the top of this file): a buffer whose notifications
+	 * are all in, else this fan-out goes plainly (zero copy never waits). */
+	int zb = -1;
+	if (unlikely(st->zc_min) && len >= st->zc_min && len <= ZC_MAX && !hdr) {
+		zc_reap(st, s);
+		if (!st->zpending[st->zcur])
+			zb = (int)st->zcur;
+		else if (!st->zpending[st->zcur ^ 1])
+			zb = (int)(st->zcur ^ 1);
+	}
+	const bool rare = special || zb >= 0;
+	struct io_uring_sqe tzc;
+	uint64_t ztag = 0;
+	if (zb >= 0) {
+		unsigned char *zp = st->zbuf + (size_t)zb * ZC_MAX;
+		memcpy(zp, s->iov[0].iov_base, len);
+		st->zcur = (unsigned)zb ^ 1;
+		io_uring_prep_send_zc_fixed(&tzc, -1, zp, len, 0, IORING_SEND_ZC_REPORT_USAGE, 0);
+		ztag = UD_ZC | ((uint64_t)zb << ZC_SHIFT);
+	}
 	const int base_flags = s->msg_flags;
 	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
 	struct ms_result *const res = s->res;
@@ -548,12 +663,24 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
 	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
 		const struct ms__flat *e = &f[i];
-		if (unlikely(special) && ((e->namelen && !send_addr) ||
-					  (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
+		if (unlikely(rare) && special &&
+		    ((e->namelen && !send_addr) || (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
 			const struct ms__idslot *id = &g->ids[e->id];
 			sq->sqe_tail = tail;
 			prep(st, s, id->b, id->pos, i);
 			tail = sq->sqe_tail;
+		} else if (unlikely(rare) && zb >= 0 && e->zc) {
+			const unsigned c = e->cls;
+			struct io_uring_sqe *sqe = &sqes[tail++ & mask];
+			*sqe = tzc;
+			sqe->fd = e->fd;
+			sqe->msg_flags = msgf[c];
+			sqe->flags = sqef[c] & (uint8_t)~IOSQE_CQE_SKIP_SUCCESS; /* not with SEND_ZC */
+			sqe->addr2 = (uint64_t)(uintptr_t)e->name;
+			sqe->addr_len = (uint16_t)e->namelen;
+			sqe->user_data = i | ztag;
+			if (res)
+				res[i] = (struct ms_result){ .id = e->id, .status = 0 };
 		} else {
 			const unsigned c = e->cls;
 			struct io_uring_sqe *sqe = &sqes[tail++ & mask];
@@ -564,7 +691,7 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 			sqe->addr2 = (uint64_t)(uintptr_t)e->name; /* NULL: connected */
 			sqe->addr_len = (uint16_t)e->namelen;
 			sqe->user_data = i | tag[c];
-			nskip += tag[c] != 0;
+			nskip += tag[c] != 0; /* (UD_SKIP is the only tag here) */
 			if (res) /* a skipped success keeps this status; a CQE overwrites it */
 				res[i] = (struct ms_result){ .id = e->id,
 							     .status = tag[c] ? (int)len : 0 };
@@ -638,6 +765,7 @@ static int uring_part_init(struct ms_ctx *ctx, void **out)
 		err = lock_ring(ctx, st);
 	if (!err) {
 		set_classes(st); /* files_ok is false: no IOSQE_FIXED_FILE */
+		zc_setup(ctx, st);
 		err = make_ready(st);
 	}
 	if (err) {
@@ -658,6 +786,7 @@ static void uring_part_fini(void *state)
 		return;
 	io_uring_queue_exit(&st->ring);
 	free(st->retry);
+	free(st->zbuf);
 	free(st);
 }
 
@@ -715,11 +844,18 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 		if (st->setup_flags & names[k].flag)
 			snprintf(flags + strlen(flags), sizeof(flags) - strlen(flags), "%s%s",
 				 *flags ? "|" : "", names[k].name);
-	snprintf(buf, len, "ring of %u entries, flags %s, %s, %s, %s", st->depth,
+	char zc[64] = "zero copy not available";
+	if (st->zc_min)
+		snprintf(zc, sizeof(zc), "zero copy from %u bytes", st->zc_min);
+	else if (st->zbuf)
+		snprintf(zc, sizeof(zc), "zero copy off (the kernel copied)");
+	else if (g_send_zc && (!ctx->zc_min || ctx->zc_min > ZC_MAX))
+		snprintf(zc, sizeof(zc), "zero copy off");
+	snprintf(buf, len, "ring of %u entries, flags %s, %s, %s, %s, %s", st->depth,
 		 *flags ? flags : "none", st->files_ok ? "registered files" : "plain fds",
 		 g_send_addr ? "SEND with address" : "SENDMSG for addresses",
 		 st->skip_ok ? "fire-and-forget datagrams with MS_SEND_DONTWAIT"
-			     : "every send completes (no CQE_SKIP_SUCCESS)");
+			     : "every send completes (no CQE_SKIP_SUCCESS)", zc);
 }
 
 const struct ms__backend ms__backend_iouring = {

@@ -142,7 +142,7 @@ static const char *const counter_names[] = {
 	"err_badf", "err_other", "slow_queued", "slow_dropped", "slow_removed", "backlog_bytes",
 	"backlog_discarded", "ts_sampled", "ts_requested", "ts_stamped", "ts_missing",
 	"ts_unsupported", "ts_foreign", "ts_late", "offload_msgs", "offload_waits",
-	"offload_refused",
+	"offload_refused", "zc_sends", "zc_copied",
 };
 #define NCOUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
 static const char *const hist_names[MS__H_N] = {
@@ -166,7 +166,7 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 		c->err[MS__ERR_BADF], c->err[MS__ERR_OTHER], c->slow_queued, c->slow_dropped,
 		c->slow_removed, c->backlog_bytes, c->backlog_discarded, t->sampled,
 		t->requested, t->stamped, t->missing, t->unsupported, t->foreign, t->late,
-		o[0], o[1], o[2],
+		o[0], o[1], o[2], c->zc_sends, c->zc_copied,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NCOUNTERS, "one value per name");
 	memcpy(v, all, sizeof(all));
@@ -311,6 +311,7 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 		&s.stats.backlog_discarded, &s.ts.sampled, &s.ts.requested, &s.ts.stamped,
 		&s.ts.missing, &s.ts.unsupported, &s.ts.foreign, &s.ts.late,
 		&s.stats.offload_msgs, &s.stats.offload_waits, &s.stats.offload_refused,
+		&s.stats.zc_sends, &s.stats.zc_copied,
 	};
 	_Static_assert(sizeof(f) / sizeof(f[0]) == NCOUNTERS, "one field per counter");
 	for (size_t k = 0; k < NCOUNTERS; k++)
@@ -468,6 +469,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	ctx->ts_sample = c.ts_sample;
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
+	ctx->zc_min = !c.zc_min ? MS_ZC_MIN_DEFAULT : c.zc_min <= 65536 ? c.zc_min : 0;
 
 	err = -ENOTSUP;
 	if (want != MS_BACKEND_AUTO) {
@@ -579,6 +581,8 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 	s.offload_msgs = o[0];
 	s.offload_waits = o[1];
 	s.offload_refused = o[2];
+	s.zc_sends = ctx->c.zc_sends;
+	s.zc_copied = ctx->c.zc_copied;
 	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
 	return 0;
 }

@@ -419,6 +419,7 @@ void ms__flat_build(struct ms_group *g)
 				.cls = (b->type == SOCK_DGRAM ? MS__FLAT_DGRAM : 0) |
 				       (b->fixed ? MS__FLAT_FIXED : 0) |
 				       (b->xflags & MSG_DONTWAIT ? MS__FLAT_NOWAIT : 0),
+				.zc = b->type == SOCK_DGRAM && b->family != AF_UNIX,
 			};
 	}
 	g->flat_ok = true;

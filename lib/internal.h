@@ -71,7 +71,9 @@ struct ms__flat {
 	int fd;
 	int id;
 	int xflags;      /* the bucket's extra send flags */
-	uint32_t cls;    /* MS__FLAT_*: what the backends derive their flags from */
+	uint16_t cls;    /* MS__FLAT_*: what the backends derive their flags from */
+	uint16_t zc;     /* a UDP socket (AF_INET, AF_INET6 datagram): io_uring may send it
+	                    with zero copy */
 	uint32_t run;    /* entries from this one to the end of its bucket (sendmmsg) */
 };
 #define MS__FLAT_DGRAM 1u    /* SOCK_DGRAM */
@@ -138,6 +140,7 @@ struct ms__counters {
 	uint64_t fanouts, attempted, accepted, partial, failed, bytes, syscalls;
 	uint64_t err[MS__ERR_NCLASSES];
 	uint64_t slow_queued, slow_dropped, slow_removed, backlog_bytes, backlog_discarded;
+	uint64_t zc_sends, zc_copied;
 };
 
 /* One ms_send call in progress: what the backend needs and what it reports. */
@@ -153,6 +156,7 @@ struct ms__send {
 	uint64_t bytes, syscalls;
 	uint32_t err[MS__ERR_NCLASSES]; /* one call's counts: at most its destinations */
 	uint32_t slow_queued, slow_dropped, slow_removed;
+	uint32_t zc_sends, zc_copied; /* io_uring zero copy: requests, copies reported */
 	bool ts_armed;           /* some message headers carry timestamp requests (msg_control):
 	                            the backends must send those with sendmsg */
 	/* Where the send order starts (MS_CFG_ROTATE; all 0 otherwise): bucket k0, index j0 in
@@ -311,6 +315,7 @@ struct ms_ctx {
 	const struct ms__backend *be;
 	uint32_t flags;
 	uint32_t queue_depth;
+	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
 	unsigned ngroups;
 	struct ms__counters c;
 	void *be_state; /* owned by the backend */

@@ -43,6 +43,10 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	c->accepted += s->accepted;
 	c->bytes += s->bytes;
 	c->syscalls += s->syscalls;
+	if (unlikely(s->zc_sends | s->zc_copied)) {
+		c->zc_sends += s->zc_sends;
+		c->zc_copied += s->zc_copied;
+	}
 	if (unlikely(s->partial || s->failed || s->g->nmanaged)) {
 		c->partial += s->partial;
 		c->failed += s->failed;
@@ -54,7 +58,8 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	}
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
 	 * (whose sampling changes counters of its own on the way), moved only five counters. */
-	if (likely(!s->failed && !s->partial && !s->g->nmanaged && !ctx->ts_sample))
+	if (likely(!s->failed && !s->partial && !s->g->nmanaged && !ctx->ts_sample &&
+		   !(s->zc_sends | s->zc_copied)))
 		ms__publish_sent(ctx);
 	else
 		ms__publish(ctx);

@@ -19,4 +19,13 @@ static inline int ms__uring_enable_rings(struct io_uring *ring)
 	return r < 0 ? -errno : 0;
 }
 
+/* SEND_ZC's notification reports whether the kernel copied the data after all (Linux 6.2);
+ * liburing 2.3 lacks both names. */
+#ifndef IORING_SEND_ZC_REPORT_USAGE
+#define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
+#endif
+#ifndef IORING_NOTIF_USAGE_ZC_COPIED
+#define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
+#endif
+
 #endif

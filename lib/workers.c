@@ -404,6 +404,8 @@ int ms__pool_send(struct ms__send *s)
 		s->failed += ws->failed;
 		s->bytes += ws->bytes;
 		s->syscalls += ws->syscalls;
+		s->zc_sends += ws->zc_sends;
+		s->zc_copied += ws->zc_copied;
 		for (int c = 0; c < MS__ERR_NCLASSES; c++)
 			s->err[c] += ws->err[c];
 		if (!err)

@@ -24,7 +24,7 @@ struct row {
 static const struct row rows[] = {
 	SIZE(enum ms_backend, 4),
 
-	SIZE(struct ms_config, 40 + 2 * PTR),
+	SIZE(struct ms_config, (44 + 2 * PTR + PTR - 1) / PTR * PTR),
 	OFF(struct ms_config, size, 0),
 	OFF(struct ms_config, backend, 4),
 	OFF(struct ms_config, flags, 8),
@@ -37,8 +37,9 @@ static const struct row rows[] = {
 	OFF(struct ms_config, cpus, 32 + PTR),
 	OFF(struct ms_config, ncpus, 32 + 2 * PTR),
 	OFF(struct ms_config, spin_us, 36 + 2 * PTR),
+	OFF(struct ms_config, zc_min, 40 + 2 * PTR),
 
-	SIZE(struct ms_stats, 184),
+	SIZE(struct ms_stats, 200),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, backend, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -63,6 +64,8 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, offload_msgs, 160),
 	OFF(struct ms_stats, offload_waits, 168),
 	OFF(struct ms_stats, offload_refused, 176),
+	OFF(struct ms_stats, zc_sends, 184),
+	OFF(struct ms_stats, zc_copied, 192),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -87,13 +90,13 @@ static const struct row rows[] = {
 	OFF(struct ms_ts_stats, sampled, 0),
 	OFF(struct ms_ts_stats, late, 48),
 
-	SIZE(struct ms_snapshot, 16 + 184 + 56 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
+	SIZE(struct ms_snapshot, 16 + 200 + 56 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, ts_sample, 4),
 	OFF(struct ms_snapshot, taken_ns, 8),
 	OFF(struct ms_snapshot, stats, 16),
-	OFF(struct ms_snapshot, ts, 200),
-	OFF(struct ms_snapshot, call_first, 256),
+	OFF(struct ms_snapshot, ts, 216),
+	OFF(struct ms_snapshot, call_first, 272),
 
 	SIZE(struct ms_ts_dest, 32),
 	OFF(struct ms_ts_dest, id, 0),

@@ -341,42 +341,14 @@ static int udp_connected_to(int rx)
 
 /* ---- forked children -------------------------------------------------------------------------- */
 
-/* In a child: report and exit; the parent's test fails on the exit status. */
-#define CHECK(cond)                                                                          \
-	do {                                                                                 \
-		if (!(cond)) {                                                               \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			fflush(NULL);                                                        \
-			_exit(1);                                                            \
-		}                                                                            \
-	} while (0)
-#define CHECK_EQ(a, b)                                                                        \
-	do {                                                                                  \
-		long long a_ = (long long)(a), b_ = (long long)(b);                           \
-		if (a_ != b_) {                                                               \
-			fprintf(stderr, "%s:%d: %s is %lld, expected %s = %lld\n", __FILE__,   \
-				__LINE__, #a, a_, #b, b_);                                      \
-			fflush(NULL);                                                         \
-			_exit(1);                                                             \
-		}                                                                             \
-	} while (0)
-
 /* Run fn in a child process; returns its exit status (0 passed, 77 skipped). */
 static int run_child(void (*fn)(void))
 {
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		fn();
-		fflush(NULL);
-		_exit(0);
-	}
-	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	if (WIFSIGNALED(st))
-		fail_msg("the child died of signal %d", WTERMSIG(st));
-	return WEXITSTATUS(st);
+	int st = net_run_child(fn);
+	assert_true(st >= 0);
+	if (st >= 128)
+		fail_msg("the child died of signal %d", st - 128);
+	return st;
 }
 
 /* ---- 1. an interface taken down and brought up again ------------------------------------------ */

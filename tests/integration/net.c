@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "net.h"
@@ -329,4 +330,21 @@ long net_find(const struct net *nt, int id)
 		if (nt->ep[i].id == id)
 			return (long)i;
 	return -1;
+}
+
+int net_run_child(void (*fn)(void))
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		fn();
+		fflush(NULL);
+		_exit(0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }

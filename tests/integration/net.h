@@ -9,7 +9,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "multisend.h"
 
@@ -56,6 +58,30 @@ int net_add(struct net *nt, enum kind k, size_t n);
 /* Add every endpoint (from index first) to g, storing the ids; returns 0 or the first error. */
 int net_join(struct net *nt, struct ms_group *g, size_t first);
 void net_free(struct net *nt);
+
+/* In a child: report and exit; the parent's test fails on the exit status. */
+#define CHECK(cond)                                                                          \
+	do {                                                                                 \
+		if (!(cond)) {                                                               \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			fflush(NULL);                                                        \
+			_exit(1);                                                            \
+		}                                                                            \
+	} while (0)
+#define CHECK_EQ(a, b)                                                                        \
+	do {                                                                                  \
+		long long a_ = (long long)(a), b_ = (long long)(b);                           \
+		if (a_ != b_) {                                                               \
+			fprintf(stderr, "%s:%d: %s is %lld, expected %s = %lld\n", __FILE__,   \
+				__LINE__, #a, a_, #b, b_);                                      \
+			fflush(NULL);                                                         \
+			_exit(1);                                                             \
+		}                                                                             \
+	} while (0)
+
+/* Run fn in a forked child (which exits 0 when fn returns): its exit status (0 passed, 77
+ * skipped, other failed), 128 + N when signal N killed it, -1 when fork failed. */
+int net_run_child(void (*fn)(void));
 
 /* Make a distinct message for round r. */
 void make_payload(unsigned char *buf, size_t len, unsigned round);
