@@ -51,8 +51,18 @@
  *                socket of its own per destination (bound to the plain socket's port, which
  *                the bench binds with SO_REUSEADDR for it); raw-sendto stays the plain
  *                unconnected loop, so "vs raw-sendto" is the connected fan-out against it.
- * A "+dontwait" or "+rotate" variant has its own context (its own counters) but sends on the
- * plain sockets; a "+connect" variant has its own context and sends on the library's sockets. */
+ *   "+offload"   (--compare-offload) the library's backends only, on a context made with
+ *                MS_CFG_OFFLOAD: ms_send hands the message to a library thread and returns;
+ *                every timed batch ends with ms_ctx_drain, so the batch's time and process CPU
+ *                include the sending, while the caller's CPU is its own (the drain excluded).
+ *   "+wK"        (--compare-workers K) the library's backends only, on a context made with
+ *                ms_config.workers = K: each fan-out in K parts sent at the same time.
+ *   "+wK+ts"     the same with --ts-sample or --ts-compare: sampled like the "+ts" variant
+ *                (own sockets), and compared with it, so that the first-to-last skew of K
+ *                threads and of one come from the same rounds.
+ * A "+dontwait", "+rotate", "+offload" or "+wK" variant has its own context (its own counters
+ * and threads) but sends on the plain sockets; a "+connect" variant has its own context and
+ * sends on the library's sockets; a "+wK+ts" variant, like "+ts", on sockets of its own. */
 enum variant_id {
 	V_RAW,
 	V_RAW_SENDMMSG,
@@ -75,6 +85,15 @@ enum variant_id {
 	V_LOOP_CONN,
 	V_SENDMMSG_CONN,
 	V_IO_URING_CONN,
+	V_LOOP_OFF,
+	V_SENDMMSG_OFF,
+	V_IO_URING_OFF,
+	V_LOOP_W,
+	V_SENDMMSG_W,
+	V_IO_URING_W,
+	V_LOOP_W_TS,
+	V_SENDMMSG_W_TS,
+	V_IO_URING_W_TS,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -82,6 +101,9 @@ enum variant_id {
 #define V_FIRST_DW V_RAW_DW
 #define V_FIRST_ROT V_LOOP_ROT
 #define V_FIRST_CONN V_LOOP_CONN
+#define V_FIRST_OFF V_LOOP_OFF
+#define V_FIRST_W V_LOOP_W
+#define V_FIRST_W_TS V_LOOP_W_TS
 
 static inline bool variant_is_ts(enum variant_id v)
 {
@@ -100,7 +122,29 @@ static inline bool variant_is_rot(enum variant_id v)
 
 static inline bool variant_is_conn(enum variant_id v)
 {
-	return v >= V_FIRST_CONN && v < V_COUNT;
+	return v >= V_FIRST_CONN && v < V_FIRST_OFF;
+}
+
+static inline bool variant_is_off(enum variant_id v)
+{
+	return v >= V_FIRST_OFF && v < V_FIRST_W;
+}
+
+/* "+wK" and "+wK+ts" */
+static inline bool variant_is_w(enum variant_id v)
+{
+	return v >= V_FIRST_W && v < V_COUNT;
+}
+
+static inline bool variant_is_w_ts(enum variant_id v)
+{
+	return v >= V_FIRST_W_TS && v < V_COUNT;
+}
+
+/* The variants whose context samples transmit timestamps, on sockets of their own. */
+static inline bool variant_stamped(enum variant_id v)
+{
+	return variant_is_ts(v) || variant_is_w_ts(v);
 }
 
 /* The same backend without its variant (v itself for the plain ones). */
@@ -114,6 +158,12 @@ static inline enum variant_id variant_base(enum variant_id v)
 		return (enum variant_id)(v - V_FIRST_ROT + V_LOOP);
 	if (variant_is_conn(v))
 		return (enum variant_id)(v - V_FIRST_CONN + V_LOOP);
+	if (variant_is_off(v))
+		return (enum variant_id)(v - V_FIRST_OFF + V_LOOP);
+	if (variant_is_w_ts(v))
+		return (enum variant_id)(v - V_FIRST_W_TS + V_LOOP);
+	if (variant_is_w(v))
+		return (enum variant_id)(v - V_FIRST_W + V_LOOP);
 	return v;
 }
 
@@ -145,10 +195,33 @@ static inline enum variant_id variant_conn(enum variant_id v)
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_CONN) : v;
 }
 
+static inline enum variant_id variant_off(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_OFF) : v;
+}
+
+static inline enum variant_id variant_w(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_W) : v;
+}
+
+static inline enum variant_id variant_w_ts(enum variant_id v)
+{
+	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_W_TS) : v;
+}
+
+/* What a variant is measured against in the same rounds ("vs plain"): its plain backend, but
+ * for a "+wK+ts" variant the backend's "+ts" variant, sampled the same way on one thread, so
+ * that the ratio is the workers' alone and the skews compare. v itself for the plain ones. */
+static inline enum variant_id variant_ref(enum variant_id v)
+{
+	return variant_is_w_ts(v) ? variant_ts(variant_base(v)) : variant_base(v);
+}
+
 /* A library backend's hand-written twin, the same fan-out without the library (loop: raw-sendto,
- * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts", "+rotate" or "+connect" variant:
- * its plain backend's; a "+dontwait" variant: the twin's "+dontwait"); -1 for the baselines
- * themselves. */
+ * sendmmsg: raw-sendmmsg, io_uring: raw-io_uring; a "+ts", "+rotate", "+connect", "+offload"
+ * or "+wK" variant: its plain backend's; a "+dontwait" variant: the twin's "+dontwait"); -1
+ * for the baselines themselves. */
 static inline int variant_twin(enum variant_id v)
 {
 	int t;
@@ -214,6 +287,16 @@ struct opts {
 	 * --compare-connect: each library backend also runs as its "+connect" variant,
 	 * interleaved. Both need the unconnected shape (not --connected). */
 	bool lib_connect, compare_conn;
+	/* The library's threads (multisend.h, "Workers and offload"). --workers K: every library
+	 * context's ms_config.workers (0: not given); --offload: every library context with
+	 * MS_CFG_OFFLOAD. --compare-offload: each library backend also runs as "+offload";
+	 * --compare-workers K: as "+wK" (0: not given), with timestamps "+wK+ts". --offload-kib,
+	 * --spin-us, --cpus: ms_config.offload_kib, spin_us, cpus/ncpus of every context that
+	 * has threads (0 / none: the library's defaults). */
+	uint32_t workers, compare_workers, offload_kib, spin_us;
+	bool offload, compare_off;
+	int cpus[MAX_LIST];
+	unsigned ncpus;
 	/* --callgrind: instructions per destination of each backend under valgrind's callgrind
 	 * (callgrind.c), files kept in callgrind_out when given. The bench re-executes itself
 	 * there once per backend and configuration with --callgrind-child (cg_child): warm-up
@@ -236,6 +319,10 @@ struct variant {
  * raw-sendto, which does not use the library. */
 struct lib_count {
 	uint64_t fanouts, attempted, accepted, failed, bytes, syscalls;
+	/* MS_CFG_OFFLOAD: messages handed over, of which the caller waited for room in the ring;
+	 * calls refused (-EAGAIN, MS_SEND_DONTWAIT with the ring full: nothing sent, so not in
+	 * attempted, and counted by the bench as n failed destinations). */
+	uint64_t off_msgs, off_waits, off_refused;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
@@ -244,12 +331,21 @@ enum { TS_CALL_FIRST, TS_CALL_LAST, TS_FIRST_LAST, TS_DEST_LAG, TS_NHIST };
 struct ts_result {
 	struct ms_ts_stats c;
 	struct ms_hist h[TS_NHIST];
+	/* A "+wK+ts" variant whose "+ts" variant (variant_ref) ran in the same rounds: its
+	 * first-to-last skew over that one thread's, p50, p99 and mean of the two histograms. */
+	bool have_ref;
+	double skew_ratio[3];
 };
+enum { SKEW_P50, SKEW_P99, SKEW_MEAN };
 
 /* One timed run of one backend. */
 struct sample {
 	uint64_t fanouts, dests, failed;
 	uint64_t wall_ns, proc_ns, thread_ns, rx_ns;
+	/* MS_CFG_OFFLOAD: the sending thread's CPU inside ms_ctx_drain at the end of each batch:
+	 * not in thread_ns (the caller's CPU is the publishing alone), and taken out of the
+	 * process figure, as the bench's own wait, which a publisher would not make. */
+	uint64_t drain_ns;
 	uint64_t syscalls;
 	uint64_t preempted; /* involuntary context switches of the sending thread while timed */
 	uint64_t softirqd_ns; /* ksoftirqd CPU time over the run (all CPUs) */
@@ -276,6 +372,11 @@ struct result {
 	 * same rounds: ratios to it, round by round, as for raw-sendto: what the variant costs. */
 	bool have_base;
 	struct summary b_dests_s, b_cpu_proc, b_cpu_caller;
+	/* An "+offload" variant while the library's plain loop ran in the same rounds: its caller
+	 * CPU per destination over the loop's, round by round: what offload leaves the
+	 * publishing thread of what the plain loop costs it. */
+	bool have_loop;
+	struct summary l_cpu_caller;
 	/* A library backend whose hand-written twin (variant_twin) ran in the same rounds: CPU per
 	 * destination over the twin's, round by round: what the library adds to that shape. */
 	bool have_twin;
@@ -381,8 +482,13 @@ int parse_args(int argc, char **argv, struct opts *o);
 const char *variant_name(enum variant_id v);
 /* A backend's name as --backends takes it: raw-sendto or a library backend, not "+ts". */
 int variant_from_name(const char *name);
-/* Name the "+ts" variants after the sampling interval ("loop+ts/64"); once, before use. */
-void variants_name_ts(uint32_t ts_sample);
+/* Name the "+ts" variants after the sampling interval ("loop+ts/64") and the "+wK" ones after
+ * K ("loop+w2", "loop+w2+ts/64"); once, before use. */
+void variants_name(const struct opts *o);
+/* Whether v's context has MS_CFG_OFFLOAD (--offload, "+offload"), and its ms_config.workers
+ * (--workers, "+wK"; 0: not set, one thread). */
+bool variant_offloads(const struct opts *o, enum variant_id v);
+uint32_t variant_workers(const struct opts *o, enum variant_id v);
 /* Create the library contexts for the wanted backends; unavailable ones get a reason. */
 int variants_open(struct session *s);
 void variants_close(struct session *s);
@@ -450,8 +556,9 @@ void csv_latency(FILE *f, const struct session *s, const struct lat_result *l);
 void text_header(FILE *f, const struct session *s);
 const char *sink_name(enum sink_kind k);
 /* The header's "sends" line: --dontwait, --rotate, --compare-dontwait, --compare-rotate,
- * --lib-connect, --compare-connect, or
- * what holds without them; and the same as a JSON member ,"send_options":{...}. */
+ * --lib-connect, --compare-connect, the library's threads (--workers, --offload,
+ * --compare-offload, --compare-workers, --cpus ...), or what holds without them; and the same
+ * as a JSON member ,"send_options":{...}. */
 const char *send_options_desc(const struct opts *o, char *buf, size_t len);
 void json_send_options(FILE *f, const struct opts *o);
 const char *mode_name(unsigned mode);

@@ -38,6 +38,16 @@ static const char *const colour[V_COUNT] = {
 	[V_LOOP_CONN] = "#393b79",
 	[V_SENDMMSG_CONN] = "#8c6d31",
 	[V_IO_URING_CONN] = "#637939",
+	[V_LOOP_OFF] = "#5254a3",
+	[V_SENDMMSG_OFF] = "#bd9e39",
+	[V_IO_URING_OFF] = "#8ca252",
+	[V_LOOP_W] = "#6b6ecf",
+	[V_SENDMMSG_W] = "#e7ba52",
+	[V_IO_URING_W] = "#b5cf6b",
+	/* Workers with timestamps: the workers' hue, lighter, as "+ts" is to its backend. */
+	[V_LOOP_W_TS] = "#9c9ede",
+	[V_SENDMMSG_W_TS] = "#e7cb94",
+	[V_IO_URING_W_TS] = "#cedb9c",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

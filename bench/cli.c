@@ -100,6 +100,39 @@ static void usage(FILE *f)
 	      "                         the other --compare options, each variant runs; not\n"
 	      "                         with --connected (already connected: nothing to compare)\n"
 	      "\n"
+	      "The library's threads (multisend.h, \"Workers and offload\"; off by default):\n"
+	      "      --workers K        the library's contexts with workers = K (1..64): each fan-out\n"
+	      "                         in K parts sent at once, one by the sending thread, the others\n"
+	      "                         by K - 1 threads of the library's\n"
+	      "      --offload          the library's contexts with MS_CFG_OFFLOAD: ms_send copies the\n"
+	      "                         message into a ring and a library thread sends it. Each timed\n"
+	      "                         batch ends with ms_ctx_drain, so the rate and the process CPU\n"
+	      "                         include the sending; 'caller' is the sending thread's CPU in\n"
+	      "                         ms_send alone, and its wait in ms_ctx_drain is not charged to\n"
+	      "                         the process either. Latency mode: a call's hand-over\n"
+	      "      --compare-offload  every library backend runs twice, interleaved: plain and\n"
+	      "                         +offload (as --offload), with the ratio 'vs plain' and\n"
+	      "                         'caller vs loop': the +offload caller CPU/dest over the plain\n"
+	      "                         library loop's, round by round\n"
+	      "      --compare-workers K  every library backend runs twice, interleaved: plain and\n"
+	      "                         +wK (as --workers K, K = 2..64). With --ts-sample S or\n"
+	      "                         --ts-compare S the +wK variant is stamped too (+wK+ts/S, own\n"
+	      "                         sockets) and measured against +ts/S: its 'vs plain' is over\n"
+	      "                         +ts/S, and the timestamp block adds 'skew vs 1 thread', its\n"
+	      "                         first-to-last skew over the +ts/S one (p50, p99, mean)\n"
+	      "      --offload-kib N    the offload ring's size in KiB (ms_config.offload_kib,\n"
+	      "                         64..1048576; default the library's, 4096)\n"
+	      "      --spin-us US       how long an idle library thread polls for work before it\n"
+	      "                         sleeps (ms_config.spin_us, 1..1000000; default the library's,\n"
+	      "                         50). A variant's threads still polling after its run are\n"
+	      "                         charged to the process CPU of the variant that runs next:\n"
+	      "                         keep US far below a run's length\n"
+	      "      --cpus LIST        pin the library's threads: the i-th thread of each context to\n"
+	      "                         the i-th CPU of LIST (ms_config.cpus); with --cpu N for the\n"
+	      "                         sending thread. Without it they run where the scheduler puts\n"
+	      "                         them (contexts are made before --cpu pins the sending thread,\n"
+	      "                         so they do not inherit its CPU)\n"
+	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
 	      "                         --fanout (default 256) and --size (default 64), --sink and\n"
@@ -194,9 +227,10 @@ static int parse_backends(const char *arg, struct opts *o)
 
 /* Turn the library backends in o->order into their "+ts" variants (--ts-sample), or follow
  * each with its "+ts" variant (--ts-compare); follow each backend with its "+dontwait"
- * (--compare-dontwait) and each library backend with its "+rotate" (--compare-rotate) and
- * "+connect" variant (--compare-connect): so a backend and its variants run back to back in
- * every round. -EINVAL if there is no library backend to sample, rotate or connect. */
+ * (--compare-dontwait) and each library backend with its "+rotate" (--compare-rotate),
+ * "+connect" (--compare-connect), "+offload" (--compare-offload) and "+wK" variant
+ * (--compare-workers; "+wK+ts" with timestamps): so a backend and its variants run back to
+ * back in every round. -EINVAL if there is no library backend for a variant. */
 static int expand_variants(struct opts *o)
 {
 	enum variant_id order[V_COUNT];
@@ -217,8 +251,13 @@ static int expand_variants(struct opts *o)
 			order[n++] = variant_rot(v);
 		if (!variant_is_raw(v) && o->compare_conn)
 			order[n++] = variant_conn(v);
+		if (!variant_is_raw(v) && o->compare_off)
+			order[n++] = variant_off(v);
+		if (!variant_is_raw(v) && o->compare_workers)
+			order[n++] = o->ts_sample ? variant_w_ts(v) : variant_w(v);
 	}
-	if (!lib && (o->ts_sample || o->compare_rot || o->compare_conn))
+	if (!lib && (o->ts_sample || o->compare_rot || o->compare_conn || o->compare_off ||
+		     o->compare_workers))
 		return -EINVAL;
 	memcpy(o->order, order, n * sizeof(*order));
 	o->nvariants = n;
@@ -248,6 +287,13 @@ enum {
 	OPT_COMPARE_ROT,
 	OPT_LIB_CONNECT,
 	OPT_COMPARE_CONN,
+	OPT_WORKERS,
+	OPT_OFFLOAD,
+	OPT_COMPARE_OFF,
+	OPT_COMPARE_WORKERS,
+	OPT_OFFLOAD_KIB,
+	OPT_SPIN_US,
+	OPT_CPUS,
 	OPT_CALLGRIND,
 	OPT_CALLGRIND_OUT,
 	OPT_CALLGRIND_CHILD,
@@ -285,6 +331,13 @@ static const struct option long_opts[] = {
 	{ "compare-rotate", no_argument, NULL, OPT_COMPARE_ROT },
 	{ "lib-connect", no_argument, NULL, OPT_LIB_CONNECT },
 	{ "compare-connect", no_argument, NULL, OPT_COMPARE_CONN },
+	{ "workers", required_argument, NULL, OPT_WORKERS },
+	{ "offload", no_argument, NULL, OPT_OFFLOAD },
+	{ "compare-offload", no_argument, NULL, OPT_COMPARE_OFF },
+	{ "compare-workers", required_argument, NULL, OPT_COMPARE_WORKERS },
+	{ "offload-kib", required_argument, NULL, OPT_OFFLOAD_KIB },
+	{ "spin-us", required_argument, NULL, OPT_SPIN_US },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
 	{ "callgrind", no_argument, NULL, OPT_CALLGRIND },
 	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
 	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
@@ -462,6 +515,57 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->cg_conflict = "--compare-connect";
 			o->compare_conn = true;
 			break;
+		case OPT_WORKERS:
+			o->cg_conflict = "--workers";
+			if (parse_u64(optarg, 1, 64, &u))
+				return bad("--workers: expected 1..64 threads per fan-out, got '%s'",
+					   optarg);
+			o->workers = (uint32_t)u;
+			break;
+		case OPT_OFFLOAD:
+			o->cg_conflict = "--offload";
+			o->offload = true;
+			break;
+		case OPT_COMPARE_OFF:
+			o->cg_conflict = "--compare-offload";
+			o->compare_off = true;
+			break;
+		case OPT_COMPARE_WORKERS:
+			o->cg_conflict = "--compare-workers";
+			if (parse_u64(optarg, 2, 64, &u))
+				return bad("--compare-workers: expected 2..64 threads per fan-out, "
+					   "got '%s'",
+					   optarg);
+			o->compare_workers = (uint32_t)u;
+			break;
+		case OPT_OFFLOAD_KIB:
+			o->cg_conflict = "--offload-kib";
+			if (parse_u64(optarg, 64, 1048576, &u))
+				return bad("--offload-kib: expected 64..1048576 (KiB), got '%s'",
+					   optarg);
+			o->offload_kib = (uint32_t)u;
+			break;
+		case OPT_SPIN_US:
+			o->cg_conflict = "--spin-us";
+			if (parse_u64(optarg, 1, 1000000, &u))
+				return bad("--spin-us: expected 1..1000000 microseconds, got '%s'",
+					   optarg);
+			o->spin_us = (uint32_t)u;
+			break;
+		case OPT_CPUS: {
+			uint64_t list[MAX_LIST];
+
+			o->cg_conflict = "--cpus";
+			n = parse_u64_list(optarg, 0, CPU_SETSIZE - 1, false, list, MAX_LIST);
+			if (n < 0)
+				return bad("--cpus: expected a list of CPU numbers, e.g. 1 or 2,3, "
+					   "got '%s'",
+					   optarg);
+			o->ncpus = (unsigned)n;
+			for (int k = 0; k < n; k++)
+				o->cpus[k] = (int)list[k];
+			break;
+		}
 		case OPT_CALLGRIND:
 			o->callgrind = true;
 			break;
@@ -530,16 +634,36 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return bad("%s needs the unconnected shape: with --connected every destination "
 			   "already has its own connected socket (nothing to compare)",
 			   o->compare_conn ? "--compare-connect" : "--lib-connect");
-	if (o->ts_sample && (o->compare_dw || o->compare_rot || o->compare_conn))
+	if (o->ts_sample && (o->compare_dw || o->compare_rot || o->compare_conn || o->compare_off))
 		return bad("--ts-sample/--ts-compare and --compare-dontwait/--compare-rotate/"
-			   "--compare-connect exclude each other (one kind of variant per run)%s",
+			   "--compare-connect/--compare-offload exclude each other (one kind of "
+			   "variant per run; --compare-workers is stamped with them)%s",
 			   "");
-	if ((o->ts_sample || o->compare_dw || o->compare_rot || o->compare_conn) &&
+	if (o->workers && o->compare_workers)
+		return bad("--workers and --compare-workers exclude each other (the latter runs "
+			   "plain and +wK)%s",
+			   "");
+	if (o->offload && o->compare_off)
+		return bad("--offload and --compare-offload exclude each other (the latter runs "
+			   "both)%s",
+			   "");
+	if (o->offload_kib && !o->offload && !o->compare_off)
+		return bad("--offload-kib needs --offload or --compare-offload%s", "");
+	/* The library's threads: only with workers or offload are there any to tune or pin. */
+	if ((o->spin_us || o->ncpus) && o->workers < 2 && !o->compare_workers && !o->offload &&
+	    !o->compare_off)
+		return bad("%s: the library starts no thread without --workers 2 or more, "
+			   "--compare-workers, --offload or --compare-offload",
+			   o->ncpus ? "--cpus" : "--spin-us");
+	if ((o->ts_sample || o->compare_dw || o->compare_rot || o->compare_conn ||
+	     o->compare_off || o->compare_workers) &&
 	    expand_variants(o))
 		return bad("%s needs a library backend (loop, sendmmsg, io_uring) in --backends",
-			   o->ts_sample	    ? "--ts-sample/--ts-compare"
-			   : o->compare_rot ? "--compare-rotate"
-					    : "--compare-connect");
+			   o->ts_sample	       ? "--ts-sample/--ts-compare"
+			   : o->compare_rot    ? "--compare-rotate"
+			   : o->compare_conn   ? "--compare-connect"
+			   : o->compare_off    ? "--compare-offload"
+					       : "--compare-workers");
 	if (o->verify_payload && o->sink != SINK_DELIVER)
 		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)
@@ -552,14 +676,22 @@ int parse_args(int argc, char **argv, struct opts *o)
 					   "number and magic), not %s",
 					   num);
 			}
-	if (o->cpu >= 0) {
+	if (o->cpu >= 0 || o->ncpus) {
 		cpu_set_t set;
 
-		if (!sched_getaffinity(0, sizeof(set), &set) && !CPU_ISSET(o->cpu, &set)) {
+		if (!sched_getaffinity(0, sizeof(set), &set)) {
 			char num[16];
 
 			snprintf(num, sizeof(num), "%d", o->cpu);
-			return bad("--cpu %s: that CPU is not available to this process", num);
+			if (o->cpu >= 0 && !CPU_ISSET(o->cpu, &set))
+				return bad("--cpu %s: that CPU is not available to this process",
+					   num);
+			for (unsigned k = 0; k < o->ncpus; k++) {
+				snprintf(num, sizeof(num), "%d", o->cpus[k]);
+				if (!CPU_ISSET(o->cpus[k], &set))
+					return bad("--cpus: CPU %s is not available to this process",
+						   num);
+			}
 		}
 	}
 	return 0;

@@ -65,6 +65,9 @@ static int lat_run(struct session *s, struct rig *r, enum variant_id v, uint64_t
 		}
 		*elapsed_ns += (double)(end - t0);
 		done += (uint64_t)seg;
+		/* Offload: a call's latency is its hand-over; the segment's messages are sent
+		 * (and their failures counted) before the sink is drained or the counters read. */
+		out->failed += rig_sync(r, v);
 	}
 	out->preempted += thread_preemptions() - pre0;
 	if (kstat_read(&k1, kstat_dev(s)))
@@ -190,8 +193,14 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 					      (unsigned long long)rates[q], k + 1, rounds,
 					      variant_name(act[i]));
 			}
-		for (unsigned i = 0; i < made && !err; i++)
+		struct ts_result *ts[V_COUNT] = { NULL };
+
+		for (unsigned i = 0; i < made && !err; i++) {
 			err = ts_end(s, r->g[act[i]], act[i], &mark[i], &l[i].ts);
+			ts[i] = l[i].ts;
+		}
+		if (!err)
+			ts_relate(act, ts, made);
 		size_t first = s->nlat;
 
 		for (unsigned i = 0; i < made; i++) {

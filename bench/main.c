@@ -112,6 +112,17 @@ static void *worker_main(void *arg)
 			strerror(-err));
 		goto out;
 	}
+	/* The contexts first, then the pin: a library thread (--workers, --offload) starts with
+	 * the affinity of the thread that made its context, so made after the pin it would share
+	 * the sending thread's one CPU unless --cpus places it. */
+	if (variants_open(s) && !o->cg_child) {
+		fprintf(stderr, "multisend-bench: no backend to measure:\n");
+		for (unsigned i = 0; i < o->nvariants; i++)
+			fprintf(stderr, "  %s: %s\n", s->var[o->order[i]].name,
+				s->var[o->order[i]].detail);
+		err = -ENOTSUP;
+		goto out;
+	}
 	if (o->cpu >= 0) {
 		cpu_set_t set;
 
@@ -121,14 +132,6 @@ static void *worker_main(void *arg)
 			fprintf(stderr, "multisend-bench: --cpu %d: %s\n", o->cpu, strerror(-err));
 			goto out;
 		}
-	}
-	if (variants_open(s) && !o->cg_child) {
-		fprintf(stderr, "multisend-bench: no backend to measure:\n");
-		for (unsigned i = 0; i < o->nvariants; i++)
-			fprintf(stderr, "  %s: %s\n", s->var[o->order[i]].name,
-				s->var[o->order[i]].detail);
-		err = -ENOTSUP;
-		goto out;
 	}
 	if (o->cg_child) {
 		/* Under valgrind for --callgrind: one backend, one configuration, nothing printed
@@ -248,7 +251,7 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc > 0 ? 0 : EXIT_USAGE;
-	variants_name_ts(o.ts_sample);
+	variants_name(&o);
 
 	memset(&s, 0, sizeof(s));
 	memset(&ns, 0, sizeof(ns));

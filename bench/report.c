@@ -72,6 +72,46 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 			 ";\n            each library backend also runs as +connect, "
 			 "interleaved: %s",
 			 conn);
+	l = strlen(buf);
+	if (o->workers)
+		snprintf(buf + l, len - l, ";\n            library contexts with workers = %u",
+			 o->workers);
+	else if (o->compare_workers)
+		snprintf(buf + l, len - l,
+			 ";\n            each library backend also runs as +w%u, interleaved: "
+			 "workers = %u%s",
+			 o->compare_workers, o->compare_workers,
+			 o->ts_sample ? ", stamped like +ts and measured against it" : "");
+	l = strlen(buf);
+	if (o->offload)
+		snprintf(buf + l, len - l,
+			 ";\n            library contexts with MS_CFG_OFFLOAD (a library thread "
+			 "sends; each timed batch ends with ms_ctx_drain)");
+	else if (o->compare_off)
+		snprintf(buf + l, len - l,
+			 ";\n            each library backend also runs as +offload, interleaved: "
+			 "MS_CFG_OFFLOAD (a library thread sends;\n            each timed batch ends "
+			 "with ms_ctx_drain)");
+	l = strlen(buf);
+	if (o->offload_kib || o->spin_us || o->ncpus) {
+		char cpus[MAX_LIST * 8] = "";
+
+		for (unsigned k = 0; k < o->ncpus; k++)
+			snprintf(cpus + strlen(cpus), sizeof(cpus) - strlen(cpus), "%s%d",
+				 k ? "," : "", o->cpus[k]);
+		snprintf(buf + l, len - l, ";\n            library threads:");
+		l = strlen(buf);
+		if (o->offload_kib)
+			snprintf(buf + l, len - l, " offload ring %u KiB", o->offload_kib);
+		l = strlen(buf);
+		if (o->spin_us)
+			snprintf(buf + l, len - l, "%s spin %u us before sleeping",
+				 o->offload_kib ? "," : "", o->spin_us);
+		l = strlen(buf);
+		if (o->ncpus)
+			snprintf(buf + l, len - l, "%s the i-th of each context pinned to CPU %s",
+				 o->offload_kib || o->spin_us ? "," : "", cpus);
+	}
 	return buf;
 }
 
@@ -79,10 +119,19 @@ void json_send_options(FILE *f, const struct opts *o)
 {
 	fprintf(f,
 		",\"send_options\":{\"dontwait\":%s,\"rotate\":%s,\"compare_dontwait\":%s,"
-		"\"compare_rotate\":%s,\"connect\":%s,\"compare_connect\":%s}",
+		"\"compare_rotate\":%s,\"connect\":%s,\"compare_connect\":%s",
 		o->dontwait ? "true" : "false", o->rotate ? "true" : "false",
 		o->compare_dw ? "true" : "false", o->compare_rot ? "true" : "false",
 		o->lib_connect ? "true" : "false", o->compare_conn ? "true" : "false");
+	/* 0: not given (the library's default). */
+	fprintf(f,
+		",\"workers\":%u,\"offload\":%s,\"compare_workers\":%u,\"compare_offload\":%s,"
+		"\"offload_kib\":%u,\"spin_us\":%u,\"cpus\":[",
+		o->workers, o->offload ? "true" : "false", o->compare_workers,
+		o->compare_off ? "true" : "false", o->offload_kib, o->spin_us);
+	for (unsigned k = 0; k < o->ncpus; k++)
+		fprintf(f, "%s%d", k ? "," : "", o->cpus[k]);
+	fputs("]}", f);
 }
 
 /* Take the terminal from the progress line. */
@@ -231,10 +280,16 @@ void report_header(struct session *s)
 
 static const char *ratio_str(char *buf, size_t len, const struct summary *r)
 {
-	if (fabs(r->max - r->min) < 0.005)
-		snprintf(buf, len, "%.2f", r->median);
+	/* Two significant digits below 0.1 ("caller vs loop" under offload): 0.00 would say
+	 * nothing. */
+	int d = 2;
+
+	for (double m = 0.095; r->median > 0 && r->median < m && d < 5; m /= 10)
+		d++;
+	if (fabs(r->max - r->min) < 0.5 * pow(10, -d))
+		snprintf(buf, len, "%.*f", d, r->median);
 	else
-		snprintf(buf, len, "%.2f [%.2f-%.2f]", r->median, r->min, r->max);
+		snprintf(buf, len, "%.*f [%.*f-%.*f]", d, r->median, d, r->min, d, r->max);
 	return buf;
 }
 
@@ -249,17 +304,25 @@ static bool show_twin(const struct session *s)
 	return false;
 }
 
-/* The "vs plain" column: when variants run beside their plain backends. */
+/* The "vs plain" column: when variants run beside their plain backends (or "+wK+ts" beside
+ * "+ts"). */
 static bool show_base(const struct session *s)
 {
-	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot || s->o->compare_conn;
+	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot || s->o->compare_conn ||
+	       s->o->compare_off || s->o->compare_workers;
+}
+
+/* The "caller vs loop" column: "+offload" variants' caller CPU over the plain loop's. */
+static bool show_loop(const struct session *s)
+{
+	return s->o->compare_off;
 }
 
 static void table_heading(struct session *s, unsigned mode)
 {
 	FILE *f = s->table;
 	const int bw = backend_width(s);
-	const bool nots = show_base(s), twin = show_twin(s);
+	const bool nots = show_base(s), twin = show_twin(s), loop = show_loop(s);
 
 	fprintf(f, "\n%s: %s sink, %s\n", mode == MODE_CAPACITY ? "capacity sweep" : mode_name(mode),
 		sink_name(s->o->sink),
@@ -270,7 +333,10 @@ static void table_heading(struct session *s, unsigned mode)
 	if (twin)
 		fprintf(f, "  %-19s", "vs raw twin");
 	if (nots)
-		fprintf(f, "  %-19s", s->o->ts_compare ? "+ts vs plain" : "vs plain");
+		fprintf(f, "  %-19s",
+			s->o->ts_compare && !s->o->compare_workers ? "+ts vs plain" : "vs plain");
+	if (loop)
+		fprintf(f, "  %-19s", "caller vs loop");
 	fprintf(f, " %8s %6s", "syscalls", "drops");
 	if (s->o->sink == SINK_DELIVER)
 		fprintf(f, " %9s %6s", "received", "unacc.");
@@ -282,6 +348,8 @@ static void table_heading(struct session *s, unsigned mode)
 		fprintf(f, "  %-19s", "CPU/dest [min-max]");
 	if (nots)
 		fprintf(f, "  %-19s", "CPU/dest [min-max]");
+	if (loop)
+		fprintf(f, "  %-19s", "caller CPU/dest");
 	fprintf(f, " %8s %6s\n", "/fan-out", "");
 }
 
@@ -301,9 +369,11 @@ void report_result(struct session *s, const struct result *r)
 		ratio_str(ratio, sizeof(ratio), &r->r_cpu_proc);
 	else
 		snprintf(ratio, sizeof(ratio), "-");
-	fprintf(f, "%7" PRIu64 " %5" PRIu64 "  %-*s %10s %9s  %-19s %6.0f  %-19s", r->n, r->size,
+	/* Under offload the caller's share can be a few ns: decimals, or it would read 0. */
+	fprintf(f, "%7" PRIu64 " %5" PRIu64 "  %-*s %10s %9s  %-19s %6.*f  %-19s", r->n, r->size,
 		backend_width(s), variant_name(r->v), fmt_si(a, sizeof(a), r->fanouts_s.median),
-		fmt_si(b, sizeof(b), r->dests_s.median), cpu, r->cpu_caller.median, ratio);
+		fmt_si(b, sizeof(b), r->dests_s.median), cpu, r->cpu_caller.median < 9.95 ? 2 : 0,
+		r->cpu_caller.median, ratio);
 	if (show_twin(s)) {
 		char tw[40] = "-";
 
@@ -318,6 +388,13 @@ void report_result(struct session *s, const struct result *r)
 			ratio_str(nots, sizeof(nots), &r->b_cpu_proc);
 		fprintf(f, "  %-19s", nots);
 	}
+	if (show_loop(s)) {
+		char lp[40] = "-";
+
+		if (r->have_loop)
+			ratio_str(lp, sizeof(lp), &r->l_cpu_caller);
+		fprintf(f, "  %-19s", lp);
+	}
 	fprintf(f, " %8.2f %6" PRIu64, r->syscalls.median, r->drops);
 	if (s->o->sink == SINK_DELIVER)
 		fprintf(f, " %9" PRIu64 " %6" PRId64, r->received, r->unaccounted);
@@ -325,8 +402,18 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, " %10" PRIu64, r->k.dev_tx_dropped);
 	fputc('\n', f);
 	if (r->failed)
-		fprintf(f, "        ! %" PRIu64 " of %" PRIu64 " destinations were refused by the kernel\n",
-			r->failed, r->dests);
+		fprintf(f, "        ! %" PRIu64 " of %" PRIu64 " destinations were refused%s\n",
+			r->failed, r->dests,
+			r->lib.off_refused ? "" : " by the kernel");
+	if (r->lib.off_refused)
+		fprintf(f, "        ! %" PRIu64 " calls were refused whole (-EAGAIN): the offload "
+			   "ring was full and the call had MS_SEND_DONTWAIT\n",
+			r->lib.off_refused);
+	if (r->lib.off_waits)
+		fprintf(f, "        ! the caller waited for room in the offload ring on %" PRIu64
+			   " of %" PRIu64 " messages: the library thread fell behind, and the "
+			   "caller CPU includes the wait\n",
+			r->lib.off_waits, r->lib.off_msgs);
 	if (r->softirqd.median > 0.03 * r->cpu_proc.median)
 		fprintf(f, "        ! ksoftirqd ran %.0f ns/dest during these runs: receive-path work "
 			   "the kernel deferred out of the process,\n          so this row's CPU "
@@ -517,7 +604,7 @@ static void ts_block(struct session *s, const struct ts_row *rows, unsigned n, c
 {
 	FILE *f = s->table;
 	const int bw = backend_width(s);
-	const bool all = s->o->ts_all;
+	const bool all = s->o->ts_all, workers = s->o->compare_workers != 0;
 	unsigned shown = 0;
 
 	for (unsigned i = 0; i < n; i++)
@@ -531,9 +618,13 @@ static void ts_block(struct session *s, const struct ts_row *rows, unsigned n, c
 		"missing", "call -> first dest", "call -> last dest", "skew first -> last");
 	if (all)
 		fprintf(f, "  %-24s", "call -> each dest");
+	if (workers)
+		fprintf(f, "  %-20s", "skew vs 1 thread");
 	fprintf(f, "\n        %-*s %8s %7s %7s", bw, "backend", "fan-outs", "dests", "dests");
 	for (int k = 0; k < (all ? 4 : 3); k++)
 		fprintf(f, "  %7s %7s  %7s", "p50", "p99", "max");
+	if (workers)
+		fprintf(f, "  %6s %6s %6s", "p50", "p99", "mean");
 	fputc('\n', f);
 	for (unsigned i = 0; i < n; i++) {
 		const struct ts_result *t = rows[i].t;
@@ -547,6 +638,11 @@ static void ts_block(struct session *s, const struct ts_row *rows, unsigned n, c
 		ts_cells(f, &t->h[TS_FIRST_LAST]);
 		if (all)
 			ts_cells(f, &t->h[TS_DEST_LAG]);
+		if (workers && t->have_ref)
+			fprintf(f, "  %6.2f %6.2f %6.2f", t->skew_ratio[SKEW_P50],
+				t->skew_ratio[SKEW_P99], t->skew_ratio[SKEW_MEAN]);
+		else if (workers)
+			fprintf(f, "  %6s %6s %6s", "-", "-", "-");
 		fputc('\n', f);
 		if (t->c.missing || t->c.unsupported || t->c.late)
 			fprintf(f, "        ! %s: %" PRIu64 " sampled destinations got no stamp (a failed "
@@ -618,8 +714,8 @@ static void json_ts_hist(FILE *f, const char *name, const struct ms_hist *h)
 	fputc('}', f);
 }
 
-/* "tx_timestamps": the "+ts" variants' figures, null for the others. */
-static void json_ts(FILE *f, const struct session *s, const struct ts_result *t)
+/* "tx_timestamps": the stamped variants' figures, null for the others. */
+static void json_ts(FILE *f, const struct session *s, enum variant_id v, const struct ts_result *t)
 {
 	if (!t) {
 		fputs(",\"tx_timestamps\":null", f);
@@ -635,6 +731,20 @@ static void json_ts(FILE *f, const struct session *s, const struct ts_result *t)
 		t->c.stamped, t->c.missing, t->c.unsupported, t->c.foreign, t->c.late);
 	for (int k = 0; k < TS_NHIST; k++)
 		json_ts_hist(f, ts_hist_names[k], &t->h[k]);
+	/* "+wK+ts": the skew over the one-thread "+ts" variant's from the same rounds. */
+	if (t->have_ref) {
+		fputs(",\"skew_ratio_to_single_thread\":{\"baseline\":", f);
+		json_str(f, variant_name(variant_ref(v)));
+		fputs(",\"p50\":", f);
+		json_num(f, t->skew_ratio[SKEW_P50]);
+		fputs(",\"p99\":", f);
+		json_num(f, t->skew_ratio[SKEW_P99]);
+		fputs(",\"mean\":", f);
+		json_num(f, t->skew_ratio[SKEW_MEAN]);
+		fputc('}', f);
+	} else {
+		fputs(",\"skew_ratio_to_single_thread\":null", f);
+	}
 	/* The skew histogram itself, non-empty buckets only: [low ns, high ns, count]. */
 	fputs(",\"skew_histogram_ns\":[", f);
 	for (unsigned i = 0, n = 0; i < MS_HIST_BUCKETS; i++) {
@@ -673,8 +783,40 @@ static void csv_ts(FILE *f, const struct session *s, const struct ts_result *t,
 		fputs(",,,,,,,,,,,,,", f);
 	}
 	if (r && r->have_base)
-		fprintf(f, ",%.4f,%.4f,%.4f\n", r->b_cpu_proc.median, r->b_cpu_proc.min,
+		fprintf(f, ",%.4f,%.4f,%.4f", r->b_cpu_proc.median, r->b_cpu_proc.min,
 			r->b_cpu_proc.max);
+	else
+		fputs(",,,", f);
+}
+
+/* CSV columns for the library's threads, after the timestamps' (empty where they do not
+ * apply); the last of every row. */
+static const char csv_thread_columns[] =
+	",workers,offload,ratio_cpu_caller_plain,ratio_cpu_caller_loop,ratio_cpu_caller_loop_min,"
+	"ratio_cpu_caller_loop_max,offload_msgs,offload_waits,offload_refused,skew_ratio_p50,"
+	"skew_ratio_p99,skew_ratio_mean";
+
+static void csv_threads(FILE *f, const struct session *s, enum variant_id v,
+			const struct ts_result *t, const struct result *r)
+{
+	fprintf(f, ",%u,%d", variant_workers(s->o, v), variant_offloads(s->o, v));
+	if (r && r->have_base)
+		fprintf(f, ",%.4f", r->b_cpu_caller.median);
+	else
+		fputs(",", f);
+	if (r && r->have_loop)
+		fprintf(f, ",%.4f,%.4f,%.4f", r->l_cpu_caller.median, r->l_cpu_caller.min,
+			r->l_cpu_caller.max);
+	else
+		fputs(",,,", f);
+	if (r && !variant_is_raw(v))
+		fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, r->lib.off_msgs, r->lib.off_waits,
+			r->lib.off_refused);
+	else
+		fputs(",,,", f);
+	if (t && t->have_ref)
+		fprintf(f, ",%.4f,%.4f,%.4f\n", t->skew_ratio[SKEW_P50], t->skew_ratio[SKEW_P99],
+			t->skew_ratio[SKEW_MEAN]);
 	else
 		fputs(",,,\n", f);
 }
@@ -699,8 +841,10 @@ static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 	fprintf(f,
 		",\"library\":{\"fanouts\":%" PRIu64 ",\"dests_attempted\":%" PRIu64
 		",\"dests_accepted\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"bytes\":%" PRIu64
-		",\"syscalls\":%" PRIu64 "}",
-		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls);
+		",\"syscalls\":%" PRIu64 ",\"offload_msgs\":%" PRIu64 ",\"offload_waits\":%" PRIu64
+		",\"offload_refused\":%" PRIu64 "}",
+		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls, l->off_msgs,
+		l->off_waits, l->off_refused);
 }
 
 static void json_deliver(FILE *f, const struct session *s, const struct sample *x)
@@ -721,15 +865,21 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	fputs(",\"backend\":", f);
 	json_str(f, variant_name(r->v));
 	/* The plain backend and what its variant changes: "plain", "ts", "dontwait", "rotate",
-	 * "connect". */
+	 * "connect", "offload", "workers" (with timestamps too: "workers_ts"). */
 	fputs(",\"base_backend\":", f);
 	json_str(f, variant_name(variant_base(r->v)));
 	fputs(",\"variant\":", f);
-	json_str(f, variant_is_ts(r->v)    ? "ts"
-		    : variant_is_dw(r->v)  ? "dontwait"
-		    : variant_is_rot(r->v)  ? "rotate"
-		    : variant_is_conn(r->v) ? "connect"
-					    : "plain");
+	json_str(f, variant_is_ts(r->v)     ? "ts"
+		    : variant_is_dw(r->v)   ? "dontwait"
+		    : variant_is_rot(r->v)   ? "rotate"
+		    : variant_is_conn(r->v)  ? "connect"
+		    : variant_is_off(r->v)   ? "offload"
+		    : variant_is_w_ts(r->v)  ? "workers_ts"
+		    : variant_is_w(r->v)     ? "workers"
+					     : "plain");
+	/* The context's threads as configured (workers 0: one thread, the caller's). */
+	fprintf(f, ",\"workers\":%u,\"offload\":%s", variant_workers(s->o, r->v),
+		variant_offloads(s->o, r->v) ? "true" : "false");
 	fprintf(f, ",\"fanout\":%" PRIu64 ",\"size\":%" PRIu64, r->n, r->size);
 	fputs(",\"sink\":", f);
 	json_str(f, sink_name(s->o->sink));
@@ -788,13 +938,21 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	}
 	if (r->have_base) {
 		fputs(",\"ratio_to_plain\":{\"baseline\":", f);
-		json_str(f, variant_name(variant_base(r->v)));
+		json_str(f, variant_name(variant_ref(r->v)));
 		json_summary(f, "dests_per_s", &r->b_dests_s);
 		json_summary(f, "cpu_ns_per_dest_process", &r->b_cpu_proc);
 		json_summary(f, "cpu_ns_per_dest_caller", &r->b_cpu_caller);
 		fputc('}', f);
 	} else {
 		fputs(",\"ratio_to_plain\":null", f);
+	}
+	if (r->have_loop) {
+		fputs(",\"caller_cpu_ratio_to_loop\":{\"baseline\":", f);
+		json_str(f, variant_name(V_LOOP));
+		json_summary(f, "cpu_ns_per_dest_caller", &r->l_cpu_caller);
+		fputc('}', f);
+	} else {
+		fputs(",\"caller_cpu_ratio_to_loop\":null", f);
 	}
 	if (r->have_base && variant_is_ts(r->v)) {
 		fputs(",\"ratio_to_no_ts\":{\"baseline\":", f);
@@ -806,7 +964,7 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	} else {
 		fputs(",\"ratio_to_no_ts\":null", f);
 	}
-	json_ts(f, s, r->ts);
+	json_ts(f, s, r->v, r->ts);
 	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
 	fprintf(f,
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
@@ -823,12 +981,12 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		fprintf(f,
 			"%s{\"fanouts\":%" PRIu64 ",\"wall_ns\":%" PRIu64 ",\"process_cpu_ns\":%" PRIu64
 			",\"caller_cpu_ns\":%" PRIu64 ",\"receiver_cpu_ns\":%" PRIu64
-			",\"syscalls\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"drops\":%" PRIu64
-			",\"udp_drops_namespace\":%" PRIu64 ",\"preempted\":%" PRIu64
-			",\"ksoftirqd_ns\":%" PRIu64 "}",
+			",\"drain_cpu_ns\":%" PRIu64 ",\"syscalls\":%" PRIu64 ",\"failed\":%" PRIu64
+			",\"drops\":%" PRIu64 ",\"udp_drops_namespace\":%" PRIu64
+			",\"preempted\":%" PRIu64 ",\"ksoftirqd_ns\":%" PRIu64 "}",
 			i ? "," : "", x->fanouts, x->wall_ns, x->proc_ns, x->thread_ns, x->rx_ns,
-			x->syscalls, x->failed, x->drops, kstat_udp_drops(&x->k), x->preempted,
-			x->softirqd_ns);
+			x->drain_ns, x->syscalls, x->failed, x->drops, kstat_udp_drops(&x->k),
+			x->preempted, x->softirqd_ns);
 	}
 	fputs("]}\n", f);
 }
@@ -845,6 +1003,7 @@ void csv_header(FILE *f)
 	      "rate,achieved_rate,samples,p50_us,p90_us,p99_us,p999_us,p9999_us,max_us",
 	      f);
 	fputs(csv_ts_columns, f);
+	fputs(csv_thread_columns, f);
 	fputc('\n', f);
 }
 
@@ -873,6 +1032,7 @@ void csv_result(FILE *f, const struct session *s, const struct result *r)
 		fputs(",", f);
 	fputs(",,,,,,,,,", f);
 	csv_ts(f, s, r->ts, r);
+	csv_threads(f, s, r->v, r->ts, r);
 }
 
 /* ---- latency ------------------------------------------------------------------------------ */
@@ -892,13 +1052,13 @@ void report_latency(struct session *s, const struct lat_result *l)
 			sink_name(s->o->sink),
 			s->o->connected ? "one connected socket per destination"
 					: "one unconnected socket");
-		fprintf(f, "%7s %5s %8s  %-10s %9s %8s %8s %8s %8s %8s %8s %8s %8s\n", "fan-out",
-			"size", "rate/s", "backend", "achieved", "samples", "p50", "p90", "p99",
+		fprintf(f, "%7s %5s %8s  %-*s %9s %8s %8s %8s %8s %8s %8s %8s %8s\n", "fan-out",
+			"size", "rate/s", backend_width(s), "backend", "achieved", "samples", "p50", "p90", "p99",
 			"p99.9", "p99.99", "max", "preempt");
 		s->latency_heading = true;
 	}
-	fprintf(f, "%7" PRIu64 " %5" PRIu64 " %8s  %-10s %9s %8" PRIu64, l->n, l->size,
-		fmt_si(rate, sizeof(rate), (double)l->rate), variant_name(l->v),
+	fprintf(f, "%7" PRIu64 " %5" PRIu64 " %8s  %-*s %9s %8" PRIu64, l->n, l->size,
+		fmt_si(rate, sizeof(rate), (double)l->rate), backend_width(s), variant_name(l->v),
 		fmt_si(ach, sizeof(ach), l->achieved), l->lat.total);
 	for (size_t i = 0; i < ARRAY_SIZE(levels); i++) {
 		/* Fewer than 10 samples beyond a percentile make it anecdote, not statistic. */
@@ -962,7 +1122,7 @@ void json_latency(FILE *f, const struct session *s, const struct lat_result *l)
 		fputs(",\"hgrm\":", f);
 		json_str(f, l->hgrm);
 	}
-	json_ts(f, s, l->ts);
+	json_ts(f, s, l->v, l->ts);
 	fputs("}\n", f);
 }
 
@@ -978,6 +1138,7 @@ void csv_latency(FILE *f, const struct session *s, const struct lat_result *l)
 		fprintf(f, ",%.3f", hist_percentile(&l->lat, levels[i]) / 1000.0);
 	fprintf(f, ",%.3f", l->lat.max / 1000.0);
 	csv_ts(f, s, l->ts, NULL);
+	csv_threads(f, s, l->v, l->ts, NULL);
 }
 
 /* ---- capacity ----------------------------------------------------------------------------- */
@@ -985,6 +1146,7 @@ void csv_latency(FILE *f, const struct session *s, const struct lat_result *l)
 static void text_capacity(FILE *f, const struct session *s)
 {
 	const struct capacity *c = &s->cap;
+	const int bw = backend_width(s);
 
 	fprintf(f, "\ncapacity: %" PRIu64 " B at %" PRIu64 " msg/s, CPU budget %.2f of a core, ",
 		c->size, c->rate, c->budget);
@@ -992,7 +1154,7 @@ static void text_capacity(FILE *f, const struct session *s)
 		fprintf(f, "p99 bound %.0f us\n", c->bound_us);
 	else
 		fprintf(f, "no latency bound (--p99-bound)\n");
-	fprintf(f, "  %-10s %10s %9s %7s %9s %9s %10s %12s %8s\n", "backend", "a ns/call",
+	fprintf(f, "  %-*s %10s %9s %7s %9s %9s %10s %12s %8s\n", bw, "backend", "a ns/call",
 		"b ns/dest", "fit dev", "N by CPU", "N by p99", "N per core", "p99 at N us",
 		"preempt");
 	for (unsigned i = 0; i < c->nrows; i++) {
@@ -1007,12 +1169,12 @@ static void text_capacity(FILE *f, const struct session *s)
 			snprintf(p99, sizeof(p99), "%.1f%s", r->p99_us, r->verified ? "" : "?");
 		else
 			snprintf(p99, sizeof(p99), "-");
-		fprintf(f, "  %-10s %10.0f %9.0f %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8" PRIu64
+		fprintf(f, "  %-*s %10.0f %9.0f %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8" PRIu64
 			   "%s\n",
-			variant_name(r->v), r->a, r->b, r->dev * 100, r->n_cpu, nl, r->n_max, p99,
+			bw, variant_name(r->v), r->a, r->b, r->dev * 100, r->n_cpu, nl, r->n_max, p99,
 			r->preempted, (int)i == c->best ? "  <- recommended" : "");
 		if (r->note[0])
-			fprintf(f, "  %-10s %s\n", "", r->note);
+			fprintf(f, "  %-*s %s\n", bw, "", r->note);
 	}
 	fprintf(f, "  a, b: process CPU per fan-out = a + b x N, fitted over the sweep above (an a "
 		   "below 0 is noise around 0);\n  "
@@ -1131,7 +1293,37 @@ void report_legend(struct session *s)
 		      "unconnected loop, so 'vs raw-sendto' compares the connected fan-out with "
 		      "it.\n",
 		      s->table);
-	if (s->o->compare_dw || s->o->compare_rot || s->o->compare_conn)
+	if (s->o->compare_off || s->o->offload)
+		fputs("+offload / --offload: the same library backend on a context with MS_CFG_OFFLOAD: "
+		      "ms_send copies the message into\n  a ring and a library thread sends it; each "
+		      "timed batch ends with ms_ctx_drain, so dests/s and process CPU\n  include the "
+		      "sending; caller is the sending thread's CPU in ms_send alone, and its wait in\n"
+		      "  ms_ctx_drain is taken out of process too (the bench's, not a publisher's); "
+		      "failures counted from the\n  library's counters once sent.\n",
+		      s->table);
+	if (s->o->compare_off)
+		fputs("caller vs loop: an +offload variant's caller CPU/dest over the plain library "
+		      "loop's in the same round;\n  the median of those ratios [min-max]: what the "
+		      "publishing thread keeps of the loop's cost.\n",
+		      s->table);
+	if (s->o->compare_workers)
+		fprintf(s->table,
+			"+w%u: the same library backend on a context with workers = %u: each fan-out "
+			"in %u parts at once, one\n  on the sending thread and the others on library "
+			"threads (process CPU counts them all).\n",
+			s->o->compare_workers, s->o->compare_workers, s->o->compare_workers);
+	if (s->o->compare_workers && s->o->ts_sample)
+		fprintf(s->table,
+			"+w%u+ts/%u: sampled like +ts/%u on sockets of its own, its 'vs plain' over "
+			"+ts/%u; the library stamps the first\n  and last destination of every part: "
+			"skew first -> last is the latest stamp minus the earliest.\n  skew vs 1 "
+			"thread: its first-to-last skew over the +ts/%u variant's from the same rounds "
+			"(p50, p99,\n  mean of the two histograms; p50 and p99 are bucket upper ends, "
+			"the mean exact).\n",
+			s->o->compare_workers, s->o->ts_sample, s->o->ts_sample, s->o->ts_sample,
+			s->o->ts_sample);
+	if (s->o->compare_dw || s->o->compare_rot || s->o->compare_conn || s->o->compare_off ||
+	    s->o->compare_workers)
 		fputs("vs plain: its CPU/dest over the plain backend's in the same round; the median of "
 		      "those ratios [min-max].\n",
 		      s->table);

@@ -80,7 +80,9 @@ int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
 		return err;
 	r->pending = 0;
 	if (lim > 1) {
+		/* Under offload, sent before the timed calls (and counted before theirs). */
 		rig_send(r, v, 1);
+		rig_sync(r, v);
 		lim--;
 	}
 	return (int64_t)(want < lim ? want : lim);
@@ -146,6 +148,22 @@ static void lib_delta(struct lib_count *acc, const struct ms_stats *a, const str
 	acc->failed += a->dests_failed - b->dests_failed;
 	acc->bytes += a->bytes - b->bytes;
 	acc->syscalls += a->syscalls - b->syscalls;
+	acc->off_msgs += a->offload_msgs - b->offload_msgs;
+	acc->off_waits += a->offload_waits - b->offload_waits;
+	acc->off_refused += a->offload_refused - b->offload_refused;
+}
+
+static void lib_add(struct lib_count *acc, const struct lib_count *x)
+{
+	acc->fanouts += x->fanouts;
+	acc->attempted += x->attempted;
+	acc->accepted += x->accepted;
+	acc->failed += x->failed;
+	acc->bytes += x->bytes;
+	acc->syscalls += x->syscalls;
+	acc->off_msgs += x->off_msgs;
+	acc->off_waits += x->off_waits;
+	acc->off_refused += x->off_refused;
 }
 
 void sample_add(struct sample *acc, const struct sample *x)
@@ -157,6 +175,7 @@ void sample_add(struct sample *acc, const struct sample *x)
 	acc->proc_ns += x->proc_ns;
 	acc->thread_ns += x->thread_ns;
 	acc->rx_ns += x->rx_ns;
+	acc->drain_ns += x->drain_ns;
 	acc->syscalls += x->syscalls;
 	acc->preempted += x->preempted;
 	acc->softirqd_ns += x->softirqd_ns;
@@ -176,18 +195,13 @@ void sample_add(struct sample *acc, const struct sample *x)
 	acc->corrupt += x->corrupt;
 	acc->foreign += x->foreign;
 	acc->unaccounted += x->unaccounted;
-	acc->lib.fanouts += x->lib.fanouts;
-	acc->lib.attempted += x->lib.attempted;
-	acc->lib.accepted += x->lib.accepted;
-	acc->lib.failed += x->lib.failed;
-	acc->lib.bytes += x->lib.bytes;
-	acc->lib.syscalls += x->lib.syscalls;
+	lib_add(&acc->lib, &x->lib);
 }
 
 int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iterations,
 	      uint64_t max_burst, struct sample *out)
 {
-	const bool deliver = s->o->sink == SINK_DELIVER;
+	const bool deliver = s->o->sink == SINK_DELIVER, offload = rig_offloads(r, v);
 	uint64_t lim = sink_burst_limit(r->sink);
 	struct kstat k0, k1;
 	struct deliver_count d0;
@@ -220,6 +234,7 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 			struct ms_stats st0, st1;
 			bool lib = variant_stats(s, v, &st0);
 			uint64_t pre0 = thread_preemptions(), rx0 = 0, rx1 = 0, sc0 = r->raw_syscalls;
+			uint64_t pub = 0;
 			struct clocks a, z;
 
 			/* Receiver CPU (deliver) is read just inside the process interval, so what is
@@ -230,6 +245,15 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 			a.thread = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 			a.wall = now_ns();
 			out->failed += rig_send(r, v, (uint64_t)room);
+			if (offload) {
+				/* The publishing ends here, and with it the caller's CPU. The batch
+				 * ends when the library thread has sent it all (ms_ctx_drain), inside
+				 * the wall and process intervals, so that the rate and the process
+				 * CPU are the sending's; the caller's CPU in that wait is counted
+				 * apart (drain_ns), the bench's and not a publisher's. */
+				pub = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+				out->failed += rig_sync(r, v);
+			}
 			z.wall = now_ns();
 			z.thread = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 			if (deliver)
@@ -242,7 +266,8 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 				lib = false;
 			out->wall_ns += z.wall - a.wall;
 			out->proc_ns += z.proc - a.proc;
-			out->thread_ns += z.thread - a.thread;
+			out->thread_ns += (offload ? pub : z.thread) - a.thread;
+			out->drain_ns += offload ? z.thread - pub : 0;
 			out->rx_ns += rx1 - rx0;
 			if (variant_is_raw(v))
 				out->syscalls += r->raw_syscalls - sc0;
@@ -347,7 +372,7 @@ int ts_begin(struct session *s, struct ms_group *g, enum variant_id v, struct ms
 	int err = 0;
 
 	*mark = NULL;
-	if (!variant_is_ts(v) || !s->var[v].ctx || !g)
+	if (!variant_stamped(v) || !s->var[v].ctx || !g)
 		return 0;
 	*mark = ts_snapshot(s, g, v, &err);
 	return err;
@@ -388,16 +413,55 @@ int ts_end(struct session *s, struct ms_group *g, enum variant_id v, struct ms_s
 	return 0;
 }
 
+void ts_relate(const enum variant_id *act, struct ts_result *const *ts, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!ts[i] || !variant_is_w_ts(act[i]))
+			continue;
+		for (unsigned j = 0; j < n; j++) {
+			if (act[j] != variant_ref(act[i]) || !ts[j])
+				continue;
+			const struct ms_hist *a = &ts[i]->h[TS_FIRST_LAST];
+			const struct ms_hist *b = &ts[j]->h[TS_FIRST_LAST];
+
+			if (!a->count || !b->count)
+				break;
+			/* Of the whole rounds' histograms, not round by round: a round holds too
+			 * few samples for a p99 of its own. */
+			double a50 = (double)ms_hist_quantile(a, 0.5);
+			double b50 = (double)ms_hist_quantile(b, 0.5);
+			double a99 = (double)ms_hist_quantile(a, 0.99);
+			double b99 = (double)ms_hist_quantile(b, 0.99);
+			double am = (double)a->sum_ns / (double)a->count;
+			double bm = (double)b->sum_ns / (double)b->count;
+
+			ts[i]->skew_ratio[SKEW_P50] = b50 > 0 ? a50 / b50 : 0;
+			ts[i]->skew_ratio[SKEW_P99] = b99 > 0 ? a99 / b99 : 0;
+			ts[i]->skew_ratio[SKEW_MEAN] = bm > 0 ? am / bm : 0;
+			ts[i]->have_ref = true;
+			break;
+		}
+	}
+}
+
 /* Per-round figures of one sample. */
 static double per(uint64_t a, uint64_t b)
 {
 	return b ? (double)a / (double)b : 0;
 }
 
-/* raw: raw-sendto's result from the same rounds, base: for a variant its plain backend's,
- * twin: for a library backend its hand-written twin's; any may be NULL. */
+/* The process CPU a run is charged: deliver's receivers and the bench's own wait for an
+ * offloaded batch (drain_ns) are not the sending. */
+static uint64_t proc_work(const struct sample *x)
+{
+	return x->proc_ns - x->rx_ns - x->drain_ns;
+}
+
+/* raw: raw-sendto's result from the same rounds, base: for a variant what it is measured
+ * against (variant_ref), twin: for a library backend its hand-written twin's, loop: for an
+ * "+offload" variant the library's plain loop's; any may be NULL. */
 static void summarize_one(struct result *res, const struct result *raw, const struct result *base,
-			  const struct result *twin)
+			  const struct result *twin, const struct result *loop)
 {
 	double v[MAX_ROUNDS], w[MAX_ROUNDS];
 	unsigned n = res->rounds;
@@ -424,7 +488,7 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 
 	SUMMARY(fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
 	SUMMARY(dests_s, per(x->dests * 1000000000ull, x->wall_ns));
-	SUMMARY(cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+	SUMMARY(cpu_proc, per(proc_work(x), x->dests));
 	SUMMARY(cpu_caller, per(x->thread_ns, x->dests));
 	SUMMARY(syscalls, per(x->syscalls, x->fanouts));
 	SUMMARY(wall_dest, per(x->wall_ns, x->dests));
@@ -433,20 +497,24 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 		res->have_ratio = true;
 		RATIO(raw, r_fanouts_s, per(x->fanouts * 1000000000ull, x->wall_ns));
 		RATIO(raw, r_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
-		RATIO(raw, r_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(raw, r_cpu_proc, per(proc_work(x), x->dests));
 		RATIO(raw, r_cpu_caller, per(x->thread_ns, x->dests));
 		RATIO(raw, r_syscalls, per(x->syscalls, x->fanouts));
 	}
 	if (base) {
 		res->have_base = true;
 		RATIO(base, b_dests_s, per(x->dests * 1000000000ull, x->wall_ns));
-		RATIO(base, b_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(base, b_cpu_proc, per(proc_work(x), x->dests));
 		RATIO(base, b_cpu_caller, per(x->thread_ns, x->dests));
 	}
 	if (twin) {
 		res->have_twin = true;
-		RATIO(twin, t_cpu_proc, per(x->proc_ns - x->rx_ns, x->dests));
+		RATIO(twin, t_cpu_proc, per(proc_work(x), x->dests));
 		RATIO(twin, t_cpu_caller, per(x->thread_ns, x->dests));
+	}
+	if (loop) {
+		res->have_loop = true;
+		RATIO(loop, l_cpu_caller, per(x->thread_ns, x->dests));
 	}
 #undef SUMMARY
 #undef RATIO
@@ -469,12 +537,7 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 		res->bad += x->bad;
 		res->corrupt += x->corrupt;
 		res->foreign += x->foreign;
-		res->lib.fanouts += x->lib.fanouts;
-		res->lib.attempted += x->lib.attempted;
-		res->lib.accepted += x->lib.accepted;
-		res->lib.failed += x->lib.failed;
-		res->lib.bytes += x->lib.bytes;
-		res->lib.syscalls += x->lib.syscalls;
+		lib_add(&res->lib, &x->lib);
 		res->preempted += x->preempted;
 		res->drops += x->drops;
 		res->unaccounted += x->unaccounted;
@@ -553,24 +616,32 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 				      mode_name(mode), (unsigned long long)r->n,
 				      (unsigned long long)r->size, k + 1, rounds, variant_name(act[i]));
 		}
-	for (unsigned i = 0; i < nv; i++)
+	struct ts_result *ts[V_COUNT];
+
+	for (unsigned i = 0; i < nv; i++) {
 		if ((err = ts_end(s, r->g[act[i]], act[i], &mark[i], &res[i].ts)))
 			goto out;
-	const struct result *raw = NULL;
+		ts[i] = res[i].ts;
+	}
+	ts_relate(act, ts, nv);
+	const struct result *raw = NULL, *loop = NULL;
 
-	for (unsigned i = 0; i < nv; i++)
+	for (unsigned i = 0; i < nv; i++) {
 		if (act[i] == V_RAW)
 			raw = &res[i];
+		if (act[i] == V_LOOP)
+			loop = &res[i];
+	}
 	for (unsigned i = 0; i < nv; i++) {
 		const struct result *base = NULL, *twin = NULL;
 
 		for (unsigned j = 0; j < nv; j++) {
-			if (act[i] != variant_base(act[i]) && act[j] == variant_base(act[i]))
+			if (act[i] != variant_ref(act[i]) && act[j] == variant_ref(act[i]))
 				base = &res[j];
 			if ((int)act[j] == variant_twin(act[i]))
 				twin = &res[j];
 		}
-		summarize_one(&res[i], raw, base, twin);
+		summarize_one(&res[i], raw, base, twin, variant_is_off(act[i]) ? loop : NULL);
 	}
 	double spread = 0;
 

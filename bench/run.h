@@ -8,7 +8,9 @@
 /*
  * Before sending up to want fan-outs: if the sink's queues could overflow, drain them and
  * send one untimed fan-out of v so the next timed call does not pay for the drain's cold
- * caches. Returns how many fan-outs may be sent now (1..want), or -errno.
+ * caches. Returns how many fan-outs may be sent now (1..want), or -errno. Under offload the
+ * caller has synced (rig_sync) what it handed over before: a message still in the ring would
+ * arrive after the drain and could overflow a queue.
  */
 int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want);
 
@@ -35,6 +37,10 @@ void sample_add(struct sample *acc, const struct sample *x);
  * datagrams (destination-sends the sender was told were taken over the run). */
 uint64_t run_drops(const struct session *s, const struct rig *r, const struct kstat *dk,
 		   uint64_t sink0, uint64_t accepted);
+
+/* The "+wK+ts" variants' skew over their "+ts" variant's (ts_result.skew_ratio), where both
+ * ran in the same rounds: ts[i] (may be NULL) belongs to act[i]. */
+void ts_relate(const enum variant_id *act, struct ts_result *const *ts, unsigned n);
 
 /* The variants that will run, in interleaving order. */
 unsigned active_variants(const struct session *s, enum variant_id out[V_COUNT]);

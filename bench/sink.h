@@ -76,10 +76,11 @@ int sink_drain(struct sink *s);
  * whatever else runs on the machine; 0 for netns-drop, which has no receivers. */
 uint64_t sink_drops(const struct sink *s);
 /* Deliver: a local port (network byte order) that destination idx's datagrams come from, i.e.
- * a rig's sending socket for it: the plain one, and each "+ts" variant's own (up to
- * SINK_MAX_SOURCES in all; more are ignored). Set every destination's before the first send;
- * until then anything that arrives counts as foreign. A no-op for the other sinks. */
-#define SINK_MAX_SOURCES 4
+ * a rig's sending socket for it: the plain one, and each stamped variant's own ("+ts" and
+ * "+wK+ts", three of each at most; up to SINK_MAX_SOURCES in all; more are ignored). Set
+ * every destination's before the first send; until then anything that arrives counts as
+ * foreign. A no-op for the other sinks. */
+#define SINK_MAX_SOURCES 8
 void sink_expect_source(struct sink *s, size_t idx, uint16_t port);
 /* Deliver: counts so far (zero for other sinks). */
 void sink_count(const struct sink *s, struct deliver_count *c);

@@ -30,10 +30,14 @@ static const char *const names[V_COUNT] = {
 	[V_LOOP_CONN] = "loop+connect",
 	[V_SENDMMSG_CONN] = "sendmmsg+connect",
 	[V_IO_URING_CONN] = "io_uring+connect",
+	[V_LOOP_OFF] = "loop+offload",
+	[V_SENDMMSG_OFF] = "sendmmsg+offload",
+	[V_IO_URING_OFF] = "io_uring+offload",
 };
 
-/* "loop+ts/64": the interval is part of the name, so that every output says what ran. */
-static char ts_names[V_COUNT][32];
+/* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
+ * so that every output says what ran. */
+static char dyn_names[V_COUNT][40];
 
 static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP] = MS_BACKEND_LOOP,
@@ -51,6 +55,15 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP_CONN] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_CONN] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_CONN] = MS_BACKEND_IO_URING,
+	[V_LOOP_OFF] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_OFF] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_OFF] = MS_BACKEND_IO_URING,
+	[V_LOOP_W] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_W] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_W] = MS_BACKEND_IO_URING,
+	[V_LOOP_W_TS] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_W_TS] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_W_TS] = MS_BACKEND_IO_URING,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -61,16 +74,25 @@ static const char *const plain_detail[V_COUNT] = {
 
 const char *variant_name(enum variant_id v)
 {
-	if (variant_is_ts(v))
-		return ts_names[v][0] ? ts_names[v] : "?+ts";
+	if (v < V_COUNT && (variant_is_ts(v) || variant_is_w(v)))
+		return dyn_names[v][0] ? dyn_names[v] : "?";
 	return v < V_COUNT ? names[v] : "?";
 }
 
-void variants_name_ts(uint32_t ts_sample)
+void variants_name(const struct opts *o)
 {
-	for (int v = V_FIRST_TS; v < V_FIRST_DW; v++)
-		snprintf(ts_names[v], sizeof(ts_names[v]), "%s+ts/%u",
-			 names[variant_base((enum variant_id)v)], ts_sample);
+	for (int v = V_LOOP; v < V_COUNT; v++) {
+		const char *base = names[variant_base((enum variant_id)v)];
+
+		if (variant_is_ts((enum variant_id)v))
+			snprintf(dyn_names[v], sizeof(dyn_names[v]), "%s+ts/%u", base, o->ts_sample);
+		else if (variant_is_w_ts((enum variant_id)v))
+			snprintf(dyn_names[v], sizeof(dyn_names[v]), "%s+w%u+ts/%u", base,
+				 o->compare_workers, o->ts_sample);
+		else if (variant_is_w((enum variant_id)v))
+			snprintf(dyn_names[v], sizeof(dyn_names[v]), "%s+w%u", base,
+				 o->compare_workers);
+	}
 }
 
 int variant_from_name(const char *name)
@@ -107,7 +129,8 @@ static void why_unavailable(enum variant_id v, int err, char *buf, size_t len)
 	snprintf(buf, len, "unavailable: ms_ctx_new failed: %s", ms_strerror(err));
 }
 
-/* Why a "+ts" variant's context could not be made: the timestamps, or the backend itself. */
+/* Why a stamped variant's context could not be made: the timestamps, or the backend (with its
+ * threads) itself. */
 static void why_unavailable_ts(enum variant_id v, int err, const struct ms_config *cfg,
 			       char *buf, size_t len)
 {
@@ -128,7 +151,7 @@ static void why_unavailable_ts(enum variant_id v, int err, const struct ms_confi
 
 /* What a variant's sends do differently, after its description (none for the plain ones
  * without --dontwait / --rotate, which the header states once for all). */
-static void detail_variant(struct variant *x, enum variant_id v)
+static void detail_variant(const struct opts *o, struct variant *x, enum variant_id v)
 {
 	size_t l = strlen(x->detail);
 
@@ -142,6 +165,26 @@ static void detail_variant(struct variant *x, enum variant_id v)
 		snprintf(x->detail + l, sizeof(x->detail) - l,
 			 "; context with MS_CFG_CONNECT (a connected socket of the library's own "
 			 "per destination, bound to the plain socket's port)");
+	else if (variant_is_off(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l,
+			 "; context with MS_CFG_OFFLOAD (ms_send hands the message to a library "
+			 "thread; each timed batch ends with ms_ctx_drain)");
+	else if (variant_is_w(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l,
+			 "; context with workers = %u (each fan-out in %u parts at once)",
+			 o->compare_workers, o->compare_workers);
+}
+
+bool variant_offloads(const struct opts *o, enum variant_id v)
+{
+	return !variant_is_raw(v) && (o->offload || variant_is_off(v));
+}
+
+uint32_t variant_workers(const struct opts *o, enum variant_id v)
+{
+	if (variant_is_raw(v))
+		return 0;
+	return variant_is_w(v) ? o->compare_workers : o->workers;
 }
 
 /* Whether v's group is built with MS_CFG_CONNECT on the unconnected socket, so the library
@@ -167,7 +210,7 @@ int variants_open(struct session *s)
 
 	for (int v = 0; v < V_COUNT; v++) {
 		struct variant *x = &s->var[v];
-		const bool ts = variant_is_ts((enum variant_id)v);
+		const bool ts = variant_stamped((enum variant_id)v);
 		const enum variant_id base = variant_base((enum variant_id)v);
 
 		x->name = variant_name((enum variant_id)v);
@@ -178,7 +221,7 @@ int variants_open(struct session *s)
 			snprintf(x->detail, sizeof(x->detail),
 				 "the baseline: a plain loop of sendto(2), one per destination, no "
 				 "library");
-			detail_variant(x, (enum variant_id)v);
+			detail_variant(s->o, x, (enum variant_id)v);
 			any++;
 			continue;
 		}
@@ -187,27 +230,38 @@ int variants_open(struct session *s)
 			snprintf(x->detail, sizeof(x->detail),
 				 "hand-written sendmmsg(2), no library: one call per socket per 1024 "
 				 "destinations on headers prepared once");
-			detail_variant(x, (enum variant_id)v);
+			detail_variant(s->o, x, (enum variant_id)v);
 			any++;
 			continue;
 		}
 		if (base == V_RAW_IO_URING) {
 			x->available = raw_uring_probe(x->detail, sizeof(x->detail));
 			if (x->available)
-				detail_variant(x, (enum variant_id)v);
+				detail_variant(s->o, x, (enum variant_id)v);
 			any += x->available;
 			continue;
 		}
 		/* Exactly this backend, whatever MULTISEND_* says: the label must be true. */
 		const bool rot = s->o->rotate || variant_is_rot((enum variant_id)v);
+		const bool off = variant_offloads(s->o, (enum variant_id)v);
+		const uint32_t workers = variant_workers(s->o, (enum variant_id)v);
+		/* The library's threads: K - 1 beside the caller, or with offload K (the caller
+		 * sends nothing). --cpus pins as many as there are, --spin-us needs one. */
+		const uint32_t threads = (workers ? workers : 1) - (off ? 0 : 1);
 		struct ms_config cfg = {
 			.size = sizeof(cfg),
 			.backend = lib_backend[v],
 			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV |
 				 (rot ? MS_CFG_ROTATE : 0) |
-				 (variant_connects(s->o, (enum variant_id)v) ? MS_CFG_CONNECT : 0),
+				 (variant_connects(s->o, (enum variant_id)v) ? MS_CFG_CONNECT : 0) |
+				 (off ? MS_CFG_OFFLOAD : 0),
 			.ts_sample = ts ? s->o->ts_sample : 0,
 			.ts_flags = ts && s->o->ts_all ? MS_TS_ALL_DESTS : 0,
+			.workers = workers,
+			.offload_kib = off ? s->o->offload_kib : 0,
+			.cpus = threads && s->o->ncpus ? s->o->cpus : NULL,
+			.ncpus = threads < s->o->ncpus ? threads : s->o->ncpus,
+			.spin_us = threads ? s->o->spin_us : 0,
 		};
 		int err = ms_ctx_new(&x->ctx, &cfg);
 
@@ -232,7 +286,7 @@ int variants_open(struct session *s)
 		if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
 		    !strcmp(x->detail, names[base]))
 			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[base]);
-		detail_variant(x, (enum variant_id)v);
+		detail_variant(s->o, x, (enum variant_id)v);
 		if (ts) {
 			size_t l = strlen(x->detail);
 
@@ -270,7 +324,7 @@ uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1, own = 0;
 
 	for (int v = V_FIRST_TS; v < V_COUNT; v++)
-		sets += s->var[v].wanted && variant_is_ts((enum variant_id)v);
+		sets += s->var[v].wanted && variant_stamped((enum variant_id)v);
 	/* MS_CFG_CONNECT: the library's own socket per destination, in each such group. */
 	for (int v = V_LOOP; v < V_COUNT; v++)
 		own += s->var[v].wanted && variant_connects(s->o, (enum variant_id)v) ? n : 0;
@@ -549,7 +603,7 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 
 		if (!s->var[v].available || variant_is_raw((enum variant_id)v))
 			continue;
-		if (variant_is_ts((enum variant_id)v)) {
+		if (variant_stamped((enum variant_id)v)) {
 			ret = open_senders(s, r, &r->ts_shared[v], &r->ts_conn[v], err, errlen);
 			if (ret)
 				goto fail;
@@ -589,6 +643,16 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 			if (ret)
 				goto fail;
 		}
+		if (variant_offloads(s->o, (enum variant_id)v)) {
+			struct ms_stats st = { .size = sizeof(st) };
+
+			if ((ret = ms_ctx_stats(s->var[v].ctx, &st))) {
+				snprintf(err, errlen, "ms_ctx_stats: %s", ms_strerror(ret));
+				goto fail;
+			}
+			r->off_ctx[v] = s->var[v].ctx;
+			r->off_failed[v] = st.dests_failed;
+		}
 	}
 	return 0;
 fail:
@@ -615,6 +679,9 @@ static uint64_t send_raw(struct rig *r, uint64_t (*fanout)(struct rig *), uint64
 	return failed;
 }
 
+/* No result array: the counts are all the bench needs, and offload forbids one. Under offload
+ * ok is the destinations the message will be attempted on (the whole group, so nothing counts
+ * as failed here); a refusal (-EAGAIN: the ring full under MS_SEND_DONTWAIT) sent nothing. */
 static uint64_t send_lib(struct rig *r, struct ms_group *g, unsigned flags, uint64_t count)
 {
 	uint64_t failed = 0;
@@ -653,5 +720,22 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 
 	r->pending += count;
 	r->accepted += count * r->n - failed;
+	return failed;
+}
+
+uint64_t rig_sync(struct rig *r, enum variant_id v)
+{
+	struct ms_stats st = { .size = sizeof(st) };
+	uint64_t failed;
+
+	if (!r->off_ctx[v])
+		return 0;
+	/* ms_ctx_drain returns once the library thread has sent (and counted) every message:
+	 * the counters read after it hold their outcomes. */
+	if (ms_ctx_drain(r->off_ctx[v]) || ms_ctx_stats(r->off_ctx[v], &st))
+		return 0;
+	failed = st.dests_failed - r->off_failed[v];
+	r->off_failed[v] = st.dests_failed;
+	r->accepted -= failed;
 	return failed;
 }

@@ -25,9 +25,9 @@ struct rig {
 	const struct sockaddr_in *dests;
 	int shared;   /* the unconnected sending socket, or -1 */
 	int *conn;    /* n connected sending sockets, or NULL */
-	/* The "+ts" variants' own sockets in the same shape (-1 / NULL for the others): the
-	 * library sets timestamping on a socket and reads its error queue, so two contexts
-	 * sampling on one socket would take each other's stamps. */
+	/* The stamped variants' own sockets in the same shape ("+ts", "+wK+ts"; -1 / NULL for the
+	 * others): the library sets timestamping on a socket and reads its error queue, so two
+	 * contexts sampling on one socket would take each other's stamps. */
 	int ts_shared[V_COUNT];
 	int *ts_conn[V_COUNT];
 	struct ms_group *g[V_COUNT];
@@ -43,6 +43,10 @@ struct rig {
 	uint64_t seq;     /* last sequence number stamped into msg */
 	uint64_t pending; /* fan-outs since the sink was last drained */
 	uint64_t accepted;/* destinations that took a datagram, since the rig opened */
+	/* MS_CFG_OFFLOAD: the variants' contexts (NULL for the others), and the destinations each
+	 * context had counted as failed at the last rig_sync. */
+	struct ms_ctx *off_ctx[V_COUNT];
+	uint64_t off_failed[V_COUNT];
 };
 
 /* Build a rig. Returns 0; -EMFILE/-E2BIG/-ENOSPC-style errors come with a reason in err that
@@ -54,9 +58,24 @@ void rig_close(struct rig *r);
 /*
  * Send count fan-outs with backend v: nothing but the sends themselves (no allocation, no
  * other system call). Stamps each fan-out's sequence number into the message. Returns the
- * number of destinations that did not accept the datagram.
+ * number of destinations that did not accept the datagram. With MS_CFG_OFFLOAD (rig_offloads)
+ * the messages are only handed over: what is returned is the calls refused (n destinations
+ * each), and rig_sync must follow before the sends are over.
  */
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
+
+/*
+ * MS_CFG_OFFLOAD: wait until v's context has sent every message handed over (ms_ctx_drain),
+ * then return the destinations that failed since the last rig_sync, from the library's counters
+ * (ms_send said only how many destinations each message would be attempted on), and take them
+ * out of r->accepted. 0 at once for the other variants.
+ */
+uint64_t rig_sync(struct rig *r, enum variant_id v);
+
+static inline bool rig_offloads(const struct rig *r, enum variant_id v)
+{
+	return r->off_ctx[v] != NULL;
+}
 
 /* The library's counters of v's context so far (system calls, destinations, bytes); false for
  * the hand-written baselines, which have no context. */

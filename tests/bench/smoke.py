@@ -33,6 +33,17 @@ usage: smoke.py TEST BENCH
                 nothing is foreign and every destination-send is accounted (sent = received +
                 kernel drops), on loopback every one was sent, and, as root, on netns-drop
                 sent = veth drops + UDP drops
+  offload       --compare-offload, --offload (MS_CFG_OFFLOAD): each library backend's +offload
+                variant interleaves with it and carries its ratio to it and its caller-CPU
+                ratio to the plain loop; on deliver every destination-send is accounted from
+                the library's counters after the drain (sent = received + kernel drops), also
+                with --dontwait and a small ring, where whole calls are refused; the messages
+                handed over are the fan-outs timed; as root, netns-drop too
+  workers       --compare-workers 2: each library backend's +w2 variant interleaves with it;
+                on deliver every destination-send is accounted; with --ts-compare/--ts-sample
+                the +w2+ts variant is stamped on its own sockets (none foreign at the sink),
+                measured against +ts, stamps every part's first and last destination, and
+                carries its skew ratio to +ts; CSV columns consistent; as root, netns-drop too
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -333,7 +344,25 @@ def t_usage(bench):
                        (["--compare-connect", "--ts-sample", "4"], "exclude each other"),
                        (["--compare-connect", "--backends", "raw-sendto"], "library backend"),
                        (["--backends", "loop+connect"], "unknown backend"),
-                       (["--callgrind", "--compare-connect"], "no use there")):
+                       (["--callgrind", "--compare-connect"], "no use there"),
+                       (["--workers", "0"], "--workers"), (["--workers", "65"], "--workers"),
+                       (["--compare-workers", "1"], "--compare-workers"),
+                       (["--workers", "2", "--compare-workers", "2"], "exclude each other"),
+                       (["--offload", "--compare-offload"], "exclude each other"),
+                       (["--offload-kib", "128"], "needs --offload"),
+                       (["--offload", "--offload-kib", "32"], "--offload-kib"),
+                       (["--cpus", "0"], "no thread"), (["--spin-us", "5"], "no thread"),
+                       (["--workers", "1", "--cpus", "0"], "no thread"),
+                       (["--offload", "--cpus", "0,x"], "--cpus"),
+                       (["--offload", "--cpus", "1000"], "not available"),
+                       (["--compare-offload", "--ts-sample", "4"], "exclude each other"),
+                       (["--compare-offload", "--backends", "raw-sendto"], "library backend"),
+                       (["--compare-workers", "2", "--backends", "raw-sendto"],
+                        "library backend"),
+                       (["--backends", "loop+offload"], "unknown backend"),
+                       (["--backends", "loop+w2"], "unknown backend"),
+                       (["--callgrind", "--offload"], "no use there"),
+                       (["--callgrind", "--compare-workers", "2"], "no use there")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -346,8 +375,9 @@ def t_usage(bench):
                  "--csv", "--report", "--no-progress", "--help", "--version",
                  "--ts-sample", "--ts-compare", "--ts-all", "--ts-hist",
                  "--dontwait", "--rotate", "--compare-dontwait", "--compare-rotate",
-                 "--lib-connect", "--compare-connect",
-                 "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
+                 "--lib-connect", "--compare-connect", "--workers", "--offload ",
+                 "--compare-offload", "--compare-workers", "--offload-kib", "--spin-us",
+                 "--cpus", "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -743,6 +773,229 @@ def t_connect(bench):
     check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
 
 
+def check_threads(objs, results, avail, what, kind, k=0, ts=0):
+    """--compare-offload (kind "offload") or --compare-workers k (kind "workers"), stamped
+    with --ts-sample/--ts-compare ts: env says so; every library backend runs with its
+    variant next to it, which carries its ratio to what it is measured against (the plain
+    backend, or for +wK+ts the +ts variant) and its threads; every destination-send made."""
+    env = [o for o in objs if o.get("type") == "env"][0]
+    opts = env.get("send_options", {})
+    check(opts.get("compare_offload") == (kind == "offload") and
+          opts.get("compare_workers") == (k if kind == "workers" else 0),
+          f"{what}: env send_options {opts}")
+    suffix = "offload" if kind == "offload" else f"w{k}" + (f"+ts/{ts}" if ts else "")
+    names = set(avail)
+    for b in avail:
+        base = b.split("+")[0]
+        if base in RAW or "+" in b:
+            continue
+        check(f"{base}+{suffix}" in names, f"{what}: {base} ran without {base}+{suffix}")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        n, fanouts = r["fanout"], sum(x["fanouts"] for x in r["runs"])
+        check(r["dests_sent"] == fanouts * n, f"{name}: dests_sent {r['dests_sent']}")
+        check(r.get("base_backend") == r["backend"].split("+")[0], f"{name}: base_backend")
+        ratio, lp = r.get("ratio_to_plain"), r.get("caller_cpu_ratio_to_loop")
+        if not r["backend"].endswith("+" + suffix):
+            check(r["workers"] == 0 and r["offload"] is False, f"{name}: threads {r}")
+            check(lp is None, f"{name}: a caller ratio to the loop")
+            continue
+        check(r["variant"] == ("offload" if kind == "offload" else
+                               "workers_ts" if ts else "workers"), f"{name}: {r['variant']}")
+        check(r["workers"] == (k if kind == "workers" else 0) and
+              r["offload"] == (kind == "offload"), f"{name}: workers {r['workers']}, "
+              f"offload {r['offload']}")
+        ref = r["base_backend"] + (f"+ts/{ts}" if ts else "")
+        if check(isinstance(ratio, dict), f"{name}: no ratio_to_plain"):
+            check(ratio["baseline"] == ref, f"{name}: ratio baseline {ratio['baseline']}")
+            for key in ("cpu_ns_per_dest_process", "cpu_ns_per_dest_caller"):
+                check(positive(ratio, key), f"{name}: ratio {key} {ratio.get(key)}")
+        if kind == "offload":
+            if "loop" in names and check(isinstance(lp, dict), f"{name}: no caller ratio"):
+                check(lp["baseline"] == "loop" and positive(lp, "cpu_ns_per_dest_caller"),
+                      f"{name}: caller ratio {lp}")
+            lc = r["library"]
+            # Every message handed over in the timed runs, each once: the fan-outs timed.
+            check(lc["offload_msgs"] + lc["offload_refused"] == fanouts,
+                  f"{name}: {lc['offload_msgs']} handed over + {lc['offload_refused']} refused "
+                  f"for {fanouts} fan-outs")
+            check(all("drain_cpu_ns" in x for x in r["runs"]), f"{name}: no drain_cpu_ns")
+        else:
+            check(lp is None, f"{name}: a caller ratio to the loop")
+
+
+def check_lib_accounted(results, what):
+    """The library's counters agree with the bench's figures; under offload a call refused
+    whole (-EAGAIN, ring full) attempted nothing and counts as n failed destinations."""
+    for r in results:
+        lc = r.get("library")
+        if r["base_backend"] in RAW or not check(isinstance(lc, dict), f"{what}: no counters"):
+            continue
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        refused = lc["offload_refused"] * r["fanout"]
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(lc["dests_attempted"] + refused == r["dests_sent"] and
+              lc["dests_failed"] + refused == r["dests_failed"] and
+              lc["dests_accepted"] == sent, f"{name}: library counters {lc}, bench sent "
+              f"{r['dests_sent']}, failed {r['dests_failed']}")
+
+
+def check_delivered(results, what):
+    """Deliver: what the kernel took was received or dropped; nothing foreign or malformed."""
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        dv = r.get("deliver", {})
+        sent = r["dests_sent"] - r["dests_failed"]
+        check(dv.get("unaccounted") == 0 and dv.get("malformed") == 0 and dv.get("foreign") == 0,
+              f"{name}: {dv}")
+        check(dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+              f"{name}: sent {sent} != received + drops {dv}")
+
+
+def check_netns_sent(results, what):
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        sent = r["dests_sent"] - r["dests_failed"]
+        k = r["kernel"]
+        check(k["udp_out_datagrams"] + r["drops"] == sent,
+              f"{name}: sent {sent} != UDP out {k['udp_out_datagrams']} + drops {r['drops']}")
+        check(k["udp_out_datagrams"] <= k.get("veth_tx_dropped", -1) <=
+              k["udp_out_datagrams"] + 8, f"{name}: veth dropped {k.get('veth_tx_dropped')} "
+              f"of {k['udp_out_datagrams']}")
+
+
+def t_offload(bench):
+    # Deliver: the datagrams the library thread sent all arrive, accounted from its counters.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16,64",
+                       "--compare-offload", "--json", "-")
+    what = "deliver --compare-offload"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    check("vs plain" in err and "caller vs loop" in err, f"{what}: no ratio columns")
+    check("each library backend also runs as +offload" in err, f"{what}: the header")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_threads(objs, results, avail, what, "offload")
+    check_delivered(results, what)
+    check_lib_accounted(results, what)
+    for r in results:
+        check(r["dests_failed"] == 0, f"{what} {r['backend']}: {r['dests_failed']} failed")
+    # Without waiting, on a ring too small for the run: calls refused whole are failed
+    # destinations, never expected at the sink, never in the library's attempts.
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "64", "--size", "1024",
+                       "--backends", "loop,sendmmsg", "--offload", "--offload-kib", "64",
+                       "--dontwait", "--json", "-")
+    what = "deliver --offload --dontwait"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    env = [o for o in objs if o.get("type") == "env"]
+    check(env and env[0]["send_options"].get("offload") is True and
+          env[0]["send_options"].get("offload_kib") == 64, f"{what}: env {env}")
+    results = [o for o in objs if o.get("type") == "result"]
+    check(results, f"{what}: no results")
+    for r in results:
+        check(r["offload"] is True and r["variant"] == "plain", f"{what}: {r['backend']}")
+        check(r["library"]["offload_msgs"] + r["library"]["offload_refused"] ==
+              sum(x["fanouts"] for x in r["runs"]), f"{what} {r['backend']}: {r['library']}")
+    check_delivered(results, what)
+    check_lib_accounted(results, what)
+    if not have_netns():
+        return
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--fanout", "1,64",
+                       "--compare-offload", "--json", "-")
+    what = "netns-drop --compare-offload"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_threads(objs, results, avail, what, "offload")
+    check_lib_accounted(results, what)
+    check_netns_sent(results, what)
+
+
+def t_workers(bench):
+    rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "16,64",
+                       "--compare-workers", "2", "--json", "-")
+    what = "deliver --compare-workers 2"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    check("vs plain" in err and "also runs as +w2" in err, f"{what}: column or header")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_threads(objs, results, avail, what, "workers", 2)
+    check_delivered(results, what)
+    check_lib_accounted(results, what)
+    # Stamped: plain, +ts/2 and +w2+ts/2 of every library backend, each stamped one on its own
+    # sockets (the deliver receivers know them all: nothing foreign).
+    d = tempfile.mkdtemp(prefix="msbench-w-")
+    try:
+        csv_path = os.path.join(d, "w.csv")
+        rc, out, err = run(bench, "--quick", "--sink", "deliver", "--fanout", "64",
+                           "--compare-workers", "2", "--ts-compare", "2", "--json", "-",
+                           "--csv", csv_path)
+        what = "deliver --compare-workers 2 --ts-compare 2"
+        check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+        objs = parse_lines(out)
+        avail, results = check_results(objs)
+        check_delivered(results, what)
+        check_lib_accounted(results, what)
+        if ts_available(objs):
+            check_threads(objs, results, avail, what, "workers", 2, 2)
+            check("skew vs 1 thread" in err, f"{what}: no skew ratio column")
+            for r in results:
+                name = f"{what} {r['backend']}"
+                ts = r["tx_timestamps"]
+                if "+w2+ts/" not in r["backend"]:
+                    check(ts is None or ts.get("skew_ratio_to_single_thread") is None,
+                          f"{name}: a skew ratio")
+                    continue
+                if not check(isinstance(ts, dict), f"{name}: no tx_timestamps"):
+                    continue
+                # 64 destinations in two parts: each part's first and last are stamped.
+                check(ts["sampled"] > 0 and ts["requested"] == ts["sampled"] * 4,
+                      f"{name}: {ts['requested']} requested for {ts['sampled']} samples")
+                check(ts["stamped"] + ts["missing"] == ts["requested"], f"{name}: {ts}")
+                sr = ts.get("skew_ratio_to_single_thread")
+                if check(isinstance(sr, dict), f"{name}: no skew ratio"):
+                    check(sr["baseline"] == r["base_backend"] + "+ts/2" and
+                          all(finite_positive(sr[q]) for q in ("p50", "p99", "mean")),
+                          f"{name}: skew ratio {sr}")
+            with open(csv_path) as f:
+                rows = [line.split(",") for line in f.read().splitlines()]
+            head = rows[0]
+            for col in ("workers", "offload", "ratio_cpu_caller_loop", "skew_ratio_p50"):
+                check(col in head, f"CSV lacks {col}")
+            for row in rows[1:]:
+                if check(len(row) == len(head), f"CSV row has {len(row)} of {len(head)}"):
+                    row = dict(zip(head, row))
+                    w2 = "+w2+ts/" in row["backend"]
+                    check(row["workers"] == ("2" if w2 else "0") and
+                          bool(row["skew_ratio_p50"]) == w2,
+                          f"CSV {row['backend']}: workers/skew columns {row}")
+        # --ts-sample: the stamped ones only, +w2+ts against +ts.
+        rc, out, err = run(bench, "--quick", "--fanout", "64", "--backends", "loop",
+                           "--compare-workers", "2", "--ts-sample", "2", "--json", "-")
+        what = "--compare-workers 2 --ts-sample 2"
+        check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+        objs = parse_lines(out)
+        if ts_available(objs):
+            results = [o for o in objs if o.get("type") == "result"]
+            check(sorted(r["backend"] for r in results) == ["loop+ts/2", "loop+w2+ts/2"],
+                  f"{what}: {[r['backend'] for r in results]}")
+            check_threads(objs, results, [r["backend"] for r in results], what, "workers",
+                          2, 2)
+    finally:
+        shutil.rmtree(d)
+    if not have_netns():
+        return
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--fanout", "64,256",
+                       "--compare-workers", "2", "--json", "-")
+    what = "netns-drop --compare-workers 2"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_threads(objs, results, avail, what, "workers", 2)
+    check_lib_accounted(results, what)
+    check_netns_sent(results, what)
+
+
 def finite_positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
@@ -816,7 +1069,8 @@ def main():
         return 2
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
              "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
-             "variants": t_variants, "connect": t_connect,
+             "variants": t_variants, "connect": t_connect, "offload": t_offload,
+             "workers": t_workers,
              "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
