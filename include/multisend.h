@@ -140,7 +140,9 @@ struct ms_config {
 	uint32_t offload_kib; /* MS_CFG_OFFLOAD: the hand-over ring's size in KiB, 64..1048576,
 	                         rounded up to a power of two; 0 = 4096 (4 MiB) */
 	const int *cpus;      /* pin the library's threads: the i-th to CPU cpus[i]; threads past
-	                         ncpus, and all of them when cpus is NULL, are not pinned */
+	                         ncpus, and all of them when cpus is NULL, inherit the CPU
+	                         affinity of the thread that calls ms_ctx_new (a publisher that
+	                         pinned its own thread first should list them all) */
 	uint32_t ncpus;       /* entries in cpus: 0..64, at most the number of library threads */
 	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
 	                         1..1000000 microseconds; 0 = 50 */

@@ -139,7 +139,8 @@ struct ms__pool {
 	struct waitword head_ev;                    /* moves with head */
 	uint64_t msgs, waits, refused;              /* the caller's counts (read by any thread) */
 	uint64_t tail __attribute__((aligned(64))); /* bytes consumed: the offload thread's */
-	struct waitword tail_ev;                    /* moves with tail */
+	struct waitword tail_ev;                    /* moves with tail (room for the caller) */
+	struct waitword empty_ev;                   /* moves when tail reaches head (drained) */
 };
 
 static unsigned fork_gen;
@@ -218,7 +219,9 @@ static void *offload_main(void *arg)
 		}
 		tail += e->size;
 		__atomic_store_n(&p->tail, tail, __ATOMIC_RELEASE);
-		signal_change(&p->tail_ev);
+		signal_change(&p->tail_ev); /* a store; a system call only for a caller asleep */
+		if (tail == __atomic_load_n(&p->head, __ATOMIC_ACQUIRE))
+			signal_change(&p->empty_ev); /* one wake-up per drain, not per message */
 	}
 	return NULL;
 }
@@ -475,11 +478,13 @@ void ms__quiesce(const struct ms_ctx *ctx)
 	struct ms__pool *p = ctx->pool;
 	if (likely(!p) || !p->offload || !in_parent(p) || pthread_equal(p->disp.th, pthread_self()))
 		return;
+	/* The caller is the only writer of head, so it cannot move while we wait; the offload
+	 * thread moves empty_ev once tail has reached it. */
 	for (;;) {
-		uint32_t ev = __atomic_load_n(&p->tail_ev.v, __ATOMIC_ACQUIRE);
+		uint32_t ev = __atomic_load_n(&p->empty_ev.v, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->tail, __ATOMIC_ACQUIRE) == p->head)
 			return;
-		wait_change(&p->tail_ev, ev, p->spin_ns);
+		wait_change(&p->empty_ev, ev, p->spin_ns);
 	}
 }
 
