@@ -11,7 +11,10 @@
  *    Different contexts share nothing and may be used from different threads at once. With the
  *    io_uring backend the kernel ties the ring to the thread that makes the context's first
  *    send; after that, every call on the context and its groups must come from that thread
- *    (another thread's send is refused whole: -EEXIST for every destination, nothing sent).
+ *    (another thread's send is refused: -EEXIST for every destination the ring would send,
+ *    nothing of it sent; with workers, the library threads' parts still go). A forked child
+ *    never submits to its parent's ring: its sends on a context made before the fork go by
+ *    the plain loop.
  *  - Structs marked "size-versioned" start with a uint32_t size that the caller sets to
  *    sizeof(the struct) as it was compiled; this lets old programs run against newer libraries
  *    and new programs detect old ones.
@@ -165,7 +168,8 @@ struct ms_config {
  * Returns 0 and sets *out, or:
  *   -EINVAL   out is NULL; cfg->size is neither 16 (the layout before the timestamp fields)
  *             nor offsetof(struct ms_config, workers) (the layout before the workers fields)
- *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the struct this library knows are not all zero;
+ *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the
+ *             struct this library knows are not all zero;
  *             unknown flags or ts_flags; backend outside the enum; queue_depth, ts_sample,
  *             workers, offload_kib, ncpus or spin_us out of range; offload_kib set without
  *             MS_CFG_OFFLOAD; ncpus > 0 with cpus NULL; a CPU the process may not run on;
@@ -185,7 +189,9 @@ struct ms_config {
  * MS_BACKEND_AUTO walks: loop, io_uring, sendmmsg. On Linux 6.18 the kernel's per-datagram
  * sendmsg path costs more than the system calls that batching saves, so the plain loop spends
  * the least CPU per destination (measurements in lib/ctx.c); choose a backend explicitly
- * where your own measurements say otherwise. Availability of io_uring is probed once per process; seccomp filters,
+ * where your own measurements say otherwise; the same holds for each shape of group (one
+ * unconnected socket, a connected UDP socket per destination, TCP streams). Availability of
+ * io_uring is probed once per process; seccomp filters,
  * kernel.io_uring_disabled and old kernels make it unavailable, quietly.
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
@@ -428,7 +434,8 @@ MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
  * never waits for the kernel to let go of a buffer: a fan-out that finds both busy is sent
  * the ordinary way. Each such send completes twice (its result, then a notification), so it
  * pays only where the device really takes the pages: the kernel copies anyway on loopback,
- * to a local network namespace (veth), and for devices without scatter-gather, and says so
+ * to a socket of this host (through a veth into another namespace too), for a datagram the
+ * MTU makes it fragment, and for devices without scatter-gather, and says so
  * in the notification (REPORT_USAGE, Linux 6.2): the first such report turns zero copy off
  * for the ring (zc_copied counts it; MULTISEND_SHOW_BACKEND says "zero copy off"). A kernel
  * without SEND_ZC (before 6.0) or without REPORT_USAGE sends plainly (the latter after one

@@ -30,6 +30,14 @@
  *   that refuses the request (-EINVAL: no REPORT_USAGE before 6.2) turns it off too, and the
  *   destination is sent again with a plain SEND. Not with CQE_SKIP_SUCCESS (the kernel
  *   forbids it), so a zero-copy fan-out always waits for its results.
+ * - AF_UNIX datagram and seqpacket sockets are never left to io_uring to wait on: when the
+ *   receiver's queue is full, the kernel (6.18) has already consumed the message when it says
+ *   so, and io_uring's retry once there is room sends an EMPTY message (status 0). So a
+ *   blocking send to one goes with MSG_DONTWAIT, and if that says -EAGAIN the library sends it
+ *   again itself with a plain blocking sendmsg, before the fan-out returns.
+ * - A forked child must not touch its parent's ring (the mapping and the kernel object are
+ *   shared): there, a context made before the fork sends with the plain loop and leaves the
+ *   file table alone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +51,7 @@
 #include "uring-compat.h"
 
 #include "internal.h"
+#include "sys.h"
 
 #define FILE_TABLE_MAX 65536u /* slots; fds above use plain lookups (a slot costs kernel memory) */
 
@@ -52,6 +61,7 @@
 #define UD_BUCKET (1ull << 63)
 #define UD_SKIP (1ull << 62)
 #define UD_ZC (1ull << 61)     /* a SEND_ZC request; its buffer in the bits from ZC_SHIFT */
+#define UD_BLOCK (1ull << 60)  /* AF_UNIX, blocking: -EAGAIN means send again, blocking */
 #define ZC_SHIFT 56
 #define UD_ZC_BUF(ud) ((unsigned)((ud) >> ZC_SHIFT) & 1u)
 #define UD_INDEX(ud) ((ud) & ((1ull << ZC_SHIFT) - 1))
@@ -70,6 +80,9 @@ struct uring_state {
 	uint64_t *inos;     /* per fd < nrefs: inode of the socket registered in its slot */
 	uint32_t nrefs;
 	uint64_t *retry;    /* user_data of requests to submit again after -EINTR (depth) */
+	uint64_t *bretry;   /* positions of UD_BLOCK requests that said -EAGAIN (depth) */
+	unsigned nblock;
+	unsigned gen;       /* ms__fork_gen when the ring was made: another one is a child's */
 	bool skip_ok;       /* IOSQE_CQE_SKIP_SUCCESS is available */
 	unsigned qskip;     /* requests queued since the last flush that complete only on failure */
 	uint64_t skip_prepped, skip_reported; /* this fan-out's such requests, and their CQEs */
@@ -96,14 +109,17 @@ static void set_classes(struct uring_state *st)
 			/* what lib/send.c passes: MSG_NOSIGNAL, and MSG_DONTWAIT if asked */
 			int fl = MSG_NOSIGNAL | (w || (c & MS__FLAT_NOWAIT) ? MSG_DONTWAIT : 0);
 			bool dgram = c & MS__FLAT_DGRAM;
+			bool block = (c & MS__FLAT_UNIXMSG) && !(fl & MSG_DONTWAIT);
 			bool skip = dgram && (fl & MSG_DONTWAIT) && st->skip_ok;
+			if (block)
+				fl |= MSG_DONTWAIT; /* see the top of this file */
 			if (!dgram && !(fl & MSG_DONTWAIT))
 				fl |= MSG_WAITALL;
 			st->msgf[w][c] = (unsigned)fl;
 			st->sqef[w][c] = (uint8_t)((c & MS__FLAT_FIXED && st->files_ok ? IOSQE_FIXED_FILE
 										: 0) |
 						   (skip ? IOSQE_CQE_SKIP_SUCCESS : 0));
-			st->tag[w][c] = skip ? UD_SKIP : 0;
+			st->tag[w][c] = skip ? UD_SKIP : block ? UD_BLOCK : 0;
 		}
 }
 
@@ -192,6 +208,7 @@ static int ring_open(struct uring_state *st, unsigned depth)
 		st->depth = p.sq_entries;
 		st->skip_ok = p.features & IORING_FEAT_CQE_SKIP;
 		st->ready = false;
+		st->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 		return 0;
 	}
 	return err;
@@ -242,7 +259,9 @@ static int lock_ring(const struct ms_ctx *ctx, struct uring_state *st)
 	    (err = ms__mlock(ctx, r->cq.ring_ptr, r->cq.ring_sz)) ||
 	    (err = ms__mlock(ctx, r->sq.sqes, (size_t)*r->sq.kring_entries * sizeof(*r->sq.sqes))))
 		return err;
-	return ms__mlock(ctx, st->retry, st->depth * sizeof(*st->retry));
+	if ((err = ms__mlock(ctx, st->retry, st->depth * sizeof(*st->retry))))
+		return err;
+	return ms__mlock(ctx, st->bretry, st->depth * sizeof(*st->bretry));
 }
 
 static int uring_ctx_init(struct ms_ctx *ctx)
@@ -253,7 +272,8 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 	int err = ring_open(st, ctx->queue_depth);
 	if (!err) {
 		st->retry = calloc(st->depth, sizeof(*st->retry));
-		if (!st->retry)
+		st->bretry = calloc(st->depth, sizeof(*st->bretry));
+		if (!st->retry || !st->bretry)
 			err = -ENOMEM;
 	}
 	if (!err)
@@ -262,6 +282,7 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 		if (st->depth)
 			io_uring_queue_exit(&st->ring);
 		free(st->retry);
+		free(st->bretry);
 		free(st);
 		return err;
 	}
@@ -281,9 +302,15 @@ static void uring_ctx_fini(struct ms_ctx *ctx)
 	free(st->refs);
 	free(st->inos);
 	free(st->retry);
+	free(st->bretry);
 	free(st->zbuf);
 	free(st);
 	ctx->be_state = NULL;
+}
+
+static inline bool forked(const struct uring_state *st)
+{
+	return st->gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 }
 
 static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
@@ -292,7 +319,7 @@ static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 	uint32_t fd = (uint32_t)b->fd;
 
 	b->fixed = false;
-	if (fd >= st->nfiles)
+	if (fd >= st->nfiles || forked(st))
 		return 0;
 	if (fd >= st->nrefs) {
 		uint32_t n = st->nrefs ? st->nrefs : 64;
@@ -334,7 +361,7 @@ static void uring_bucket_removed(struct ms_ctx *ctx, struct ms__bucket *b)
 	if (!b->fixed)
 		return;
 	uint32_t fd = (uint32_t)b->fd;
-	if (--st->refs[fd] == 0 && st->files_ok) {
+	if (--st->refs[fd] == 0 && st->files_ok && !forked(st)) {
 		int v = -1;
 		/* Drops the ring's reference to the socket. */
 		(void)io_uring_register_files_update(&st->ring, fd, &v, 1);
@@ -365,7 +392,10 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
 	const struct ms__dest *d = &b->dests[j];
 	int flags = s->msg_flags | b->xflags;
+	const bool block = b->family == AF_UNIX && b->type != SOCK_STREAM && !(flags & MSG_DONTWAIT);
 
+	if (block)
+		flags |= MSG_DONTWAIT; /* see the top of this file */
 	/* send(2) on a blocking stream socket returns when all is sent; io_uring does the same
 	 * only with MSG_WAITALL (otherwise it may complete short). */
 	if (b->type != SOCK_DGRAM && !(flags & MSG_DONTWAIT))
@@ -385,8 +415,8 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 		sqe->user_data = (uint64_t)(uintptr_t)b | UD_BUCKET;
 		return;
 	}
-	bool skip = b->type == SOCK_DGRAM && (flags & MSG_DONTWAIT) && st->skip_ok;
-	sqe->user_data = i;
+	bool skip = b->type == SOCK_DGRAM && (flags & MSG_DONTWAIT) && st->skip_ok && !block;
+	sqe->user_data = i | (block ? UD_BLOCK : 0);
 	if (skip) {
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
 		sqe->user_data |= UD_SKIP;
@@ -407,7 +437,7 @@ static void record_status(struct uring_state *st, struct ms__send *s, uint64_t u
 		st->skip_reported++;
 		ud &= ~UD_SKIP;
 	}
-	ud &= ~(UD_ZC | (1ull << ZC_SHIFT));
+	ud &= ~(UD_ZC | (1ull << ZC_SHIFT) | UD_BLOCK);
 	if (ud & UD_BUCKET) {
 		((struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET))->st = status;
 		return;
@@ -509,11 +539,18 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 			uint64_t ud = c->user_data;
 			int cr = c->res;
 			/* The common case: a destination that took the whole message. */
-			if (likely(!(ud & (UD_SKIP | UD_BUCKET | UD_ZC)) && cr >= 0 && (size_t)cr == len)) {
+			if (likely(!(ud & (UD_SKIP | UD_BUCKET | UD_ZC | UD_BLOCK)) && cr >= 0 && (size_t)cr == len)) {
 				ok++;
 				if (res)
 					res[ud].status = cr; /* the id was written when prepared */
 				continue;
+			}
+			if (ud & UD_BLOCK) {
+				ud &= ~UD_BLOCK;
+				if (cr == -EAGAIN) { /* sent again, blocking, by flush_all */
+					st->bretry[st->nblock++] = ud;
+					continue;
+				}
 			}
 			if (unlikely(ud & UD_ZC)) {
 				if (c->flags & IORING_CQE_F_NOTIF) {
@@ -583,11 +620,30 @@ static void locate(struct ms_group *g, uint64_t ud, struct ms__bucket **b, uint3
 	}
 }
 
+/* AF_UNIX destinations that a blocking send found full: sent again with a plain blocking
+ * sendmsg on their prepared header (see the top of this file). */
+static void send_blocked(struct uring_state *st, struct ms__send *s)
+{
+	for (unsigned k = 0; k < st->nblock; k++) {
+		struct ms__bucket *b;
+		uint32_t j;
+		locate(s->g, st->bretry[k], &b, &j);
+		ssize_t r;
+		do {
+			s->syscalls++;
+			r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, s->msg_flags | b->xflags);
+		} while (r < 0 && errno == EINTR);
+		record_status(st, s, st->bretry[k], r < 0 ? -errno : (int)r);
+	}
+	st->nblock = 0;
+}
+
 /* Submit a batch, then the interrupted requests again until none are left. */
 static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued)
 {
 	unsigned nretry = 0;
 	int err = flush(st, s, queued, &nretry);
+	send_blocked(st, s);
 	while (!err && nretry) {
 		unsigned n = nretry;
 		for (unsigned k = 0; k < n; k++) {
@@ -598,6 +654,7 @@ static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued
 		}
 		nretry = 0;
 		err = flush(st, s, n, &nretry);
+		send_blocked(st, s);
 	}
 	/* Interrupted requests that could not be submitted again get the ring's error. */
 	for (unsigned k = 0; k < nretry; k++)
@@ -641,7 +698,7 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 		ztag = UD_ZC | ((uint64_t)zb << ZC_SHIFT);
 	}
 	const int base_flags = s->msg_flags;
-	_Static_assert(MS__FLAT_CLASSES == 8, "three bits of class");
+	_Static_assert(MS__FLAT_CLASSES == 16, "four bits of class");
 	struct ms_result *const res = s->res;
 	struct io_uring_sq *const sq = &st->ring.sq;
 	struct io_uring_sqe *const sqes = sq->sqes;
@@ -691,10 +748,10 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 			sqe->addr2 = (uint64_t)(uintptr_t)e->name; /* NULL: connected */
 			sqe->addr_len = (uint16_t)e->namelen;
 			sqe->user_data = i | tag[c];
-			nskip += tag[c] != 0; /* (UD_SKIP is the only tag here) */
+			nskip += (tag[c] & UD_SKIP) != 0;
 			if (res) /* a skipped success keeps this status; a CQE overwrites it */
 				res[i] = (struct ms_result){ .id = e->id,
-							     .status = tag[c] ? (int)len : 0 };
+							     .status = tag[c] & UD_SKIP ? (int)len : 0 };
 		}
 		if (++queued == depth || left == 1) {
 			sq->sqe_tail = tail;
@@ -734,6 +791,8 @@ static inline void count_quiet(struct uring_state *st, struct ms__send *s)
 static int uring_part(void *state, struct ms__send *s, size_t first, size_t count)
 {
 	struct uring_state *st = state;
+	if (unlikely(forked(st))) /* the ring is the parent's */
+		return ms__backend_loop.send_part(NULL, s, first, count);
 	int err = claim(st);
 	if (unlikely(err)) {
 		const size_t n = s->g->size;
@@ -758,7 +817,8 @@ static int uring_part_init(struct ms_ctx *ctx, void **out)
 	int err = ring_open(st, ctx->queue_depth);
 	if (!err) {
 		st->retry = calloc(st->depth, sizeof(*st->retry));
-		if (!st->retry)
+		st->bretry = calloc(st->depth, sizeof(*st->bretry));
+		if (!st->retry || !st->bretry)
 			err = -ENOMEM;
 	}
 	if (!err)
@@ -772,6 +832,7 @@ static int uring_part_init(struct ms_ctx *ctx, void **out)
 		if (st->depth)
 			io_uring_queue_exit(&st->ring);
 		free(st->retry);
+		free(st->bretry);
 		free(st);
 		return err;
 	}
@@ -786,6 +847,7 @@ static void uring_part_fini(void *state)
 		return;
 	io_uring_queue_exit(&st->ring);
 	free(st->retry);
+	free(st->bretry);
 	free(st->zbuf);
 	free(st);
 }
@@ -798,6 +860,8 @@ static int uring_send(struct ms__send *s)
 	struct ms__walk w;
 	struct ms__run run;
 
+	if (unlikely(forked(st))) /* the ring is the parent's */
+		return ms__backend_loop.send(s);
 	if (likely(s->iovcnt == 1 && !s->ts_armed && !s->managed && s->len <= UINT32_MAX)) {
 		if (unlikely(!g->flat_ok))
 			ms__flat_build(g);
@@ -846,7 +910,8 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 				 *flags ? "|" : "", names[k].name);
 	char zc[64] = "zero copy not available";
 	if (st->zc_min)
-		snprintf(zc, sizeof(zc), "zero copy from %u bytes", st->zc_min);
+		snprintf(zc, sizeof(zc), "zero copy from %u byte%s", st->zc_min,
+			 st->zc_min == 1 ? "" : "s");
 	else if (st->zbuf)
 		snprintf(zc, sizeof(zc), "zero copy off (the kernel copied)");
 	else if (g_send_zc && (!ctx->zc_min || ctx->zc_min > ZC_MAX))

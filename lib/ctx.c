@@ -24,14 +24,21 @@
 #define TS_SAMPLE_MAX 1000000000u
 
 /*
- * Preference order, walked by MS_BACKEND_AUTO and by fallbacks. CPU ns per destination
- * (process CPU time, so kernel work counts), 64-byte datagrams, N = 256, medians of 15
- * interleaved runs, Linux 6.18 on 2 vCPUs, sent into a veth whose peer is down (the sender's
- * cost alone; the loopback sink gives the same order):
+ * Preference order, walked by MS_BACKEND_AUTO and by fallbacks, for every shape of group.
+ * CPU ns per destination (process CPU time, so kernel work counts), medians of interleaved
+ * runs, Linux 6.18 on 2 vCPUs. UDP: 64-byte datagrams, N = 256, 15 runs, sent into a veth
+ * whose peer is down (the sender's cost alone; the loopback sink gives the same order). TCP:
+ * one loopback connection per destination (`multisend-bench --tcp`, receiver CPU excluded),
+ * 5 runs, loop's figure and the others' ratio to it, for 64 and 512 bytes, N = 64..1024:
  *
  *                              loop        io_uring      sendmmsg
  *   one unconnected socket     1420 (1.00) 1518 (1.07)   1573 (1.11)
  *   256 connected sockets      1106 (1.00) 1115 (1.01)   1425 (1.29)
+ *   TCP streams, N = 256, 64 B 3133 (1.00) 3144 (0.98)   3782 (1.15)
+ *   TCP, all six shapes        (1.00)      (0.96-1.00)   (1.09-1.25)
+ *
+ * io_uring's lead on streams is within the runs' spread (up to 47% between rounds there), so
+ * AUTO makes the same choice for every shape and never needs to look at the group: loop first.
  *
  * A raw sendto loop, raw sendmmsg and raw sendmsg loop measured the same way give 1422, 1573
  * and 1632: the kernel's msghdr path costs more per datagram than the system call that
@@ -462,6 +469,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		shm = secure_getenv("MULTISEND_STATS_SHM");
 	}
 
+	ms__fork_watch(); /* before any backend state exists */
 	struct ms_ctx *ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;

@@ -418,7 +418,9 @@ void ms__flat_build(struct ms_group *g)
 				.xflags = b->xflags,
 				.cls = (b->type == SOCK_DGRAM ? MS__FLAT_DGRAM : 0) |
 				       (b->fixed ? MS__FLAT_FIXED : 0) |
-				       (b->xflags & MSG_DONTWAIT ? MS__FLAT_NOWAIT : 0),
+				       (b->xflags & MSG_DONTWAIT ? MS__FLAT_NOWAIT : 0) |
+				       (b->family == AF_UNIX && b->type != SOCK_STREAM
+						? MS__FLAT_UNIXMSG : 0),
 				.zc = b->type == SOCK_DGRAM && b->family != AF_UNIX,
 			};
 	}

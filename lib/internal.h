@@ -79,7 +79,8 @@ struct ms__flat {
 #define MS__FLAT_DGRAM 1u    /* SOCK_DGRAM */
 #define MS__FLAT_FIXED 2u    /* io_uring: a registered file */
 #define MS__FLAT_NOWAIT 4u   /* xflags has MSG_DONTWAIT */
-#define MS__FLAT_CLASSES 8u
+#define MS__FLAT_UNIXMSG 8u  /* AF_UNIX datagram or seqpacket (see lib/be-iouring.c) */
+#define MS__FLAT_CLASSES 16u
 
 struct ms__idslot {
 	struct ms__bucket *b; /* NULL: id free */
@@ -379,6 +380,8 @@ void ms__publish_counters(struct ms_ctx *ctx);
 /* The slot this process may write (after a fork, the context's private one). */
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
 extern unsigned ms__fork_gen;
+/* Start counting forks in ms__fork_gen (once per process; every ms_ctx_new calls it). */
+void ms__fork_watch(void);
 
 /* ---- live counters (lib/shm.c, lib/shm-format.h) ---- */
 struct ms_shm_slot;

@@ -32,8 +32,9 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_file files[MAX_FILES];
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* Bumped in every forked child: a context whose slot was set up before the fork must not write
- * into its parent's file (ms__own_slot). */
+/* Bumped in every forked child: a context set up before the fork must not write into its
+ * parent's live-counter file (ms__own_slot), submit to its parent's io_uring ring, or count
+ * on its parent's threads (lib/workers.c). */
 unsigned ms__fork_gen;
 
 static void after_fork_child(void)
@@ -54,6 +55,11 @@ static void after_fork_child(void)
 static void register_atfork(void)
 {
 	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+void ms__fork_watch(void)
+{
+	pthread_once(&atfork_once, register_atfork);
 }
 
 uint64_t ms__realtime_ns(void)
@@ -190,7 +196,7 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		e = -EINVAL;
 		goto fail;
 	}
-	pthread_once(&atfork_once, register_atfork);
+	ms__fork_watch();
 	pthread_mutex_lock(&files_lock);
 	struct shm_file *f = NULL, *free_f = NULL;
 	for (unsigned k = 0; k < MAX_FILES; k++) {

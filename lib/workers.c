@@ -143,20 +143,9 @@ struct ms__pool {
 	struct waitword empty_ev;                   /* moves when tail reaches head (drained) */
 };
 
-static unsigned fork_gen;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void after_fork_child(void)
-{
-	fork_gen++;
-}
-static void register_atfork(void)
-{
-	pthread_atfork(NULL, NULL, after_fork_child);
-}
-
 static inline bool in_parent(const struct ms__pool *p)
 {
-	return p->gen == __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+	return p->gen == __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 }
 
 static void worker_started(struct worker *w, int err)
@@ -284,7 +273,6 @@ int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c)
 	bool offload = c->flags & MS_CFG_OFFLOAD;
 	if (parts < 2 && !offload)
 		return 0;
-	pthread_once(&atfork_once, register_atfork);
 	for (uint32_t k = 0; k < c->ncpus; k++)
 		if (c->cpus[k] < 0 || c->cpus[k] >= CPU_SETSIZE)
 			return -EINVAL;
@@ -294,7 +282,7 @@ int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c)
 		return -ENOMEM;
 	memset(p, 0, sizeof(*p));
 	p->ctx = ctx;
-	p->gen = __atomic_load_n(&fork_gen, __ATOMIC_RELAXED);
+	p->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 	p->parts = parts;
 	p->nworkers = parts - 1;
 	p->offload = offload;
