@@ -55,14 +55,19 @@
  *                MS_CFG_OFFLOAD: ms_send hands the message to a library thread and returns;
  *                every timed batch ends with ms_ctx_drain, so the batch's time and process CPU
  *                include the sending, while the caller's CPU is its own (the drain excluded).
+ *   "+zc"        (--compare-zc) io_uring only (the other backends never send with zero copy),
+ *                on a context with ms_config.zc_min = 1 (or --zc-min): every message from
+ *                that size goes with SEND_ZC; the plain io_uring it runs beside then has
+ *                zc_min = MS_ZC_NEVER, so the two differ in zero copy alone.
  *   "+wK"        (--compare-workers K) the library's backends only, on a context made with
  *                ms_config.workers = K: each fan-out in K parts sent at the same time.
  *   "+wK+ts"     the same with --ts-sample or --ts-compare: sampled like the "+ts" variant
  *                (own sockets), and compared with it, so that the first-to-last skew of K
  *                threads and of one come from the same rounds.
- * A "+dontwait", "+rotate", "+offload" or "+wK" variant has its own context (its own counters
- * and threads) but sends on the plain sockets; a "+connect" variant has its own context and
- * sends on the library's sockets; a "+wK+ts" variant, like "+ts", on sockets of its own. */
+ * A "+dontwait", "+rotate", "+offload", "+zc" or "+wK" variant has its own context (its own
+ * counters and threads) but sends on the plain sockets; a "+connect" variant has its own
+ * context and sends on the library's sockets; a "+wK+ts" variant, like "+ts", on sockets of
+ * its own. */
 enum variant_id {
 	V_RAW,
 	V_RAW_SENDMMSG,
@@ -88,6 +93,9 @@ enum variant_id {
 	V_LOOP_OFF,
 	V_SENDMMSG_OFF,
 	V_IO_URING_OFF,
+	V_LOOP_ZC, /* only V_IO_URING_ZC runs; the range keeps variant_base's arithmetic */
+	V_SENDMMSG_ZC,
+	V_IO_URING_ZC,
 	V_LOOP_W,
 	V_SENDMMSG_W,
 	V_IO_URING_W,
@@ -102,6 +110,7 @@ enum variant_id {
 #define V_FIRST_ROT V_LOOP_ROT
 #define V_FIRST_CONN V_LOOP_CONN
 #define V_FIRST_OFF V_LOOP_OFF
+#define V_FIRST_ZC V_LOOP_ZC
 #define V_FIRST_W V_LOOP_W
 #define V_FIRST_W_TS V_LOOP_W_TS
 
@@ -127,7 +136,12 @@ static inline bool variant_is_conn(enum variant_id v)
 
 static inline bool variant_is_off(enum variant_id v)
 {
-	return v >= V_FIRST_OFF && v < V_FIRST_W;
+	return v >= V_FIRST_OFF && v < V_FIRST_ZC;
+}
+
+static inline bool variant_is_zc(enum variant_id v)
+{
+	return v >= V_FIRST_ZC && v < V_FIRST_W;
 }
 
 /* "+wK" and "+wK+ts" */
@@ -160,6 +174,8 @@ static inline enum variant_id variant_base(enum variant_id v)
 		return (enum variant_id)(v - V_FIRST_CONN + V_LOOP);
 	if (variant_is_off(v))
 		return (enum variant_id)(v - V_FIRST_OFF + V_LOOP);
+	if (variant_is_zc(v))
+		return (enum variant_id)(v - V_FIRST_ZC + V_LOOP);
 	if (variant_is_w_ts(v))
 		return (enum variant_id)(v - V_FIRST_W_TS + V_LOOP);
 	if (variant_is_w(v))
@@ -198,6 +214,12 @@ static inline enum variant_id variant_conn(enum variant_id v)
 static inline enum variant_id variant_off(enum variant_id v)
 {
 	return v >= V_LOOP && v < V_FIRST_TS ? (enum variant_id)(v - V_LOOP + V_FIRST_OFF) : v;
+}
+
+/* io_uring's alone: the only backend that sends with zero copy. */
+static inline enum variant_id variant_zc(enum variant_id v)
+{
+	return v == V_IO_URING ? V_IO_URING_ZC : v;
 }
 
 static inline enum variant_id variant_w(enum variant_id v)
@@ -242,7 +264,16 @@ static inline int variant_twin(enum variant_id v)
 	return variant_is_dw(v) ? (int)variant_dw((enum variant_id)t) : t;
 }
 
-enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER };
+/* SINK_TCP (--tcp): N TCP connections over loopback, read by receiver threads that discard
+ * every byte and count them (sink.h). */
+enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER, SINK_TCP };
+
+/* The sinks whose receiver threads read concurrently: every run waits until what was sent
+ * arrived (sent = received + kernel drops), and their CPU is not the sender's. */
+static inline bool sink_reads(enum sink_kind k)
+{
+	return k == SINK_DELIVER || k == SINK_TCP;
+}
 enum {
 	MODE_COMPARE = 1,
 	MODE_SWEEP = 2,
@@ -295,6 +326,16 @@ struct opts {
 	 * has threads (0 / none: the library's defaults). */
 	uint32_t workers, compare_workers, offload_kib, spin_us;
 	bool offload, compare_off;
+	/* Zero copy (multisend.h, "Zero copy"): --zc-min N, every library context's
+	 * ms_config.zc_min (0: not given, the library's default; MS_ZC_NEVER: "never");
+	 * --compare-zc: io_uring also runs as "+zc" (zc_min = --zc-min, else 1) beside plain
+	 * io_uring with MS_ZC_NEVER. --mtu: the netns-drop veth's MTU (0: the default, 1500), so
+	 * that a large datagram leaves unfragmented (fragments are copied). */
+	uint32_t zc_min, mtu;
+	bool compare_zc;
+	/* --tcp: the sink is SINK_TCP and the shape connected (one TCP socket per destination,
+	 * TCP_NODELAY). */
+	bool tcp;
 	int cpus[MAX_LIST];
 	unsigned ncpus;
 	/* --callgrind: instructions per destination of each backend under valgrind's callgrind
@@ -323,6 +364,9 @@ struct lib_count {
 	 * calls refused (-EAGAIN, MS_SEND_DONTWAIT with the ring full: nothing sent, so not in
 	 * attempted, and counted by the bench as n failed destinations). */
 	uint64_t off_msgs, off_waits, off_refused;
+	/* io_uring zero copy: destinations sent with SEND_ZC, of which the kernel reported it
+	 * copied the data anyway (the first such report turns zero copy off for the ring). */
+	uint64_t zc_sends, zc_copied;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
@@ -351,7 +395,8 @@ struct sample {
 	uint64_t softirqd_ns; /* ksoftirqd CPU time over the run (all CPUs) */
 	uint64_t drops; /* datagrams dropped: at the sink's sockets, or in netns-drop's namespace */
 	struct kstat k; /* namespace-wide counter deltas over the run */
-	uint64_t received, lost, late, bad, corrupt; /* deliver */
+	uint64_t received, lost, late, bad, corrupt; /* deliver; tcp: received only */
+	uint64_t rx_bytes; /* tcp: bytes the receivers read */
 	uint64_t foreign; /* deliver: datagrams from other programs at the receivers, ignored */
 	int64_t unaccounted;                /* deliver: sent - received - kernel drops */
 	struct lib_count lib;
@@ -384,6 +429,7 @@ struct result {
 	struct ts_result *ts; /* "+ts" variants only, else NULL */
 	struct kstat k; /* summed over rounds */
 	uint64_t failed, dests, received, lost, late, bad, corrupt, foreign, preempted, drops;
+	uint64_t rx_bytes;
 	int64_t unaccounted;
 	struct lib_count lib; /* summed over rounds */
 	/* The warm-up's sends, summed: not timed, but sent, received and accounted for like the
@@ -488,6 +534,9 @@ void variants_name(const struct opts *o);
 /* Whether v's context has MS_CFG_OFFLOAD (--offload, "+offload"), and its ms_config.workers
  * (--workers, "+wK"; 0: not set, one thread). */
 bool variant_offloads(const struct opts *o, enum variant_id v);
+/* v's ms_config.zc_min: 1 or --zc-min for "+zc", MS_ZC_NEVER for the plain io_uring beside it
+ * (--compare-zc), else --zc-min (0: the library's default). */
+uint32_t variant_zc_min(const struct opts *o, enum variant_id v);
 uint32_t variant_workers(const struct opts *o, enum variant_id v);
 /* Create the library contexts for the wanted backends; unavailable ones get a reason. */
 int variants_open(struct session *s);

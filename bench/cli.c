@@ -44,6 +44,13 @@ static void usage(FILE *f)
 	      "                           reports sent = received + kernel drops\n"
 	      "      --connected        one connected UDP socket per destination (default: one\n"
 	      "                         unconnected socket with N addresses)\n"
+	      "      --tcp              destinations are N TCP connections over loopback (one\n"
+	      "                         connected socket each, TCP_NODELAY) to receiver threads\n"
+	      "                         that read and discard every byte; sent bytes = received\n"
+	      "                         is checked per run, receiver CPU reported apart. Not with\n"
+	      "                         --sink netns-drop\n"
+	      "      --mtu N            netns-drop: the veth's MTU (68..65535; default 1500).\n"
+	      "                         Larger datagrams are fragmented, and fragments copied\n"
 	      "      --verify-payload   deliver: receivers also compare every payload byte with\n"
 	      "                         what was sent (default: length, magic, sequence number)\n"
 	      "\n"
@@ -99,6 +106,14 @@ static void usage(FILE *f)
 	      "                         +connect (as --lib-connect), with the same ratio; with\n"
 	      "                         the other --compare options, each variant runs; not\n"
 	      "                         with --connected (already connected: nothing to compare)\n"
+	      "      --zc-min N|never   the library's contexts with zc_min = N (1..65536):\n"
+	      "                         io_uring sends messages of N bytes or more with zero\n"
+	      "                         copy (SEND_ZC; default the library's, 4096); never: none\n"
+	      "      --compare-zc       io_uring runs twice, interleaved: plain with zc_min =\n"
+	      "                         never and +zc with zc_min = 1 (or --zc-min), with the\n"
+	      "                         ratio 'vs plain'; each row notes the library's zc_sends\n"
+	      "                         and zc_copied (copied: the kernel copied anyway, and\n"
+	      "                         zero copy turned itself off)\n"
 	      "\n"
 	      "The library's threads (multisend.h, \"Workers and offload\"; off by default):\n"
 	      "      --workers K        the library's contexts with workers = K (1..64): each fan-out\n"
@@ -229,8 +244,9 @@ static int parse_backends(const char *arg, struct opts *o)
  * each with its "+ts" variant (--ts-compare); follow each backend with its "+dontwait"
  * (--compare-dontwait) and each library backend with its "+rotate" (--compare-rotate),
  * "+connect" (--compare-connect), "+offload" (--compare-offload) and "+wK" variant
- * (--compare-workers; "+wK+ts" with timestamps): so a backend and its variants run back to
- * back in every round. -EINVAL if there is no library backend for a variant. */
+ * (--compare-workers; "+wK+ts" with timestamps), and io_uring with its "+zc" (--compare-zc):
+ * so a backend and its variants run back to back in every round. -EINVAL if there is no
+ * library backend for a variant (for "+zc", no io_uring). */
 static int expand_variants(struct opts *o)
 {
 	enum variant_id order[V_COUNT];
@@ -255,10 +271,18 @@ static int expand_variants(struct opts *o)
 			order[n++] = variant_off(v);
 		if (!variant_is_raw(v) && o->compare_workers)
 			order[n++] = o->ts_sample ? variant_w_ts(v) : variant_w(v);
+		if (o->compare_zc && v == V_IO_URING)
+			order[n++] = variant_zc(v);
 	}
 	if (!lib && (o->ts_sample || o->compare_rot || o->compare_conn || o->compare_off ||
-		     o->compare_workers))
+		     o->compare_workers || o->compare_zc))
 		return -EINVAL;
+	/* "+zc" is io_uring's alone: another library backend is not enough. */
+	for (unsigned i = 0; o->compare_zc && i <= n; i++)
+		if (i == n)
+			return -EINVAL;
+		else if (order[i] == V_IO_URING_ZC)
+			break;
 	memcpy(o->order, order, n * sizeof(*order));
 	o->nvariants = n;
 	return 0;
@@ -294,6 +318,10 @@ enum {
 	OPT_OFFLOAD_KIB,
 	OPT_SPIN_US,
 	OPT_CPUS,
+	OPT_ZC_MIN,
+	OPT_COMPARE_ZC,
+	OPT_MTU,
+	OPT_TCP,
 	OPT_CALLGRIND,
 	OPT_CALLGRIND_OUT,
 	OPT_CALLGRIND_CHILD,
@@ -338,6 +366,10 @@ static const struct option long_opts[] = {
 	{ "offload-kib", required_argument, NULL, OPT_OFFLOAD_KIB },
 	{ "spin-us", required_argument, NULL, OPT_SPIN_US },
 	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "zc-min", required_argument, NULL, OPT_ZC_MIN },
+	{ "compare-zc", no_argument, NULL, OPT_COMPARE_ZC },
+	{ "mtu", required_argument, NULL, OPT_MTU },
+	{ "tcp", no_argument, NULL, OPT_TCP },
 	{ "callgrind", no_argument, NULL, OPT_CALLGRIND },
 	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
 	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
@@ -391,7 +423,11 @@ int parse_args(int argc, char **argv, struct opts *o)
 			o->nsizes = (unsigned)n;
 			break;
 		case OPT_SINK:
-			if (!strcmp(optarg, "loopback"))
+			/* "tcp" is --tcp's, for --callgrind's children (callgrind.c passes the sink
+			 * by name). */
+			if (!strcmp(optarg, "tcp"))
+				o->tcp = true;
+			else if (!strcmp(optarg, "loopback"))
 				o->sink = SINK_LOOPBACK;
 			else if (!strcmp(optarg, "netns-drop"))
 				o->sink = SINK_NETNS_DROP;
@@ -566,6 +602,30 @@ int parse_args(int argc, char **argv, struct opts *o)
 				o->cpus[k] = (int)list[k];
 			break;
 		}
+		case OPT_ZC_MIN:
+			o->cg_conflict = "--zc-min";
+			/* The library's range: one buffer of at most 64 KiB; never: MS_ZC_NEVER. */
+			if (!strcmp(optarg, "never"))
+				o->zc_min = MS_ZC_NEVER;
+			else if (parse_u64(optarg, 1, 65536, &u))
+				return bad("--zc-min: expected bytes 1..65536 or 'never', got '%s'",
+					   optarg);
+			else
+				o->zc_min = (uint32_t)u;
+			break;
+		case OPT_COMPARE_ZC:
+			o->cg_conflict = "--compare-zc";
+			o->compare_zc = true;
+			break;
+		case OPT_MTU:
+			/* What a veth takes: IPv4's minimum to ETH_MAX_MTU. */
+			if (parse_u64(optarg, 68, 65535, &u))
+				return bad("--mtu: expected 68..65535 bytes, got '%s'", optarg);
+			o->mtu = (uint32_t)u;
+			break;
+		case OPT_TCP:
+			o->tcp = true;
+			break;
 		case OPT_CALLGRIND:
 			o->callgrind = true;
 			break;
@@ -655,15 +715,62 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return bad("%s: the library starts no thread without --workers 2 or more, "
 			   "--compare-workers, --offload or --compare-offload",
 			   o->ncpus ? "--cpus" : "--spin-us");
+	if (o->compare_zc && o->zc_min == MS_ZC_NEVER)
+		return bad("--compare-zc needs zero copy: --zc-min never leaves +zc nothing to "
+			   "compare%s",
+			   "");
+	if (o->compare_zc && (o->ts_sample || o->compare_dw || o->compare_rot || o->compare_conn ||
+			      o->compare_off || o->compare_workers))
+		return bad("--compare-zc and the other --compare options, --ts-sample and "
+			   "--ts-compare exclude each other (one kind of variant per run)%s",
+			   "");
+	if (o->mtu && o->sink != SINK_NETNS_DROP)
+		return bad("--mtu sets the netns-drop sink's veth: it needs --sink netns-drop%s",
+			   "");
+	if (o->tcp) {
+		if (o->sink == SINK_NETNS_DROP)
+			return bad("--tcp needs a receiving side: its connections end at "
+				   "receiver threads on 127.0.0.1, which netns-drop has not (use "
+				   "the default sink)%s",
+				   "");
+		if (o->verify_payload)
+			return bad("--verify-payload checks datagrams; --tcp receivers count bytes "
+				   "only%s",
+				   "");
+		if (o->lib_connect || o->compare_conn)
+			return bad("%s needs the unconnected UDP shape; --tcp is connected",
+				   o->compare_conn ? "--compare-connect" : "--lib-connect");
+		/* The receivers accept one connection per destination: sockets of a stamped
+		 * variant's own would never be read. */
+		if (o->ts_sample)
+			return bad("--tcp and --ts-sample/--ts-compare exclude each other (the "
+				   "stamped variants' own connections)%s",
+				   "");
+		/* A send that does not wait may take part of a message and cut the stream, which
+		 * the bench would count as sent whole. */
+		if (o->dontwait || o->compare_dw)
+			return bad("--tcp and %s exclude each other (a partial send would cut "
+				   "the stream)",
+				   o->dontwait ? "--dontwait" : "--compare-dontwait");
+		/* Loopback and deliver alike: a TCP sender blocks rather than drops, so its
+		 * receivers must read while it sends. */
+		o->sink = SINK_TCP;
+		o->connected = true;
+	}
 	if ((o->ts_sample || o->compare_dw || o->compare_rot || o->compare_conn ||
-	     o->compare_off || o->compare_workers) &&
-	    expand_variants(o))
+	     o->compare_off || o->compare_workers || o->compare_zc) &&
+	    expand_variants(o)) {
+		if (o->compare_zc)
+			return bad("--compare-zc needs io_uring in --backends (the only backend "
+				   "that sends with zero copy)%s",
+				   "");
 		return bad("%s needs a library backend (loop, sendmmsg, io_uring) in --backends",
 			   o->ts_sample	       ? "--ts-sample/--ts-compare"
 			   : o->compare_rot    ? "--compare-rotate"
 			   : o->compare_conn   ? "--compare-connect"
 			   : o->compare_off    ? "--compare-offload"
 					       : "--compare-workers");
+	}
 	if (o->verify_payload && o->sink != SINK_DELIVER)
 		return bad("--verify-payload needs --sink deliver%s", "");
 	if (o->sink == SINK_DELIVER)

@@ -224,8 +224,11 @@ static void describe(struct session *s, const struct netns *ns)
 	else
 		sink_describe(o->sink, o->verify_payload, s->sink_desc, sizeof(s->sink_desc));
 	snprintf(s->shape_desc, sizeof(s->shape_desc), "%s%s",
-		 o->connected ? "one connected UDP socket per destination (sendto without address)"
-			      : "one unconnected UDP socket, one address per destination",
+		 o->tcp ? "one connected TCP socket per destination (TCP_NODELAY; send without "
+			  "address)"
+		 : o->connected
+			 ? "one connected UDP socket per destination (sendto without address)"
+			 : "one unconnected UDP socket, one address per destination",
 		 o->lib_connect || o->compare_conn
 			 ? ";\n            MS_CFG_CONNECT groups: a connected socket of the "
 			   "library's own per destination, sharing the\n            unconnected "
@@ -298,7 +301,10 @@ int main(int argc, char **argv)
 
 	if (o.sink == SINK_NETNS_DROP) {
 		char why[512];
-		int err = netns_create(&ns, why, sizeof(why));
+		int err;
+
+		ns.mtu = o.mtu;
+		err = netns_create(&ns, why, sizeof(why));
 
 		if (err) {
 			fprintf(stderr, "multisend-bench: %s\n", why);

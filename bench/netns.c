@@ -56,7 +56,10 @@ static void remove_stale(void)
 
 int netns_create(struct netns *ns, char *err, size_t errlen)
 {
+	const unsigned mtu = ns->mtu;
+
 	memset(ns, 0, sizeof(*ns));
+	ns->mtu = mtu;
 	if (geteuid() != 0) {
 		snprintf(err, errlen,
 			 "--sink netns-drop needs root (it creates a network namespace and a veth "
@@ -96,6 +99,22 @@ int netns_create(struct netns *ns, char *err, size_t errlen)
 		if (rc) {
 			snprintf(err, errlen, "setting up namespace %s failed: ip %s %s ... (status %d)",
 				 ns->name, cmds[i][3], cmds[i][4], rc);
+			return -EIO;
+		}
+	}
+	/* --mtu: a datagram above the MTU leaves in fragments, which the kernel copies, so zero
+	 * copy can be measured only below it. Both ends, so that the pair agrees. */
+	for (int end = 0; ns->mtu && end < 2; end++) {
+		char num[16];
+		char *set[] = { "ip", "-n", ns->name, "link", "set", end ? NETNS_PEER : NETNS_DEV,
+				"mtu", num, NULL };
+
+		snprintf(num, sizeof(num), "%u", ns->mtu);
+		rc = ip(set);
+		if (rc) {
+			snprintf(err, errlen, "setting the MTU of %s to %u in namespace %s failed "
+				 "(status %d)",
+				 set[5], ns->mtu, ns->name, rc);
 			return -EIO;
 		}
 	}
@@ -161,6 +180,7 @@ void netns_describe(const struct netns *ns, char *buf, size_t len)
 	snprintf(buf, len,
 		 "netns-drop: namespace %s, veth %s (%s/24, up) with peer %s down; destination "
 		 "%s has a permanent neighbour entry (%s), so the veth driver drops every "
-		 "datagram: the sender's whole path, nothing received",
-		 ns->name, NETNS_DEV, NETNS_LOCAL, NETNS_PEER, NETNS_REMOTE, NETNS_REMOTE_MAC);
+		 "datagram: the sender's whole path, nothing received; MTU %u%s",
+		 ns->name, NETNS_DEV, NETNS_LOCAL, NETNS_PEER, NETNS_REMOTE, NETNS_REMOTE_MAC,
+		 ns->mtu ? ns->mtu : 1500, ns->mtu ? " (--mtu)" : "");
 }

@@ -30,9 +30,10 @@ struct netns {
 	char name[64];
 	char path[128]; /* /run/netns/<name> */
 	bool created;
+	unsigned mtu; /* the veth pair's MTU, set before netns_create (0: the kernel's, 1500) */
 };
 
-/* Create it. Returns 0, or -errno with a reason in err. */
+/* Create it (with ns->mtu as set by the caller). Returns 0, or -errno with a reason in err. */
 int netns_create(struct netns *ns, char *err, size_t errlen);
 /* Move the calling thread into it and check that it is there. 0 or -errno. */
 int netns_enter(const struct netns *ns);

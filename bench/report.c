@@ -20,6 +20,8 @@ const char *sink_name(enum sink_kind k)
 		return "netns-drop";
 	case SINK_DELIVER:
 		return "deliver";
+	case SINK_TCP:
+		return "tcp";
 	}
 	return "?";
 }
@@ -93,6 +95,17 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 			 "MS_CFG_OFFLOAD (a library thread sends;\n            each timed batch ends "
 			 "with ms_ctx_drain)");
 	l = strlen(buf);
+	if (o->compare_zc)
+		snprintf(buf + l, len - l,
+			 ";\n            io_uring also runs as +zc, interleaved: zc_min = %u (zero "
+			 "copy), plain io_uring zc_min = never",
+			 o->zc_min ? o->zc_min : 1);
+	else if (o->zc_min == MS_ZC_NEVER)
+		snprintf(buf + l, len - l, ";\n            library contexts with zc_min = never");
+	else if (o->zc_min)
+		snprintf(buf + l, len - l, ";\n            library contexts with zc_min = %u",
+			 o->zc_min);
+	l = strlen(buf);
 	if (o->offload_kib || o->spin_us || o->ncpus) {
 		char cpus[MAX_LIST * 8] = "";
 
@@ -131,7 +144,9 @@ void json_send_options(FILE *f, const struct opts *o)
 		o->compare_off ? "true" : "false", o->offload_kib, o->spin_us);
 	for (unsigned k = 0; k < o->ncpus; k++)
 		fprintf(f, "%s%d", k ? "," : "", o->cpus[k]);
-	fputs("]}", f);
+	/* zc_min 0: not given (the library's default); 4294967295: never. */
+	fprintf(f, "],\"zc_min\":%u,\"compare_zc\":%s,\"mtu\":%u,\"tcp\":%s}", o->zc_min,
+		o->compare_zc ? "true" : "false", o->mtu, o->tcp ? "true" : "false");
 }
 
 /* Take the terminal from the progress line. */
@@ -309,7 +324,7 @@ static bool show_twin(const struct session *s)
 static bool show_base(const struct session *s)
 {
 	return s->o->ts_compare || s->o->compare_dw || s->o->compare_rot || s->o->compare_conn ||
-	       s->o->compare_off || s->o->compare_workers;
+	       s->o->compare_off || s->o->compare_workers || s->o->compare_zc;
 }
 
 /* The "caller vs loop" column: "+offload" variants' caller CPU over the plain loop's. */
@@ -338,7 +353,7 @@ static void table_heading(struct session *s, unsigned mode)
 	if (loop)
 		fprintf(f, "  %-19s", "caller vs loop");
 	fprintf(f, " %8s %6s", "syscalls", "drops");
-	if (s->o->sink == SINK_DELIVER)
+	if (sink_reads(s->o->sink))
 		fprintf(f, " %9s %6s", "received", "unacc.");
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10s", "veth drops");
@@ -396,7 +411,7 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "  %-19s", lp);
 	}
 	fprintf(f, " %8.2f %6" PRIu64, r->syscalls.median, r->drops);
-	if (s->o->sink == SINK_DELIVER)
+	if (sink_reads(s->o->sink))
 		fprintf(f, " %9" PRIu64 " %6" PRId64, r->received, r->unaccounted);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10" PRIu64, r->k.dev_tx_dropped);
@@ -414,6 +429,17 @@ void report_result(struct session *s, const struct result *r)
 			   " of %" PRIu64 " messages: the library thread fell behind, and the "
 			   "caller CPU includes the wait\n",
 			r->lib.off_waits, r->lib.off_msgs);
+	/* Zero copy: whether the kernel really took the pages, from the library's counters. The
+	 * warm-up's too: the first copy report, which turns zero copy off for the rest of the
+	 * context's life, usually comes there. */
+	if (r->lib.zc_sends + r->warm.lib.zc_sends || variant_is_zc(r->v))
+		fprintf(f, "        ! zero copy: %" PRIu64 " of %" PRIu64 " destinations sent with "
+			   "SEND_ZC, %" PRIu64 " reported copied by the kernel (warm-up: %" PRIu64
+			   " of %" PRIu64 ", %" PRIu64 " copied)%s\n",
+			r->lib.zc_sends, r->dests, r->lib.zc_copied, r->warm.lib.zc_sends,
+			r->warm.dests, r->warm.lib.zc_copied,
+			r->lib.zc_copied + r->warm.lib.zc_copied ? ": zero copy turned itself off"
+								  : "");
 	if (r->softirqd.median > 0.03 * r->cpu_proc.median)
 		fprintf(f, "        ! ksoftirqd ran %.0f ns/dest during these runs: receive-path work "
 			   "the kernel deferred out of the process,\n          so this row's CPU "
@@ -423,11 +449,11 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "        ! %" PRIu64 " datagrams were dropped at the receivers: a queue "
 			   "overflowed between drains\n",
 			r->drops);
-	if (s->o->sink == SINK_DELIVER && (r->unaccounted || r->bad || r->corrupt))
+	if (sink_reads(s->o->sink) && (r->unaccounted || r->bad || r->corrupt))
 		fprintf(f, "        ! deliver: %" PRId64 " datagrams unaccounted, %" PRIu64
 			   " malformed, %" PRIu64 " corrupt, %" PRIu64 " late\n",
 			r->unaccounted, r->bad, r->corrupt, r->late);
-	if (s->o->sink == SINK_DELIVER &&
+	if (sink_reads(s->o->sink) &&
 	    (r->warm.unaccounted || r->warm.bad || r->warm.corrupt))
 		fprintf(f, "        ! deliver, warm-up: %" PRId64 " datagrams unaccounted, %" PRIu64
 			   " malformed, %" PRIu64 " corrupt, %" PRIu64 " late\n",
@@ -793,7 +819,8 @@ static void csv_ts(FILE *f, const struct session *s, const struct ts_result *t,
  * apply); the last of every row. */
 static const char csv_thread_columns[] =
 	",workers,offload,ratio_cpu_caller_plain,ratio_cpu_caller_loop,ratio_cpu_caller_loop_min,"
-	"ratio_cpu_caller_loop_max,offload_msgs,offload_waits,offload_refused,skew_ratio_p50,"
+	"ratio_cpu_caller_loop_max,offload_msgs,offload_waits,offload_refused,zc_min,zc_sends,"
+	"zc_copied,skew_ratio_p50,"
 	"skew_ratio_p99,skew_ratio_mean";
 
 static void csv_threads(FILE *f, const struct session *s, enum variant_id v,
@@ -814,6 +841,15 @@ static void csv_threads(FILE *f, const struct session *s, enum variant_id v,
 			r->lib.off_refused);
 	else
 		fputs(",,,", f);
+	/* zc_min as the context has it (0: the library's default); the counts, throughput only. */
+	if (variant_is_raw(v))
+		fputs(",", f);
+	else
+		fprintf(f, ",%u", variant_zc_min(s->o, v));
+	if (r && !variant_is_raw(v))
+		fprintf(f, ",%" PRIu64 ",%" PRIu64, r->lib.zc_sends, r->lib.zc_copied);
+	else
+		fputs(",,", f);
 	if (t && t->have_ref)
 		fprintf(f, ",%.4f,%.4f,%.4f\n", t->skew_ratio[SKEW_P50], t->skew_ratio[SKEW_P99],
 			t->skew_ratio[SKEW_MEAN]);
@@ -842,9 +878,10 @@ static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 		",\"library\":{\"fanouts\":%" PRIu64 ",\"dests_attempted\":%" PRIu64
 		",\"dests_accepted\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"bytes\":%" PRIu64
 		",\"syscalls\":%" PRIu64 ",\"offload_msgs\":%" PRIu64 ",\"offload_waits\":%" PRIu64
-		",\"offload_refused\":%" PRIu64 "}",
+		",\"offload_refused\":%" PRIu64 ",\"zc_sends\":%" PRIu64 ",\"zc_copied\":%" PRIu64
+		"}",
 		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls, l->off_msgs,
-		l->off_waits, l->off_refused);
+		l->off_waits, l->off_refused, l->zc_sends, l->zc_copied);
 }
 
 static void json_deliver(FILE *f, const struct session *s, const struct sample *x)
@@ -853,9 +890,13 @@ static void json_deliver(FILE *f, const struct session *s, const struct sample *
 		",\"deliver\":{\"received\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
 		",\"unaccounted\":%" PRId64 ",\"lost_by_sequence\":%" PRIu64
 		",\"late\":%" PRIu64 ",\"malformed\":%" PRIu64 ",\"corrupt\":%" PRIu64
-		",\"payload_checked\":%s,\"foreign\":%" PRIu64 "}",
+		",\"payload_checked\":%s,\"foreign\":%" PRIu64,
 		x->received, x->drops, x->unaccounted, x->lost, x->late, x->bad, x->corrupt,
 		s->o->verify_payload ? "true" : "false", x->foreign);
+	/* tcp: the bytes read, to be (dests_sent - dests_failed) x size. */
+	if (s->o->sink == SINK_TCP)
+		fprintf(f, ",\"bytes_received\":%" PRIu64, x->rx_bytes);
+	fputc('}', f);
 }
 
 void json_result(FILE *f, const struct session *s, const struct result *r)
@@ -874,6 +915,7 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		    : variant_is_rot(r->v)   ? "rotate"
 		    : variant_is_conn(r->v)  ? "connect"
 		    : variant_is_off(r->v)   ? "offload"
+		    : variant_is_zc(r->v)    ? "zc"
 		    : variant_is_w_ts(r->v)  ? "workers_ts"
 		    : variant_is_w(r->v)     ? "workers"
 					     : "plain");
@@ -918,11 +960,11 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	fputc('}', f);
 	fprintf(f, ",\"dests_sent\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"preempted\":%" PRIu64,
 		r->dests, r->failed, r->preempted);
-	if (s->o->sink == SINK_DELIVER) {
+	if (sink_reads(s->o->sink)) {
 		struct sample all = { .received = r->received, .drops = r->drops,
 				      .unaccounted = r->unaccounted, .lost = r->lost,
 				      .late = r->late, .bad = r->bad, .corrupt = r->corrupt,
-				      .foreign = r->foreign };
+				      .foreign = r->foreign, .rx_bytes = r->rx_bytes };
 
 		json_deliver(f, s, &all);
 	}
@@ -970,7 +1012,7 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
 		",\"dests_failed\":%" PRIu64 ",\"drops\":%" PRIu64,
 		r->warm.fanouts, r->warm.dests, r->warm.failed, r->warm.drops);
-	if (s->o->sink == SINK_DELIVER)
+	if (sink_reads(s->o->sink))
 		json_deliver(f, s, &r->warm);
 	json_lib(f, r, &r->warm.lib);
 	fputc('}', f);
@@ -1022,7 +1064,7 @@ void csv_result(FILE *f, const struct session *s, const struct result *r)
 	else
 		fputs(",,,,,", f);
 	fprintf(f, ",%.2f,%" PRIu64 ",%" PRIu64, r->syscalls.median, r->drops, r->failed);
-	if (s->o->sink == SINK_DELIVER)
+	if (sink_reads(s->o->sink))
 		fprintf(f, ",%" PRIu64 ",%" PRId64, r->received, r->unaccounted);
 	else
 		fputs(",,", f);
@@ -1261,8 +1303,8 @@ void report_legend(struct session *s)
 	out_begin(s);
 	fputs("\nfan-outs/s: calls per second, dests/s: datagrams per second (timed batches only).\n"
 	      "CPU ns/dest process: the whole process's CPU time per destination (io_uring work the "
-	      "kernel charges to\n  the process included; deliver receivers excluded); caller: "
-	      "the sending thread's alone.\n"
+	      "kernel charges to\n  the process included; deliver and tcp receivers excluded); "
+	      "caller: the sending thread's alone.\n"
 	      "vs raw-sendto: CPU/dest over raw-sendto's in the same round; the median of those "
 	      "ratios [min-max].\n"
 	      "syscalls/fan-out: the library's own count (raw-sendto: one per destination; the other "
@@ -1322,8 +1364,15 @@ void report_legend(struct session *s)
 			"the mean exact).\n",
 			s->o->compare_workers, s->o->ts_sample, s->o->ts_sample, s->o->ts_sample,
 			s->o->ts_sample);
+	if (s->o->compare_zc)
+		fputs("+zc: io_uring on a context with zc_min = 1 (or --zc-min): messages from "
+		      "that size go with SEND_ZC\n  (zero copy), beside plain io_uring with zc_min "
+		      "= never. '! zero copy' under a row: the library's\n  zc_sends and "
+		      "zc_copied; copied > 0 means the kernel copied anyway and zero copy turned "
+		      "itself off.\n",
+		      s->table);
 	if (s->o->compare_dw || s->o->compare_rot || s->o->compare_conn || s->o->compare_off ||
-	    s->o->compare_workers)
+	    s->o->compare_workers || s->o->compare_zc)
 		fputs("vs plain: its CPU/dest over the plain backend's in the same round; the median of "
 		      "those ratios [min-max].\n",
 		      s->table);

@@ -88,8 +88,8 @@ int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
 	return (int64_t)(want < lim ? want : lim);
 }
 
-/* Deliver: wait until every datagram this run handed to the kernel was either received or
- * counted as dropped, or until nothing moves any more. */
+/* Deliver and tcp: wait until every datagram (tcp: message) this run handed to the kernel was
+ * either received or counted as dropped, or until nothing moves any more. */
 static void settle(struct rig *r, uint64_t accepted0, const struct deliver_count *d0,
 		   uint64_t drops0, struct sample *out)
 {
@@ -114,6 +114,7 @@ static void settle(struct rig *r, uint64_t accepted0, const struct deliver_count
 		nanosleep(&ms, NULL);
 	}
 	out->received = d.received - d0->received;
+	out->rx_bytes = d.bytes - d0->bytes;
 	out->lost = d.lost - d0->lost;
 	out->late = d.late - d0->late;
 	out->bad = d.bad - d0->bad;
@@ -151,6 +152,8 @@ static void lib_delta(struct lib_count *acc, const struct ms_stats *a, const str
 	acc->off_msgs += a->offload_msgs - b->offload_msgs;
 	acc->off_waits += a->offload_waits - b->offload_waits;
 	acc->off_refused += a->offload_refused - b->offload_refused;
+	acc->zc_sends += a->zc_sends - b->zc_sends;
+	acc->zc_copied += a->zc_copied - b->zc_copied;
 }
 
 static void lib_add(struct lib_count *acc, const struct lib_count *x)
@@ -164,6 +167,8 @@ static void lib_add(struct lib_count *acc, const struct lib_count *x)
 	acc->off_msgs += x->off_msgs;
 	acc->off_waits += x->off_waits;
 	acc->off_refused += x->off_refused;
+	acc->zc_sends += x->zc_sends;
+	acc->zc_copied += x->zc_copied;
 }
 
 void sample_add(struct sample *acc, const struct sample *x)
@@ -189,6 +194,7 @@ void sample_add(struct sample *acc, const struct sample *x)
 	acc->k.dev_tx_dropped += x->k.dev_tx_dropped;
 	acc->k.softnet_dropped += x->k.softnet_dropped;
 	acc->received += x->received;
+	acc->rx_bytes += x->rx_bytes;
 	acc->lost += x->lost;
 	acc->late += x->late;
 	acc->bad += x->bad;
@@ -201,7 +207,7 @@ void sample_add(struct sample *acc, const struct sample *x)
 int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iterations,
 	      uint64_t max_burst, struct sample *out)
 {
-	const bool deliver = s->o->sink == SINK_DELIVER, offload = rig_offloads(r, v);
+	const bool deliver = sink_reads(s->o->sink), offload = rig_offloads(r, v);
 	uint64_t lim = sink_burst_limit(r->sink);
 	struct kstat k0, k1;
 	struct deliver_count d0;
@@ -237,8 +243,8 @@ int timed_run(struct session *s, struct rig *r, enum variant_id v, uint64_t iter
 			uint64_t pub = 0;
 			struct clocks a, z;
 
-			/* Receiver CPU (deliver) is read just inside the process interval, so what is
-			 * taken out of the process figure never exceeds what is in it. */
+			/* Receiver CPU (deliver, tcp) is read just inside the process interval, so
+			 * what is taken out of the process figure never exceeds what is in it. */
 			a.proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 			if (deliver)
 				rx0 = sink_rx_cpu_ns(r->sink);
@@ -532,6 +538,7 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 		res->failed += x->failed;
 		res->dests += x->dests;
 		res->received += x->received;
+		res->rx_bytes += x->rx_bytes;
 		res->lost += x->lost;
 		res->late += x->late;
 		res->bad += x->bad;

@@ -23,6 +23,8 @@
 #define RECV_BATCH 64
 #define NETNS_FIRST_PORT 10000u
 #define MAX_RX_THREADS 4
+#define TCP_READ (256 << 10) /* bytes per read(2) of a TCP receiver */
+#define TCP_LISTENER UINT32_MAX /* the epoll tag of the TCP sink's listening socket */
 
 struct rx_thread {
 	struct sink *s;
@@ -30,16 +32,20 @@ struct rx_thread {
 	bool started;
 	int ep;
 	clockid_t cpu_clock;
-	char *buf; /* RECV_BATCH whole datagrams (payload checking), else NULL */
+	char *buf; /* RECV_BATCH whole datagrams (payload checking), or TCP_READ bytes (tcp) */
 	/* Written by the receiver, read by the sender: relaxed atomics, since only totals matter. */
 	uint64_t received, lost, late, bad, corrupt, foreign;
+	uint64_t bytes; /* tcp: bytes read */
 };
 
 struct sink {
 	enum sink_kind kind;
 	size_t n, size;
 	struct sockaddr_in *dests;
-	int *rx;            /* n receiving sockets (loopback, deliver) or NULL */
+	int *rx;            /* n receiving sockets (loopback, deliver; tcp: the accepted
+			     * connections, -1 until accepted) or NULL */
+	int listener;       /* tcp: the listening socket, else -1 */
+	size_t accepted;    /* tcp: connections accepted so far (the first receiver's alone) */
 	uint64_t *next_seq; /* deliver: next sequence number expected per destination */
 	unsigned char *ref; /* deliver with payload checking: the message as msg_fill makes it */
 	uint16_t *src_port; /* deliver: SINK_MAX_SOURCES sending ports per destination (network
@@ -286,6 +292,58 @@ static void *rx_main(void *arg)
 	return NULL;
 }
 
+/* tcp: accept every connection that waits, each read by receiver (idx mod nth). Only the first
+ * receiver runs this, so s->accepted needs no lock; sink_close joins it before closing. */
+static void tcp_accept(struct sink *s)
+{
+	while (s->accepted < s->n) {
+		int fd = accept4(s->listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0)
+			return;
+		size_t idx = s->accepted++;
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)idx };
+
+		s->rx[idx] = fd;
+		if (epoll_ctl(s->th[idx % s->nth].ep, EPOLL_CTL_ADD, fd, &ev)) {
+			/* Unread, its sender will block: the run stops at the settle's limit and
+			 * reports the bytes unaccounted, which says what went wrong. */
+			fprintf(stderr, "multisend-bench: tcp receiver: epoll_ctl: %s\n",
+				strerror(errno));
+		}
+	}
+}
+
+/* tcp: read every connection and discard the bytes, counting them. Level-triggered: a read
+ * that leaves data queued comes back at the next epoll_wait. */
+static void *tcp_rx_main(void *arg)
+{
+	struct rx_thread *t = arg;
+	struct sink *s = t->s;
+	struct epoll_event ev[64];
+	uint64_t bytes = 0;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		int ne = epoll_wait(t->ep, ev, 64, 50);
+
+		for (int e = 0; e < ne; e++) {
+			if (ev[e].data.u32 == TCP_LISTENER) {
+				tcp_accept(s);
+				continue;
+			}
+			int fd = s->rx[ev[e].data.u32];
+			ssize_t r = read(fd, t->buf, TCP_READ);
+
+			if (r > 0)
+				bytes += (uint64_t)r;
+			else if (!r || (errno != EAGAIN && errno != EINTR)) /* the sender closed */
+				epoll_ctl(t->ep, EPOLL_CTL_DEL, fd, NULL);
+		}
+		__atomic_store_n(&t->bytes, bytes, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
 static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t errlen)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -318,16 +376,30 @@ static int start_receivers(struct sink *s, int sender_cpu, char *err, size_t err
 			errno = ENOMEM;
 			goto fail;
 		}
+		if (s->kind == SINK_TCP && !(t->buf = malloc(TCP_READ))) {
+			errno = ENOMEM;
+			goto fail;
+		}
 		t->ep = epoll_create1(EPOLL_CLOEXEC);
 		if (t->ep < 0)
 			goto fail;
-		for (size_t i = k; i < s->n; i += s->nth) {
+		/* tcp: the connections join as they are accepted, by the first receiver. */
+		for (size_t i = k; s->kind != SINK_TCP && i < s->n; i += s->nth) {
 			struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
 
 			if (epoll_ctl(t->ep, EPOLL_CTL_ADD, s->rx[i], &ev))
 				goto fail;
 		}
-		int e = pthread_create(&t->tid, NULL, rx_main, t);
+	}
+	/* Every epoll set exists before the first receiver may accept into one. */
+	for (unsigned k = 0; k < s->nth; k++) {
+		struct rx_thread *t = &s->th[k];
+		struct epoll_event lev = { .events = EPOLLIN, .data.u32 = TCP_LISTENER };
+
+		if (s->kind == SINK_TCP && !k && epoll_ctl(t->ep, EPOLL_CTL_ADD, s->listener, &lev))
+			goto fail;
+		int e = pthread_create(&t->tid, NULL, s->kind == SINK_TCP ? tcp_rx_main : rx_main,
+				       t);
 
 		if (e) {
 			errno = e;
@@ -364,6 +436,27 @@ static uint64_t inflight_budget(void)
 	return budget;
 }
 
+/* tcp: one listening socket on 127.0.0.1 that every destination connects to (each connection
+ * is its own destination), with room in its backlog for all of them. */
+static int tcp_listen(struct sink *s, char *err, size_t errlen)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	s->listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->listener < 0 || bind(s->listener, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(s->listener, (struct sockaddr *)&a, &len) ||
+	    listen(s->listener, s->n < 65535 ? (int)s->n : 65535)) {
+		int e = errno;
+
+		snprintf(err, errlen, "tcp listening socket on 127.0.0.1: %s", strerror(e));
+		return -e;
+	}
+	for (size_t i = 0; i < s->n; i++)
+		s->dests[i] = a;
+	return 0;
+}
+
 int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int sender_cpu,
 	      bool check_payload, char *err, size_t errlen)
 {
@@ -382,6 +475,7 @@ int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int
 	s->n = n;
 	s->size = size;
 	s->burst = UINT64_MAX;
+	s->listener = -1;
 
 	if (kind == SINK_NETNS_DROP) {
 		if (n > 65535 - NETNS_FIRST_PORT) {
@@ -411,6 +505,13 @@ int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int
 	}
 	for (size_t i = 0; i < n; i++)
 		s->rx[i] = -1;
+	if (kind == SINK_TCP) {
+		if ((ret = tcp_listen(s, err, errlen)) ||
+		    (ret = start_receivers(s, sender_cpu, err, errlen)))
+			goto fail;
+		*out = s;
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		s->rx[i] = rx_socket(s, &s->dests[i], err, errlen);
 		if (s->rx[i] < 0) {
@@ -469,6 +570,8 @@ void sink_close(struct sink *s)
 		for (size_t i = 0; i < s->n; i++)
 			if (s->rx[i] >= 0)
 				close(s->rx[i]);
+	if (s->listener >= 0)
+		close(s->listener);
 	free(s->rx);
 	free(s->next_seq);
 	free(s->ref);
@@ -491,7 +594,8 @@ uint64_t sink_drops(const struct sink *s)
 {
 	uint64_t sum = 0;
 
-	for (size_t i = 0; s->rx && i < s->n; i++) {
+	/* tcp: a segment the receiver dropped is sent again; nothing of the stream is lost. */
+	for (size_t i = 0; s->kind != SINK_TCP && s->rx && i < s->n; i++) {
 		uint32_t mem[SK_MEMINFO_VARS];
 		socklen_t len = sizeof(mem);
 
@@ -524,7 +628,11 @@ void sink_count(const struct sink *s, struct deliver_count *c)
 		c->bad += __atomic_load_n(&s->th[k].bad, __ATOMIC_RELAXED);
 		c->corrupt += __atomic_load_n(&s->th[k].corrupt, __ATOMIC_RELAXED);
 		c->foreign += __atomic_load_n(&s->th[k].foreign, __ATOMIC_RELAXED);
+		c->bytes += __atomic_load_n(&s->th[k].bytes, __ATOMIC_RELAXED);
 	}
+	/* tcp: whole messages, once every byte of them has been read. */
+	if (s->kind == SINK_TCP)
+		c->received = c->bytes / s->size;
 }
 
 uint64_t sink_rx_cpu_ns(const struct sink *s)
@@ -575,6 +683,14 @@ void sink_describe(enum sink_kind kind, bool check_payload, char *buf, size_t le
 		break;
 	case SINK_NETNS_DROP:
 		snprintf(buf, len, "netns-drop");
+		break;
+	case SINK_TCP:
+		snprintf(buf, len,
+			 "tcp: one TCP connection per destination over 127.0.0.1 (TCP_NODELAY), "
+			 "all to one listening socket, read concurrently by receiver threads "
+			 "(epoll) that discard every byte and count them; sent bytes = received is "
+			 "checked per run (a full send buffer blocks the sender, nothing is "
+			 "dropped); receiver CPU is reported apart, not charged to the sender");
 		break;
 	}
 }

@@ -14,6 +14,11 @@
  *                datagram (length, magic, per-destination sequence number, and with
  *                --verify-payload every byte after the head). Nothing is drained by the
  *                sender; wake-ups of sleeping receivers are part of the cost.
+ *   tcp          (--tcp) one TCP connection per destination over 127.0.0.1, all to one
+ *                listening socket, read concurrently by receiver threads that discard what
+ *                they read and count the bytes: a stream shape for the same comparison. A full
+ *                send buffer blocks the sender (nothing is dropped), so receivers must read
+ *                while it sends; their CPU is counted apart, as deliver's.
  *   netns-drop   destinations NETNS_REMOTE:10000.. inside the bench's own namespace (see
  *                netns.h); no sockets, nothing to drain.
  *
@@ -50,6 +55,7 @@ struct deliver_count {
 	uint64_t late;     /* arrived after a later one (reordered or duplicated) */
 	uint64_t bad;      /* wrong length or magic */
 	uint64_t corrupt;  /* right head, but the payload after it differs (payload checking only) */
+	uint64_t bytes;    /* tcp: bytes read (received is the whole messages among them) */
 	uint64_t foreign;  /* not from the rig's sending socket for that destination: another
 			    * program's (anything on the machine may send to a loopback port);
 			    * ignored, neither received nor malformed */
@@ -82,9 +88,9 @@ uint64_t sink_drops(const struct sink *s);
  * foreign. A no-op for the other sinks. */
 #define SINK_MAX_SOURCES 8
 void sink_expect_source(struct sink *s, size_t idx, uint16_t port);
-/* Deliver: counts so far (zero for other sinks). */
+/* Deliver and tcp: counts so far (zero for other sinks). */
 void sink_count(const struct sink *s, struct deliver_count *c);
-/* CPU time used by receiver threads so far (deliver), so it can be taken out of the
+/* CPU time used by receiver threads so far (deliver, tcp), so it can be taken out of the
  * process CPU that the sender is charged. */
 uint64_t sink_rx_cpu_ns(const struct sink *s);
 /* One paragraph for the environment header (netns-drop: see netns_describe). */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ static const char *const names[V_COUNT] = {
 	[V_LOOP_OFF] = "loop+offload",
 	[V_SENDMMSG_OFF] = "sendmmsg+offload",
 	[V_IO_URING_OFF] = "io_uring+offload",
+	[V_IO_URING_ZC] = "io_uring+zc",
 };
 
 /* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
@@ -58,6 +60,9 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP_OFF] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_OFF] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_OFF] = MS_BACKEND_IO_URING,
+	[V_LOOP_ZC] = MS_BACKEND_LOOP,
+	[V_SENDMMSG_ZC] = MS_BACKEND_SENDMMSG,
+	[V_IO_URING_ZC] = MS_BACKEND_IO_URING,
 	[V_LOOP_W] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_W] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_W] = MS_BACKEND_IO_URING,
@@ -173,11 +178,25 @@ static void detail_variant(const struct opts *o, struct variant *x, enum variant
 		snprintf(x->detail + l, sizeof(x->detail) - l,
 			 "; context with workers = %u (each fan-out in %u parts at once)",
 			 o->compare_workers, o->compare_workers);
+	else if (variant_is_zc(v))
+		snprintf(x->detail + l, sizeof(x->detail) - l,
+			 "; context with zc_min = %u (SEND_ZC from that size, until the kernel "
+			 "reports a copy)",
+			 variant_zc_min(o, v));
+	else if (variant_base(v) == V_IO_URING && variant_zc_min(o, v) == MS_ZC_NEVER)
+		snprintf(x->detail + l, sizeof(x->detail) - l, "; zc_min = never (no zero copy)");
 }
 
 bool variant_offloads(const struct opts *o, enum variant_id v)
 {
 	return !variant_is_raw(v) && (o->offload || variant_is_off(v));
+}
+
+uint32_t variant_zc_min(const struct opts *o, enum variant_id v)
+{
+	if (variant_is_zc(v))
+		return o->zc_min ? o->zc_min : 1;
+	return o->compare_zc ? MS_ZC_NEVER : o->zc_min;
 }
 
 uint32_t variant_workers(const struct opts *o, enum variant_id v)
@@ -262,6 +281,7 @@ int variants_open(struct session *s)
 			.cpus = threads && s->o->ncpus ? s->o->cpus : NULL,
 			.ncpus = threads < s->o->ncpus ? threads : s->o->ncpus,
 			.spin_us = threads ? s->o->spin_us : 0,
+			.zc_min = variant_zc_min(s->o, (enum variant_id)v),
 		};
 		int err = ms_ctx_new(&x->ctx, &cfg);
 
@@ -333,11 +353,21 @@ uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 
 static int sender_socket(struct session *s, char *err, size_t errlen)
 {
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	const bool tcp = s->o->sink == SINK_TCP;
+	int fd = socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+	int one = 1;
 
 	if (fd < 0) {
 		snprintf(err, errlen, "sending socket: %s", strerror(errno));
 		return -errno;
+	}
+	/* Each message leaves at once, as a datagram would: no coalescing into later sends. */
+	if (tcp && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) {
+		int e = errno;
+
+		snprintf(err, errlen, "TCP_NODELAY: %s", strerror(e));
+		close(fd);
+		return -e;
 	}
 	if (s->ns) {
 		int e = netns_check_socket(s->ns, fd);

@@ -44,6 +44,14 @@ usage: smoke.py TEST BENCH
                 the +w2+ts variant is stamped on its own sockets (none foreign at the sink),
                 measured against +ts, stamps every part's first and last destination, and
                 carries its skew ratio to +ts; CSV columns consistent; as root, netns-drop too
+  zc            --zc-min, --compare-zc, --mtu: refused outside their ranges; on loopback, where
+                the kernel copies, io_uring+zc interleaves with plain io_uring (zc_min never:
+                no SEND_ZC at all), sends with SEND_ZC until the kernel's first copy report
+                (zc_copied > 0, at most zc_sends, and zero copy off before the sends end);
+                as root, netns-drop with --mtu 65535 and 68
+  tcp           --tcp: N TCP connections to receivers that count bytes; every destination-send
+                of every backend arrives whole (bytes read = sent x size, messages received =
+                sent, the library's byte count too); refused with netns-drop
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -378,6 +386,7 @@ def t_usage(bench):
                  "--lib-connect", "--compare-connect", "--workers", "--offload ",
                  "--compare-offload", "--compare-workers", "--offload-kib", "--spin-us",
                  "--cpus", "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
+                 "--zc-min", "--compare-zc", "--mtu", "--tcp",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -1063,6 +1072,141 @@ def t_callgrind(bench):
         shutil.rmtree(d)
 
 
+def zc_counts(r):
+    """A result's zero-copy counts over the warm-up and the rounds: SEND_ZC destinations,
+    copied ones, destinations in all."""
+    lc, wl = r["library"], r["warmup"]["library"]
+    return (lc["zc_sends"] + wl["zc_sends"], lc["zc_copied"] + wl["zc_copied"],
+            r["dests_sent"] + r["warmup"]["dests_sent"])
+
+
+def check_zc(objs, results, what, copies):
+    """Plain io_uring (zc_min never) and the other backends never send with SEND_ZC;
+    io_uring+zc does, from its first fan-out, and every copy the kernel reports is one of
+    those. copies: the kernel copies here, so zero copy turned itself off before the end."""
+    env = [o for o in objs if o.get("type") == "env"]
+    check(env and env[0]["send_options"].get("compare_zc") is True, f"{what}: env {env}")
+    zc = [r for r in results if r["backend"] == "io_uring+zc"]
+    check(zc, f"{what}: no io_uring+zc results")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']} size={r['size']}"
+        if r["base_backend"] in RAW:
+            continue
+        sends, copied, dests = zc_counts(r)
+        check(0 <= copied <= sends <= dests, f"{name}: zc {sends} sent, {copied} copied of {dests}")
+        if r["backend"] != "io_uring+zc":
+            check(sends == 0 and copied == 0, f"{name}: SEND_ZC without zero copy: {sends}")
+            continue
+        check(r["variant"] == "zc" and r["base_backend"] == "io_uring" and
+              isinstance(r.get("ratio_to_plain"), dict), f"{name}: variant {r['variant']}")
+    if zc:
+        # The context lives through every configuration: its first fan-out went with SEND_ZC.
+        first = zc[0]
+        sends, copied, dests = zc_counts(first)
+        check(sends >= first["fanout"], f"{what}: the first fan-out did not go zero copy: {sends}")
+        total_sends = sum(zc_counts(r)[0] for r in zc)
+        total_copied = sum(zc_counts(r)[1] for r in zc)
+        total_dests = sum(zc_counts(r)[2] for r in zc)
+        if copies:
+            check(total_copied > 0 and total_sends < total_dests,
+                  f"{what}: the kernel copies here, yet {total_copied} copied and zero copy "
+                  f"stayed on ({total_sends} of {total_dests})")
+    for r in results:
+        if r["base_backend"] not in RAW:
+            lc = r["library"]
+            check(lc["dests_accepted"] == r["dests_sent"] - r["dests_failed"],
+                  f"{what} {r['backend']}: library counters {lc}")
+
+
+def t_zc(bench):
+    for args, what in ((["--zc-min", "0"], "--zc-min"), (["--zc-min", "65537"], "--zc-min"),
+                       (["--zc-min", "some"], "--zc-min"),
+                       (["--compare-zc", "--zc-min", "never"], "nothing to compare"),
+                       (["--compare-zc", "--backends", "raw-sendto,loop"], "io_uring"),
+                       (["--compare-zc", "--compare-offload"], "exclude each other"),
+                       (["--mtu", "67", "--sink", "netns-drop"], "--mtu"),
+                       (["--mtu", "65536", "--sink", "netns-drop"], "--mtu"),
+                       (["--mtu", "1500"], "--sink netns-drop")):
+        rc, out, err = run(bench, *args)
+        check(rc == 2 and what in err, f"{args}: exit {rc}, stderr {err!r}")
+    # Loopback: the kernel copies, says so, and zero copy turns itself off.
+    rc, out, err = run(bench, "--quick", "--compare-zc", "--fanout", "16", "--size", "64,8192",
+                       "--json", "-")
+    what = "loopback --compare-zc"
+    if rc == 0 and "io_uring+zc" not in out:
+        print("skipped: io_uring is unavailable")
+        return SKIP
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    check("io_uring also runs as +zc" in err and "! zero copy:" in err, f"{what}: table")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_zc(objs, results, what, copies=True)
+    # --zc-min: the +zc context's threshold; below it nothing goes zero copy.
+    with tempfile.TemporaryDirectory() as d:
+        csv = os.path.join(d, "zc.csv")
+        rc, out, err = run(bench, "--quick", "--compare-zc", "--zc-min", "1024", "--fanout",
+                           "16", "--size", "64", "--csv", csv)
+        check(rc == 0, f"--zc-min 1024: exit status {rc}; stderr:\n{err}")
+        rows = [l.split(",") for l in open(csv).read().splitlines()] if rc == 0 else []
+    if check(rows and "zc_sends" in rows[0], f"--zc-min 1024: CSV header {rows[:1]}"):
+        h = rows[0]
+        for row in rows[1:]:
+            if len(row) == len(h) and row[h.index("backend")] == "io_uring+zc":
+                check(row[h.index("zc_min")] == "1024" and row[h.index("zc_sends")] == "0",
+                      f"--zc-min 1024, 64 B: {dict(zip(h, row))}")
+    if not have_netns():
+        return
+    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--mtu", "65535",
+                       "--compare-zc", "--fanout", "16", "--size", "8192", "--json", "-")
+    what = "netns-drop --mtu 65535 --compare-zc"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    env = [o for o in objs if o.get("type") == "env"]
+    check(env and "MTU 65535" in env[0].get("sink_detail", ""), f"{what}: env {env}")
+    avail, results = check_results(objs)
+    check_zc(objs, results, what, copies=False)
+    check_netns_sent(results, what)
+    rc, out, err = run(bench, "--sink", "netns-drop", "--mtu", "68", "--backends",
+                       "raw-sendto,loop,sendmmsg", "--fanout", "4", "--size", "64",
+                       "--iterations", "100", "--rounds", "1", "--json", "-")
+    check(rc == 0, f"--mtu 68: exit status {rc}; stderr:\n{err}")
+
+
+def t_tcp(bench):
+    for args, what in ((["--tcp", "--sink", "netns-drop"], "--tcp"),
+                       (["--tcp", "--verify-payload"], "--tcp"),
+                       (["--tcp", "--compare-connect"], "--tcp"),
+                       (["--tcp", "--ts-compare", "4"], "--tcp"),
+                       (["--tcp", "--dontwait"], "--tcp")):
+        rc, out, err = run(bench, *args)
+        check(rc == 2 and what in err, f"{args}: exit {rc}, stderr {err!r}")
+    rc, out, err = run(bench, "--tcp", "--duration", "1", "--rounds", "2", "--fanout",
+                       "1,16,64", "--size", "64,1000", "--json", "-")
+    what = "--tcp"
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    check("one connected TCP socket per destination" in err, f"{what}: the header")
+    objs = parse_lines(out)
+    env = [o for o in objs if o.get("type") == "env"]
+    check(env and env[0]["sink"] == "tcp" and env[0]["send_options"].get("tcp") is True,
+          f"{what}: env {env}")
+    avail, results = check_results(objs)
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']} size={r['size']}"
+        check(r["sockets"] == "connected", f"{name}: sockets {r['sockets']}")
+        for part, x in (("rounds", r), ("warm-up", r["warmup"])):
+            dv = x.get("deliver", {})
+            sent = x["dests_sent"] - x["dests_failed"]
+            check(x["dests_failed"] == 0, f"{name} {part}: {x['dests_failed']} failed")
+            check(dv.get("unaccounted") == 0 and dv.get("received") == sent and
+                  dv.get("bytes_received") == sent * r["size"],
+                  f"{name} {part}: sent {sent} x {r['size']} B, receivers {dv}")
+            lc = x.get("library")
+            if r["base_backend"] not in RAW and check(isinstance(lc, dict), f"{name}: no "
+                                                                            "library counters"):
+                check(lc["dests_accepted"] == sent and lc["bytes"] == sent * r["size"],
+                      f"{name} {part}: library counters {lc}, sent {sent}")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -1070,7 +1214,7 @@ def main():
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
              "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
              "variants": t_variants, "connect": t_connect, "offload": t_offload,
-             "workers": t_workers,
+             "workers": t_workers, "zc": t_zc, "tcp": t_tcp,
              "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
