@@ -347,10 +347,18 @@ void ms__pool_stop(struct ms_ctx *ctx)
 	struct ms__pool *p = ctx->pool;
 	if (!p)
 		return;
-	if (in_parent(p))
+	if (in_parent(p)) {
 		join_all(p); /* the offload thread drains the ring first */
-	/* A forked child has none of these threads: nothing to join, and the ring's messages
-	 * are its parent's to send. */
+	} else {
+		/* A forked child has none of these threads: nothing to join, and the ring's
+		 * messages are its parent's to send; their backend states are only copies of the
+		 * parent's memory here (for io_uring, this process's mappings and descriptor of a
+		 * ring the parent keeps), freed like any other copy. */
+		const struct ms__backend *be = ctx->be;
+		for (uint32_t k = 0; k < p->nworkers; k++)
+			if (be->part_fini && p->w[k].be)
+				be->part_fini(p->w[k].be);
+	}
 	ctx->pool = NULL;
 	pool_free(p);
 }
