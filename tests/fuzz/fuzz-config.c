@@ -62,6 +62,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *const shm_values[] = { "", too_long, "/proc/nonexistent/ms-%p" };
 	uintptr_t raw = (uintptr_t)cfg->stats_shm;
 	cfg->stats_shm = raw ? shm_values[raw % 3] : NULL;
+	/* cpus is a pointer too: a list of CPUs that exist here, or one that does not. */
+	static const int cpu_lists[][2] = { { 0, 0 }, { 0, 1 }, { 4095, 0 }, { -1, 0 } };
+	if (cfg->size >= offsetof(struct ms_config, ncpus)) {
+		uintptr_t rc = (uintptr_t)cfg->cpus;
+		cfg->cpus = rc ? cpu_lists[rc % 4] : NULL;
+		if (cfg->size >= offsetof(struct ms_config, spin_us) && cfg->cpus && cfg->ncpus > 2)
+			cfg->ncpus %= 3; /* the list has two entries */
+	}
 	unsetenv("MULTISEND_STATS_SHM");
 
 	struct ms_ctx *ctx = NULL;
@@ -77,19 +85,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* The first layout (before the timestamp fields), or this one or a newer one: never
 		 * a size that cuts a field. */
 		CHECK(cfg->size == offsetof(struct ms_config, ts_sample) ||
+		      cfg->size == offsetof(struct ms_config, workers) ||
 		      (cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096));
 		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
 		if (cfg->size >= sizeof(struct ms_config)) {
 			CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
 			CHECK(!cfg->stats_shm || (*cfg->stats_shm && strlen(cfg->stats_shm) < 4096));
+			CHECK(cfg->workers <= 64 && cfg->spin_us <= 1000000);
+			CHECK(!cfg->offload_kib || ((cfg->flags & MS_CFG_OFFLOAD) &&
+						    cfg->offload_kib >= 64 &&
+						    cfg->offload_kib <= 1048576));
 		}
 	}
+	bool offload = !null_cfg && cfg->size >= sizeof(struct ms_config) &&
+		       (cfg->flags & MS_CFG_OFFLOAD);
 	struct ms_group *g;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	struct ms_dest d = { .fd = sv[1] };
 	CHECK(ms_group_add(g, &d) == 0);
 	struct ms_result res;
-	CHECK(ms_send(g, "x", 1, 0, &res) == 1 && res.status == 1);
+	if (offload) { /* no per-call results: the count handed over, then the counters */
+		CHECK(ms_send(g, "x", 1, 0, &res) == -EINVAL);
+		CHECK(ms_send(g, "x", 1, 0, NULL) == 1);
+		CHECK(ms_ctx_drain(ctx) == 0);
+		struct ms_stats st = { .size = sizeof(st) };
+		CHECK(ms_ctx_stats(ctx, &st) == 0 && st.dests_accepted == 1 && st.offload_msgs == 1);
+	} else {
+		CHECK(ms_send(g, "x", 1, 0, &res) == 1 && res.status == 1);
+	}
 	char c;
 	CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == 1 && c == 'x');
 	ms_group_free(g);
