@@ -264,7 +264,23 @@ static int lock_ring(const struct ms_ctx *ctx, struct uring_state *st)
 	return ms__mlock(ctx, st->bretry, st->depth * sizeof(*st->bretry));
 }
 
-static int uring_ctx_init(struct ms_ctx *ctx)
+static void state_free(struct uring_state *st)
+{
+	if (!st)
+		return;
+	if (st->depth) /* the ring was opened */
+		io_uring_queue_exit(&st->ring); /* the kernel keeps registered pages until done */
+	free(st->refs);
+	free(st->inos);
+	free(st->retry);
+	free(st->bretry);
+	free(st->zbuf);
+	free(st);
+}
+
+/* A ring and the arrays sized by it, locked with MS_CFG_MLOCK; shared by the context's ring
+ * and the library threads' rings (uring_part_init). */
+static int state_new(const struct ms_ctx *ctx, struct uring_state **out)
 {
 	struct uring_state *st = calloc(1, sizeof(*st));
 	if (!st)
@@ -279,13 +295,19 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 	if (!err)
 		err = lock_ring(ctx, st);
 	if (err) {
-		if (st->depth)
-			io_uring_queue_exit(&st->ring);
-		free(st->retry);
-		free(st->bretry);
-		free(st);
+		state_free(st);
 		return err;
 	}
+	*out = st;
+	return 0;
+}
+
+static int uring_ctx_init(struct ms_ctx *ctx)
+{
+	struct uring_state *st;
+	int err = state_new(ctx, &st);
+	if (err)
+		return err;
 	files_register(st);
 	set_classes(st);
 	zc_setup(ctx, st);
@@ -295,16 +317,7 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 
 static void uring_ctx_fini(struct ms_ctx *ctx)
 {
-	struct uring_state *st = ctx->be_state;
-	if (!st)
-		return;
-	io_uring_queue_exit(&st->ring); /* the kernel keeps the registered pages until done */
-	free(st->refs);
-	free(st->inos);
-	free(st->retry);
-	free(st->bretry);
-	free(st->zbuf);
-	free(st);
+	state_free(ctx->be_state);
 	ctx->be_state = NULL;
 }
 
@@ -811,29 +824,14 @@ static int uring_part(void *state, struct ms__send *s, size_t first, size_t coun
  * context's ring only), so its requests name sockets by plain fd. */
 static int uring_part_init(struct ms_ctx *ctx, void **out)
 {
-	struct uring_state *st = calloc(1, sizeof(*st));
-	if (!st)
-		return -ENOMEM;
-	int err = ring_open(st, ctx->queue_depth);
-	if (!err) {
-		st->retry = calloc(st->depth, sizeof(*st->retry));
-		st->bretry = calloc(st->depth, sizeof(*st->bretry));
-		if (!st->retry || !st->bretry)
-			err = -ENOMEM;
-	}
-	if (!err)
-		err = lock_ring(ctx, st);
-	if (!err) {
-		set_classes(st); /* files_ok is false: no IOSQE_FIXED_FILE */
-		zc_setup(ctx, st);
-		err = make_ready(st);
-	}
-	if (err) {
-		if (st->depth)
-			io_uring_queue_exit(&st->ring);
-		free(st->retry);
-		free(st->bretry);
-		free(st);
+	struct uring_state *st;
+	int err = state_new(ctx, &st);
+	if (err)
+		return err;
+	set_classes(st); /* files_ok is false: no IOSQE_FIXED_FILE */
+	zc_setup(ctx, st);
+	if ((err = make_ready(st))) {
+		state_free(st);
 		return err;
 	}
 	*out = st;
@@ -842,14 +840,7 @@ static int uring_part_init(struct ms_ctx *ctx, void **out)
 
 static void uring_part_fini(void *state)
 {
-	struct uring_state *st = state;
-	if (!st)
-		return;
-	io_uring_queue_exit(&st->ring);
-	free(st->retry);
-	free(st->bretry);
-	free(st->zbuf);
-	free(st);
+	state_free(state);
 }
 
 static int uring_send(struct ms__send *s)

@@ -497,19 +497,9 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	}
 	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
 	    (err = ms__mlock(ctx, ctx->own, sizeof(*ctx->own))) ||
-	    (err = ms__mlock(ctx, ctx->slot, sizeof(*ctx->slot)))) {
+	    (err = ms__mlock(ctx, ctx->slot, sizeof(*ctx->slot))) ||
+	    ((c.workers > 1 || (c.flags & MS_CFG_OFFLOAD)) && (err = ms__pool_start(ctx, &c)))) {
 		if (ctx->slot && ctx->slot != ctx->own)
-			ms__shm_close(ctx->slot);
-		free(ctx->own);
-		if (ctx->be->ctx_fini)
-			ctx->be->ctx_fini(ctx);
-		free(ctx);
-		return err;
-	}
-	if (c.workers > 1 || (c.flags & MS_CFG_OFFLOAD))
-		err = ms__pool_start(ctx, &c);
-	if (err) {
-		if (ctx->slot != ctx->own)
 			ms__shm_close(ctx->slot);
 		free(ctx->own);
 		if (ctx->be->ctx_fini)
