@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -118,6 +119,108 @@ uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen)
 	return k ^ (h & 0xffffffffffffu);
 }
 
+/* ---- routes --------------------------------------------------------------------------------- */
+
+/*
+ * A sendto to an address with no route fails at once (ENETUNREACH, EHOSTUNREACH, EACCES for a
+ * prohibit route or a broadcast address without SO_BROADCAST, EINVAL for a blackhole); a
+ * batched send would have told the program "sent". So before the first batched send to a
+ * destination, the shim asks the kernel the same question with a probe socket made like the
+ * program's (family, bound address, device, mark, SO_BROADCAST): a UDP connect() does the
+ * route lookup a send does, and sends nothing. A destination that passes is remembered for
+ * its socket (fd number and generation); one that fails is never batched, so every send to
+ * it gets the kernel's answer itself. A route removed later shows as an error at flush.
+ */
+#define ROUTE_SLOTS 8192u
+#define ROUTE_PROBE 8u
+static uint64_t *route_tab;
+static pthread_once_t route_once = PTHREAD_ONCE_INIT;
+
+static void route_map(void)
+{
+	void *m = mmap(NULL, ROUTE_SLOTS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m != MAP_FAILED)
+		route_tab = m;
+}
+
+static int copy_int_opt(int from, int to, int level, int opt)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+	if (getsockopt(from, level, opt, &v, &l) < 0)
+		return -1;
+	return v ? setsockopt(to, level, opt, &v, sizeof(v)) : 0;
+}
+
+/* 0: the kernel has a route for a send from fd to addr; else the errno a send would get (or
+ * -1: cannot tell, do not batch). */
+static int route_probe(int fd, uint32_t info, const struct sockaddr *addr, socklen_t alen)
+{
+	int fam = info & FD_V6 ? AF_INET6 : AF_INET;
+	int p = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+	int err = -1;
+
+	if (p < 0)
+		return -1;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (copy_int_opt(fd, p, SOL_SOCKET, SO_BROADCAST) < 0 ||
+	    copy_int_opt(fd, p, SOL_SOCKET, SO_MARK) < 0 ||
+	    copy_int_opt(fd, p, SOL_SOCKET, SO_BINDTOIFINDEX) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		goto out;
+	/* A socket bound to one of the host's addresses routes from it. */
+	if (fam == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+		in->sin_port = 0;
+		if (in->sin_addr.s_addr != htonl(INADDR_ANY) &&
+		    bind(p, (struct sockaddr *)in, sizeof(*in)) < 0)
+			goto out;
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+		in6->sin6_port = 0;
+		if (!IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) &&
+		    bind(p, (struct sockaddr *)in6, sizeof(*in6)) < 0)
+			goto out;
+	}
+	err = connect(p, addr, alen) == 0 ? 0 : errno;
+out:
+	close(p);
+	return err;
+}
+
+bool shim_route_ok(int fd, struct shim_fd *e, uint32_t info, uint64_t key,
+		   const struct sockaddr *addr, socklen_t alen)
+{
+	uint64_t gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
+	uint64_t h = (key ^ (gen * 0x9e3779b97f4a7c15u)) * 0xbf58476d1ce4e5b9u;
+	h ^= h >> 31;
+	h |= 1; /* 0 is an empty slot */
+
+	pthread_once(&route_once, route_map);
+	if (!route_tab)
+		return false;
+	uint32_t i0 = (uint32_t)(h >> 40) % ROUTE_SLOTS;
+	for (uint32_t k = 0; k < ROUTE_PROBE; k++)
+		if (__atomic_load_n(&route_tab[(i0 + k) % ROUTE_SLOTS], __ATOMIC_RELAXED) == h)
+			return true;
+	int saved = errno;
+	int err = route_probe(fd, info, addr, alen);
+	errno = saved;
+	if (err)
+		return false;
+	uint32_t slot = i0;
+	for (uint32_t k = 0; k < ROUTE_PROBE; k++) {
+		if (!__atomic_load_n(&route_tab[(i0 + k) % ROUTE_SLOTS], __ATOMIC_RELAXED)) {
+			slot = (i0 + k) % ROUTE_SLOTS;
+			break;
+		}
+	}
+	__atomic_store_n(&route_tab[slot], h, __ATOMIC_RELAXED);
+	return true;
+}
+
 /* ---- the planner ---------------------------------------------------------------------------- */
 
 void shim_plan_reset(struct shim_plan *p)
@@ -139,108 +242,126 @@ bool shim_plan_needs_room(const struct shim_plan *p, int fd)
 
 /* ---- the age-bound flusher ------------------------------------------------------------------ */
 
-/* 0: not started in this process; 1: started. */
-static _Atomic int flusher_started;
-/* The flusher's futex word: 1 while it sleeps with nothing to watch. */
-static _Atomic int flusher_idle;
+/*
+ * One thread per process, started when the first batch is left pending after a send (never
+ * in a constructor, never for a program whose sends all go straight out). It sleeps until the
+ * oldest pending batch is delay_us old, flushes what is due, and sleeps without a deadline
+ * when nothing is pending, so it makes no system call while the program's batches are all
+ * flushed by the program's own calls. It runs at the program's priority: at SCHED_IDLE a
+ * loaded machine starved it and batches waited hundreds of milliseconds past the bound.
+ *
+ * It can be stopped and joined (shim_flusher_quiesce) before a call that needs the process to
+ * be single-threaded (unshare or setns of a user namespace); the next batch starts it again.
+ */
+static _Atomic int flusher_started; /* 0: no thread; 1: running (or starting) */
+static _Atomic int flusher_word;    /* futex: bumped to wake the flusher */
+static _Atomic bool flusher_idle;   /* asleep with no deadline: a new batch must wake it */
+static _Atomic bool flusher_stop;
+static pthread_t flusher_thread;
+static pthread_mutex_t flusher_ctl = PTHREAD_MUTEX_INITIALIZER; /* start and stop */
 
 static void futex_wake(_Atomic int *w)
 {
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-static void futex_wait(_Atomic int *w, int val)
+static void futex_wait(_Atomic int *w, int val, const struct timespec *rel)
 {
-	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
 }
 
-static bool any_pending(void)
+/* The oldest pending batch's start (0: none). Registry lock held. */
+static uint64_t oldest_pending(void)
 {
-	for (struct shim_thread *t = shim_registry; t; t = t->next)
-		if (t->in_use && t->b && __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED))
-			return true;
-	return false;
+	uint64_t oldest = 0;
+	for (struct shim_thread *t = shim_registry; t; t = t->next) {
+		if (!t->in_use || !t->b)
+			continue;
+		uint64_t f = __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED);
+		if (f && (!oldest || f < oldest))
+			oldest = f;
+	}
+	return oldest;
 }
 
-/*
- * Wakes every half delay while there is traffic and flushes each batch whose first message is
- * at least half a delay old, so that no batch waits much longer than the delay for a program
- * that makes no further call the shim sees. After 20 ms without a pending batch it sleeps on
- * a futex until a thread starts one.
- */
 static void *flusher_main(void *arg)
 {
 	(void)arg;
 	shim_guard = 1; /* whatever this thread calls goes straight through */
-	/* Never take a CPU from the program: woken every half delay on a busy machine, at normal
-	 * priority this thread preempted the publisher often enough to cost about 12% of its CPU
-	 * per destination (measured; see the README). At SCHED_IDLE it runs only on an idle CPU,
-	 * which is when the program is not sending anyway. */
-	struct sched_param sp = { 0 };
-	if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) != 0)
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-	uint64_t half = (uint64_t)shim_cfg.delay_us * 500u;
-	unsigned idle_after = (unsigned)(20000000u / half) + 2, empty = 0;
-	struct timespec ts = { .tv_sec = (time_t)(half / 1000000000u),
-			       .tv_nsec = (long)(half % 1000000000u) };
+	uint64_t delay = (uint64_t)shim_cfg.delay_us * 1000u;
 
-	for (;;) {
-		shim_real.clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+	while (!atomic_load(&flusher_stop)) {
+		int word = atomic_load(&flusher_word);
 		uint64_t now = shim_now_ns();
-		bool any = false;
 
 		pthread_mutex_lock(&shim_registry_lock);
 		for (struct shim_thread *t = shim_registry; t; t = t->next) {
 			if (!t->in_use || !t->b)
 				continue;
 			uint64_t first = __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED);
-			if (!first)
-				continue;
-			any = true;
 			/* A batch being appended to or flushed is its owner's business now. */
-			if (now - first >= half && pthread_mutex_trylock(&t->b->lock) == 0) {
+			if (first && now - first >= delay &&
+			    pthread_mutex_trylock(&t->b->lock) == 0) {
 				first = t->b->first_ns;
-				if (first && now - first >= half)
+				if (first && now - first >= delay)
 					shim_flush_locked(t, FLUSH_AGE);
 				pthread_mutex_unlock(&t->b->lock);
 			}
 		}
-		if (!any && ++empty >= idle_after) {
-			atomic_store(&flusher_idle, 1);
-			any = any_pending(); /* a batch started before the store was seen */
-			pthread_mutex_unlock(&shim_registry_lock);
-			if (!any)
-				futex_wait(&flusher_idle, 1);
-			atomic_store(&flusher_idle, 0);
-			empty = 0;
+		uint64_t oldest = oldest_pending();
+		if (!oldest) {
+			/* Either a thread starting a batch sees idle and wakes us, or we see its
+			 * batch here (its first_ns store, fence, idle load pairs with this). */
+			atomic_store(&flusher_idle, true);
+			atomic_thread_fence(memory_order_seq_cst);
+			oldest = oldest_pending();
+			if (oldest)
+				atomic_store(&flusher_idle, false);
+		}
+		pthread_mutex_unlock(&shim_registry_lock);
+
+		if (!oldest) {
+			/* A batch started after the registry was read has bumped the word. */
+			futex_wait(&flusher_word, word, NULL);
+			atomic_store(&flusher_idle, false);
 			continue;
 		}
-		if (any)
-			empty = 0;
-		pthread_mutex_unlock(&shim_registry_lock);
+		now = shim_now_ns();
+		uint64_t due = oldest + delay, wait = due > now ? due - now : 0;
+		if (wait) {
+			struct timespec ts = { .tv_sec = (time_t)(wait / 1000000000u),
+					       .tv_nsec = (long)(wait % 1000000000u) };
+			futex_wait(&flusher_word, word, &ts);
+		}
 	}
 	return NULL;
 }
 
 static void flusher_start(void)
 {
-	if (atomic_load_explicit(&flusher_started, memory_order_relaxed) ||
-	    atomic_exchange(&flusher_started, 1))
+	if (atomic_load_explicit(&flusher_started, memory_order_relaxed))
 		return;
-	pthread_attr_t attr;
-	pthread_t th;
-	sigset_t all, old;
+	pthread_mutex_lock(&flusher_ctl);
+	if (!atomic_load(&flusher_started)) {
+		pthread_attr_t attr;
+		sigset_t all, old;
 
-	/* No signal of the program's is ever delivered to the shim's thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 64 * 1024);
-	if (pthread_create(&th, &attr, flusher_main, NULL) != 0)
-		shim_warn("cannot start the batch flusher thread: batches wait for the next call");
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+		/* No signal of the program's is ever delivered to the shim's thread. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, 64 * 1024);
+		atomic_store(&flusher_stop, false);
+		atomic_store(&flusher_idle, false);
+		if (pthread_create(&flusher_thread, &attr, flusher_main, NULL) == 0)
+			atomic_store(&flusher_started, 1);
+		else
+			shim_warn("cannot start the batch flusher thread: batches wait for the next "
+				  "call");
+		pthread_attr_destroy(&attr);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&flusher_ctl);
 }
 
 /* A batch just took its first message: make sure the flusher is watching. */
@@ -248,15 +369,45 @@ static void flusher_poke(void)
 {
 	atomic_thread_fence(memory_order_seq_cst); /* first_ns is stored before idle is read */
 	if (atomic_load_explicit(&flusher_idle, memory_order_relaxed) &&
-	    atomic_exchange(&flusher_idle, 0))
-		futex_wake(&flusher_idle);
+	    atomic_exchange(&flusher_idle, false)) {
+		atomic_fetch_add(&flusher_word, 1);
+		futex_wake(&flusher_word);
+	}
+}
+
+bool shim_flusher_quiesce(void)
+{
+	bool stopped = false;
+
+	pthread_mutex_lock(&flusher_ctl);
+	if (atomic_load(&flusher_started)) {
+		atomic_store(&flusher_stop, true);
+		atomic_fetch_add(&flusher_word, 1);
+		futex_wake(&flusher_word);
+		pthread_join(flusher_thread, NULL);
+		atomic_store(&flusher_started, 0);
+		stopped = true;
+	}
+	pthread_mutex_unlock(&flusher_ctl);
+	return stopped;
+}
+
+void shim_flusher_resume(void)
+{
+	pthread_mutex_lock(&shim_registry_lock);
+	bool any = oldest_pending() != 0;
+	pthread_mutex_unlock(&shim_registry_lock);
+	if (any)
+		flusher_start();
 }
 
 void shim_batch_after_fork_child(void)
 {
 	/* The flusher thread does not exist in the child; the first batch starts another. */
 	atomic_store(&flusher_started, 0);
-	atomic_store(&flusher_idle, 0);
+	atomic_store(&flusher_idle, false);
+	atomic_store(&flusher_stop, false);
+	pthread_mutex_init(&flusher_ctl, NULL);
 }
 
 /* ---- flushing ------------------------------------------------------------------------------- */
@@ -298,18 +449,35 @@ static void count_flush_syscall(struct shim_thread *t, int fd)
 	r->c.fsyscalls++;
 }
 
-/* Send cnt prepared messages of one socket; every message is attempted exactly once. */
+/* A socket the shim batched as blocking was made non-blocking behind its back (another
+ * process sharing the file): the program's send would have waited for room, so the flush
+ * does. False if the socket cannot be waited for. */
+static bool wait_room(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int r;
+	do
+		r = shim_real.poll ? shim_real.poll(&pfd, 1, -1) : -1;
+	while (r < 0 && errno == EINTR);
+	return r > 0 && !(pfd.revents & (POLLERR | POLLNVAL));
+}
+
+/* Send cnt prepared messages of one socket, in order; every message is attempted exactly
+ * once (the sendmmsg rule: after a partial return, resume at the first unsent message, whose
+ * error the next call reports). */
 static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
 {
 	if (cnt == 1) {
 		const struct msghdr *h = &mm[0].msg_hdr;
 		ssize_t r;
-		do {
+		for (;;) {
 			count_flush_syscall(t, fd);
 			t->single_sends++;
 			r = ms__sys.sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0,
 					   h->msg_name, h->msg_namelen);
-		} while (r < 0 && errno == EINTR);
+			if (r >= 0 || (errno != EINTR && (errno != EAGAIN || !wait_room(fd))))
+				break;
+		}
 		if (r < 0)
 			flush_error(t, fd, errno);
 		return;
@@ -319,7 +487,7 @@ static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32
 		t->sendmmsg_calls++;
 		int r = ms__sys.sendmmsg(fd, mm + off, cnt - off, 0);
 		if (r < 0) {
-			if (errno == EINTR)
+			if (errno == EINTR || (errno == EAGAIN && wait_room(fd)))
 				continue;
 			/* The kernel reports an error only for the first message of the call. */
 			flush_error(t, fd, errno);
@@ -353,27 +521,28 @@ void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int saved = errno;
 
+	/* In the order the program sent: each run of consecutive messages on one socket is one
+	 * sendmmsg. (Grouping by socket instead reordered a, b, a sent on two sockets to the
+	 * same destination.) */
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct shim_msg *m = &t->msgs[i];
+		t->iov[i] = (struct iovec){ .iov_base = t->arena + m->off, .iov_len = m->len };
+		t->mm[i].msg_hdr = (struct msghdr){
+			.msg_name = m->d.alen ? (void *)&m->d.a : NULL,
+			.msg_namelen = m->d.alen,
+			.msg_iov = &t->iov[i],
+			.msg_iovlen = 1,
+		};
+		t->mm[i].msg_len = 0;
+	}
+	for (uint32_t i = 0, run; i < p->n; i += run) {
+		int fd = t->msgs[i].d.fd;
+		for (run = 1; i + run < p->n && t->msgs[i + run].d.fd == fd; run++)
+			;
+		send_group(t, fd, t->mm + i, run);
+	}
 	for (uint32_t k = 0; k < p->nfds; k++) {
-		int fd = p->fds[k];
-		uint32_t cnt = 0;
-
-		for (uint32_t i = 0; i < p->n && cnt < p->fdcount[k]; i++) {
-			const struct shim_msg *m = &t->msgs[i];
-			if (p->nfds > 1 && m->d.fd != fd)
-				continue;
-			t->iov[cnt] = (struct iovec){ .iov_base = t->arena + m->off, .iov_len = m->len };
-			t->mm[cnt].msg_hdr = (struct msghdr){
-				.msg_name = m->d.alen ? (void *)&m->d.a : NULL,
-				.msg_namelen = m->d.alen,
-				.msg_iov = &t->iov[cnt],
-				.msg_iovlen = 1,
-			};
-			t->mm[cnt].msg_len = 0;
-			cnt++;
-		}
-		send_group(t, fd, t->mm, cnt);
-
-		struct shim_fd *e = shim_fd_get(fd);
+		struct shim_fd *e = shim_fd_get(p->fds[k]);
 		struct shim_thread *me = t;
 		if (e)
 			atomic_compare_exchange_strong(&e->pending, &me, NULL);
@@ -434,13 +603,6 @@ static void payload_copy(uint8_t *buf, const struct iovec *iov, int iovcnt)
 	}
 }
 
-/* Blocking? Asked once per socket per batch: O_NONBLOCK can change behind the shim's back. */
-static bool blocking(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	return fl >= 0 && !(fl & O_NONBLOCK);
-}
-
 bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok)
 {
 	if (!(info & FD_BATCHABLE) || (s->flags & ~MSG_NOSIGNAL) || s->control ||
@@ -484,7 +646,7 @@ static bool append_locked(struct shim_thread *t, const struct shim_dest *d, uint
 		*started = true;
 	}
 	enum shim_reason why = FLUSH_FULL;
-	if (shim_plan_add(p, d->fd, key, shim_cfg.batch_max, &why)) {
+	if (shim_plan_take(p, d->fd, key, shim_cfg.batch_max, &why)) {
 		shim_flush_locked(t, why);
 		return true;
 	}
@@ -551,6 +713,7 @@ static void drain_sigq_locked(struct shim_thread *t)
 		/* Appended straight from its slot, which the producer cannot reuse before the
 		 * pop below. */
 		struct iovec iov = { .iov_base = (void *)q->data, .iov_len = q->len };
+		shim_plan_observe(&b->plan, q->key);
 		append_locked(t, &q->d, q->key, &iov, 1, q->len, &started);
 		sigq_pop(b, from_ring);
 	}
@@ -667,27 +830,32 @@ int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shi
 	if (!can || !shim_thread_batch(t))
 		goto pass;
 
+	struct shim_batch *b = t->b;
+	struct shim_plan *p = &b->plan;
+	/* Only the owner touches the predictor, so it needs no lock. */
+	shim_plan_observe(p, key);
+	/* Nothing is held back on a guess: a batch starts only once the program's fan-out
+	 * pattern is known (its first destination came round again, after two or more others).
+	 * Until then, and for a program that sends to one destination, every send goes straight
+	 * out: no copy, no flusher thread, not one system call more than without the shim. */
+	if (shim_cfg.fanout_end && p->pred_len < 2 &&
+	    !__atomic_load_n(&b->first_ns, __ATOMIC_RELAXED))
+		goto pass;
+	/* An error a route lookup would give (no route, unreachable, prohibited, a broadcast
+	 * address without SO_BROADCAST) must reach the program at call time. */
+	if (s->addr && !shim_route_ok(s->fd, e, info, key, s->addr, s->alen))
+		goto pass;
+
 	/* Another thread's data for this socket goes first. */
 	struct shim_thread *other = atomic_load_explicit(&e->pending, memory_order_acquire);
 	if (other && other != t)
 		shim_flush_thread(other, FLUSH_OTHER_THREAD);
 
-	struct shim_batch *b = t->b;
-	struct shim_plan *p = &b->plan;
-	bool new_fd = true, started = false;
+	bool started = false;
 
 	pthread_mutex_lock(&b->lock);
 	if (unlikely(!sigq_empty(b)))
 		drain_sigq_locked(t);
-	for (uint32_t k = 0; k < p->nfds; k++)
-		if (p->fds[k] == s->fd)
-			new_fd = false;
-	if (new_fd && !blocking(s->fd)) {
-		/* EAGAIN must reach the program: send for real, after the batch. */
-		shim_flush_locked(t, FLUSH_SEND);
-		pthread_mutex_unlock(&b->lock);
-		return 0;
-	}
 	struct shim_dest d;
 	shim_dest_make(&d, s->fd, info, s->addr, s->alen);
 	bool flushed = append_locked(t, &d, key, s->iov, s->iovcnt, s->len, &started);

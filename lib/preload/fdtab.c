@@ -6,11 +6,12 @@
  * (family, type, protocol) and on options that can (send timeout, path-MTU discovery, corking,
  * GSO, the connected peer). The cache is dropped whenever the number may come to mean another
  * file or the options may change: close, dup2, dup3, close_range, socket, accept, setsockopt,
- * connect and shutdown all go through the shim. O_NONBLOCK can also be changed behind the
- * shim's back (fcntl, ioctl, or another process sharing the file), so batch.c asks for it
- * again (one F_GETFL) each time a batch takes its first message for a socket.
+ * connect, shutdown, and fcntl F_SETFL / ioctl FIONBIO (O_NONBLOCK) all go through the shim.
+ * O_NONBLOCK can still change behind the shim's back (another process sharing the file): a
+ * flush that then meets EAGAIN waits for room, as the program's blocking send would have.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <stdatomic.h>
@@ -51,6 +52,13 @@ static bool udp_batchable(int fd, bool v6)
 	socklen_t l = sizeof(tv);
 	int v;
 
+	/* Errors that arrive after a send (ICMP port unreachable, a local drop) are given to the
+	 * program by its next call on a connected socket or one with IP_RECVERR / IPV6_RECVERR:
+	 * a batch would hide them or hand them to the wrong call. */
+	if (getint(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_RECVERR : IP_RECVERR, &v) < 0 || v)
+		return false;
+	if (v6 && (getint(fd, IPPROTO_IP, IP_RECVERR, &v) < 0 || v))
+		return false;
 	/* A send timeout makes a blocking socket report EAGAIN: the program must see it. */
 	if (getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) < 0 || tv.tv_sec || tv.tv_usec)
 		return false;
@@ -96,10 +104,14 @@ static uint32_t classify(int fd)
 		struct sockaddr_storage ss;
 		socklen_t l = sizeof(ss);
 
+		int fl = fcntl(fd, F_GETFL);
+
 		info |= FD_UDP;
+		if (fl < 0 || (fl & O_NONBLOCK))
+			info |= FD_NONBLOCK; /* EAGAIN must reach the program */
 		if (getpeername(fd, (struct sockaddr *)&ss, &l) == 0)
 			info |= FD_CONNECTED;
-		if (udp_batchable(fd, dom == AF_INET6))
+		if (!(info & (FD_NONBLOCK | FD_CONNECTED)) && udp_batchable(fd, dom == AF_INET6))
 			info |= FD_BATCHABLE;
 	}
 	return info;

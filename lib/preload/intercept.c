@@ -18,13 +18,18 @@
  * The socket-address parameters use glibc's transparent-union types (__SOCKADDR_ARG) so the
  * definitions match the declarations of <sys/socket.h> under _GNU_SOURCE.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -667,6 +672,351 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict ale
 	if (likely(!shim_guard))
 		point(fd, FLUSH_SOCKOPT);
 	return REAL(getsockname, "getsockname")(fd, addr.__sockaddr__, alen);
+}
+
+/* ---- what the program can order its sends by ------------------------------------------------ */
+
+/*
+ * A batch must never be overtaken by a send that the program ordered after it through
+ * something the shim does not see as a socket call: a mutex, a condition variable, a
+ * semaphore, a barrier, a signal to another thread or process. Each of these is a flush
+ * point: this thread's batch goes out before the call, so whatever the other side does after
+ * it (its own sends) comes later on the wire. Waiting in one is a flush point too, so a batch
+ * never waits while its thread blocks.
+ *
+ * The one exception keeps batching possible in single-threaded programs whose runtime locks
+ * a process-private mutex around every call (CPython's interpreter lock): while the program
+ * has started no thread (pthread_create, through the shim), a process-private object cannot
+ * order anything against another sender, so it is not a flush point. Whether an object is
+ * process-shared is read from glibc's layout (checked in tests/shim): mutex kind bit 7,
+ * condition variable __wrefs bit 0, rwlock __shared, semaphore "private" word 128.
+ *
+ * Not seen, so not flush points (say so in the documentation): raw futex system calls,
+ * lock-free shared memory, and threads made without pthread_create.
+ */
+static _Atomic bool program_threaded;
+
+typedef int (*fn_obj)(void *);
+typedef int (*fn_obj2)(void *, void *);
+typedef int (*fn_obj_ts)(void *, const struct timespec *);
+typedef int (*fn_obj_clk_ts)(void *, clockid_t, const struct timespec *);
+typedef int (*fn_obj2_ts)(void *, void *, const struct timespec *);
+typedef int (*fn_obj2_clk_ts)(void *, void *, clockid_t, const struct timespec *);
+
+/* The next definition of sym (of version ver where glibc keeps an older one beside it). */
+static void *next_sym(const char *sym, const char *ver)
+{
+	void *f = ver ? dlvsym(RTLD_NEXT, sym, ver) : NULL;
+	return f ? f : dlsym(RTLD_NEXT, sym);
+}
+
+#define NEXT(type, sym, ver)                                                     \
+	({                                                                       \
+		static __typeof__(type) next_;                                   \
+		__typeof__(type) f_ = __atomic_load_n(&next_, __ATOMIC_RELAXED); \
+		if (unlikely(!f_)) {                                             \
+			f_ = (__typeof__(type))next_sym(sym, ver);               \
+			__atomic_store_n(&next_, f_, __ATOMIC_RELAXED);          \
+		}                                                                \
+		f_;                                                              \
+	})
+
+static inline void sync_point(bool shared)
+{
+	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF &&
+	    (shared || atomic_load_explicit(&program_threaded, memory_order_relaxed)))
+		point(-1, FLUSH_SYNC);
+}
+
+static inline bool mutex_shared(const pthread_mutex_t *m)
+{
+	return m && (m->__data.__kind & 128) != 0;
+}
+
+static inline bool cond_shared(const pthread_cond_t *c, const pthread_mutex_t *m)
+{
+	return (c && (c->__data.__wrefs & 1)) || mutex_shared(m);
+}
+
+static inline bool sem_shared(const sem_t *s)
+{
+	int priv;
+	if (!s)
+		return false;
+	memcpy(&priv, (const char *)s + 8, sizeof(priv));
+	return priv != 0;
+}
+
+SHIM_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			       void *arg)
+{
+	/* From the first thread on, every lock can order this thread's sends against
+	 * another's. Batches already pending go out before the new thread runs. */
+	if (likely(!shim_guard)) {
+		atomic_store(&program_threaded, true);
+		sync_point(true);
+	}
+	return NEXT(int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
+		    "pthread_create", "GLIBC_2.34")(th, attr, fn, arg);
+}
+
+SHIM_EXPORT int pthread_join(pthread_t th, void **ret)
+{
+	sync_point(true);
+	return NEXT(int (*)(pthread_t, void **), "pthread_join", "GLIBC_2.34")(th, ret);
+}
+
+#define MUTEX_WRAP(name, ver)                                             \
+	SHIM_EXPORT int name(pthread_mutex_t *m)                          \
+	{                                                                 \
+		sync_point(mutex_shared(m));                              \
+		return NEXT(fn_obj, #name, ver)(m);                       \
+	}
+MUTEX_WRAP(pthread_mutex_lock, NULL)
+MUTEX_WRAP(pthread_mutex_trylock, "GLIBC_2.34")
+MUTEX_WRAP(pthread_mutex_unlock, NULL)
+
+SHIM_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *restrict m,
+					const struct timespec *restrict ts)
+{
+	sync_point(mutex_shared(m));
+	return NEXT(fn_obj_ts, "pthread_mutex_timedlock", "GLIBC_2.34")(m, ts);
+}
+
+SHIM_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *restrict m, clockid_t clk,
+					const struct timespec *restrict ts)
+{
+	sync_point(mutex_shared(m));
+	return NEXT(fn_obj_clk_ts, "pthread_mutex_clocklock", "GLIBC_2.34")(m, clk, ts);
+}
+
+SHIM_EXPORT int pthread_cond_wait(pthread_cond_t *restrict c, pthread_mutex_t *restrict m)
+{
+	sync_point(cond_shared(c, m));
+	return NEXT(fn_obj2, "pthread_cond_wait", "GLIBC_2.3.2")(c, m);
+}
+
+SHIM_EXPORT int pthread_cond_timedwait(pthread_cond_t *restrict c, pthread_mutex_t *restrict m,
+				       const struct timespec *restrict ts)
+{
+	sync_point(cond_shared(c, m));
+	return NEXT(fn_obj2_ts, "pthread_cond_timedwait", "GLIBC_2.3.2")(c, m, ts);
+}
+
+SHIM_EXPORT int pthread_cond_clockwait(pthread_cond_t *restrict c, pthread_mutex_t *restrict m,
+				       clockid_t clk, const struct timespec *restrict ts)
+{
+	sync_point(cond_shared(c, m));
+	return NEXT(fn_obj2_clk_ts, "pthread_cond_clockwait", "GLIBC_2.34")(c, m, clk, ts);
+}
+
+SHIM_EXPORT int pthread_cond_signal(pthread_cond_t *c)
+{
+	sync_point(cond_shared(c, NULL));
+	return NEXT(fn_obj, "pthread_cond_signal", "GLIBC_2.3.2")(c);
+}
+
+SHIM_EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
+{
+	sync_point(cond_shared(c, NULL));
+	return NEXT(fn_obj, "pthread_cond_broadcast", "GLIBC_2.3.2")(c);
+}
+
+#define RWLOCK_WRAP(name)                                                 \
+	SHIM_EXPORT int name(pthread_rwlock_t *l)                         \
+	{                                                                 \
+		sync_point(l->__data.__shared != 0);                      \
+		return NEXT(fn_obj, #name, "GLIBC_2.34")(l);              \
+	}
+RWLOCK_WRAP(pthread_rwlock_rdlock)
+RWLOCK_WRAP(pthread_rwlock_wrlock)
+RWLOCK_WRAP(pthread_rwlock_unlock)
+
+/* Spin locks and barriers carry no process-shared mark: always flush points. */
+SHIM_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
+{
+	sync_point(true);
+	return NEXT(int (*)(pthread_spinlock_t *), "pthread_spin_lock", "GLIBC_2.34")(l);
+}
+
+SHIM_EXPORT int pthread_spin_unlock(pthread_spinlock_t *l)
+{
+	sync_point(true);
+	return NEXT(int (*)(pthread_spinlock_t *), "pthread_spin_unlock", "GLIBC_2.34")(l);
+}
+
+SHIM_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
+{
+	sync_point(true);
+	return NEXT(int (*)(pthread_barrier_t *), "pthread_barrier_wait", "GLIBC_2.34")(b);
+}
+
+SHIM_EXPORT int sem_post(sem_t *s)
+{
+	sync_point(sem_shared(s));
+	return NEXT(int (*)(sem_t *), "sem_post", "GLIBC_2.34")(s);
+}
+
+SHIM_EXPORT int sem_wait(sem_t *s)
+{
+	sync_point(sem_shared(s));
+	return NEXT(int (*)(sem_t *), "sem_wait", "GLIBC_2.34")(s);
+}
+
+SHIM_EXPORT int sem_trywait(sem_t *s)
+{
+	sync_point(sem_shared(s));
+	return NEXT(int (*)(sem_t *), "sem_trywait", "GLIBC_2.34")(s);
+}
+
+SHIM_EXPORT int sem_timedwait(sem_t *restrict s, const struct timespec *restrict ts)
+{
+	sync_point(sem_shared(s));
+	return NEXT(int (*)(sem_t *, const struct timespec *), "sem_timedwait", "GLIBC_2.34")(s,
+											       ts);
+}
+
+SHIM_EXPORT int sem_clockwait(sem_t *restrict s, clockid_t clk,
+			      const struct timespec *restrict ts)
+{
+	sync_point(sem_shared(s));
+	return NEXT(int (*)(sem_t *, clockid_t, const struct timespec *), "sem_clockwait",
+		    "GLIBC_2.34")(s, clk, ts);
+}
+
+/* A signal can tell another thread or process that this one has sent. */
+static inline void signal_point(void)
+{
+	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF)
+		point(-1, FLUSH_SIGNAL);
+}
+
+SHIM_EXPORT int kill(pid_t pid, int sig)
+{
+	signal_point();
+	return NEXT(int (*)(pid_t, int), "kill", NULL)(pid, sig);
+}
+
+SHIM_EXPORT int tgkill(pid_t tgid, pid_t tid, int sig)
+{
+	signal_point();
+	return NEXT(int (*)(pid_t, pid_t, int), "tgkill", NULL)(tgid, tid, sig);
+}
+
+SHIM_EXPORT int sigqueue(pid_t pid, int sig, const union sigval val)
+{
+	signal_point();
+	return NEXT(int (*)(pid_t, int, const union sigval), "sigqueue", NULL)(pid, sig, val);
+}
+
+SHIM_EXPORT int pthread_kill(pthread_t th, int sig)
+{
+	signal_point();
+	return NEXT(int (*)(pthread_t, int), "pthread_kill", "GLIBC_2.34")(th, sig);
+}
+
+/* ---- namespaces ----------------------------------------------------------------------------- */
+
+/* unshare(CLONE_NEWUSER) and setns into a user namespace need a single-threaded process: the
+ * shim's flusher thread is stopped (after every batch has gone out) and joined first, and
+ * started again by the next batch. A thread that pthread_join has seen exit can still be in
+ * the thread group for a moment, so EINVAL right after stopping it is retried a bounded
+ * number of times. */
+static int with_flusher_stopped(int (*fn)(int, int), int a, int b, bool two)
+{
+	bool stopped = false;
+
+	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF) {
+		point(-1, FLUSH_NAMESPACE);
+		int saved = errno;
+		shim_guard = 1;
+		if (shim_cfg.mode == SHIM_BATCH) {
+			shim_flush_all(FLUSH_NAMESPACE);
+			stopped = shim_flusher_quiesce();
+		}
+		shim_guard = 0;
+		errno = saved;
+	}
+	int r = two ? fn(a, b) : ((int (*)(int))(void *)fn)(a);
+	for (int i = 0; r < 0 && errno == EINVAL && stopped && i < 1000; i++) {
+		sched_yield();
+		r = two ? fn(a, b) : ((int (*)(int))(void *)fn)(a);
+	}
+	if (stopped) {
+		int saved = errno;
+		shim_guard = 1;
+		shim_flusher_resume();
+		shim_guard = 0;
+		errno = saved;
+	}
+	return r;
+}
+
+SHIM_EXPORT int unshare(int flags)
+{
+	return with_flusher_stopped((int (*)(int, int))(void *)NEXT(int (*)(int), "unshare", NULL),
+				    flags, 0, false);
+}
+
+SHIM_EXPORT int setns(int fd, int nstype)
+{
+	return with_flusher_stopped(NEXT(int (*)(int, int), "setns", NULL), fd, nstype, true);
+}
+
+/* ---- O_NONBLOCK ----------------------------------------------------------------------------- */
+
+/* Whether a socket blocks is cached (fdtab.c): a change through fcntl or ioctl forgets it,
+ * after this thread's batch for it has gone out; a new descriptor number is forgotten too. */
+static long fcntl_common(int (*real)(int, int, ...), int fd, int cmd, long arg)
+{
+	bool changes = cmd == F_SETFL;
+	if (likely(!shim_guard) && changes)
+		point(fd, FLUSH_SOCKOPT);
+	int r = real(fd, cmd, arg);
+	if (!shim_guard && r >= 0) {
+		if (changes)
+			forget(fd);
+		else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+			forget(r);
+	}
+	return r;
+}
+
+/* Under _FILE_OFFSET_BITS=64 <fcntl.h> renames fcntl to fcntl64: the names are given here. */
+SHIM_EXPORT int shim_fcntl(int fd, int cmd, ...) __asm__("fcntl");
+SHIM_EXPORT int shim_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
+
+SHIM_EXPORT int shim_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	return (int)fcntl_common(NEXT(int (*)(int, int, ...), "fcntl", NULL), fd, cmd, arg);
+}
+
+SHIM_EXPORT int shim_fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	return (int)fcntl_common(NEXT(int (*)(int, int, ...), "fcntl64", NULL), fd, cmd, arg);
+}
+
+SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	bool changes = req == FIONBIO;
+	if (likely(!shim_guard) && changes)
+		point(fd, FLUSH_SOCKOPT);
+	int r = NEXT(int (*)(int, unsigned long, ...), "ioctl", NULL)(fd, req, arg);
+	if (!shim_guard && r >= 0 && changes)
+		forget(fd);
+	return r;
 }
 
 /* ---- processes ------------------------------------------------------------------------------ */

@@ -38,6 +38,9 @@ const char *const shim_reason_name[FLUSH_N] = {
 	[FLUSH_FORK] = "fork",
 	[FLUSH_EXEC] = "exec",
 	[FLUSH_THREAD_EXIT] = "thread_exit",
+	[FLUSH_SYNC] = "sync",
+	[FLUSH_SIGNAL] = "signal",
+	[FLUSH_NAMESPACE] = "namespace",
 	[FLUSH_EXIT] = "exit",
 };
 

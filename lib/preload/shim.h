@@ -187,6 +187,8 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 #define FD_STREAM    (1u << 6)
 #define FD_UNIX      (1u << 7)
 #define FD_INET      (1u << 8)  /* AF_INET or AF_INET6, any type */
+#define FD_NONBLOCK  (1u << 9)  /* O_NONBLOCK when classified (fcntl F_SETFL and ioctl FIONBIO
+                                   through the shim forget the entry) */
 
 #define SHIM_FDTAB_MAX 65536 /* descriptors above are never batched, nor counted per socket */
 
@@ -239,6 +241,7 @@ enum shim_reason {
 	FLUSH_FULL, FLUSH_ARENA, FLUSH_FANOUT, FLUSH_SOCKETS, FLUSH_SEND, FLUSH_RECV, FLUSH_READ,
 	FLUSH_POLL, FLUSH_SLEEP, FLUSH_CLOSE, FLUSH_WRITE, FLUSH_SOCKOPT, FLUSH_SOCKET,
 	FLUSH_OTHER_THREAD, FLUSH_AGE, FLUSH_FORK, FLUSH_EXEC, FLUSH_THREAD_EXIT, FLUSH_EXIT,
+	FLUSH_SYNC, FLUSH_SIGNAL, FLUSH_NAMESPACE,
 	FLUSH_N
 };
 extern const char *const shim_reason_name[FLUSH_N];
@@ -486,6 +489,16 @@ void shim_flush_thread(struct shim_thread *t, enum shim_reason why);
 void shim_flush_locked(struct shim_thread *t, enum shim_reason why);
 
 
+/* May a send from fd (entry e) to addr be batched as far as routing goes: has the kernel a
+ * route for it (asked once per destination and socket, then remembered)? */
+bool shim_route_ok(int fd, struct shim_fd *e, uint32_t info, uint64_t key,
+		   const struct sockaddr *addr, socklen_t alen);
+/* Stop and join the flusher thread, so the process has only the program's threads (before
+ * unshare or setns). Returns whether there was one. The next batch starts it again. */
+bool shim_flusher_quiesce(void);
+/* After it: start the flusher again if a batch is pending. */
+void shim_flusher_resume(void);
+
 /* Would adding a message for fd need a flush first (too many sockets)? */
 bool shim_plan_needs_room(const struct shim_plan *p, int fd);
 void shim_plan_reset(struct shim_plan *p);
@@ -527,12 +540,33 @@ static inline bool shim_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
 	return true;
 }
 
-/* Planner, shared with metrics mode's estimate. Returns true when the plan says "flush now"
- * after this message (batch full, or the end of a predicted fan-out). *why says which. */
+/* The fan-out predictor sees the program send to key (whether or not it is batched). */
 #define CYCLE_MAX 65536u /* a "cycle" longer than this is no fan-out pattern: stop predicting */
 
-static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
-				 enum shim_reason *why)
+static inline void shim_plan_observe(struct shim_plan *p, uint64_t key)
+{
+	/* The cycle's first destination came round again: the cycle before was one fan-out,
+	 * and it ended with the destination seen just before this one. */
+	if (p->cycle_len && key == p->cycle_first) {
+		p->pred_len = p->cycle_len;
+		p->pred_last = p->last_seen;
+		p->cycle_len = 0;
+	}
+	if (p->cycle_len == 0)
+		p->cycle_first = key;
+	if (unlikely(++p->cycle_len > CYCLE_MAX)) {
+		p->cycle_first = key;
+		p->cycle_len = 1;
+		p->pred_len = 0;
+	}
+	p->last_seen = key;
+}
+
+/* A message for fd (destination key, already observed) joins the plan. Returns true when the
+ * plan says "flush now" after it (batch full, or the end of a predicted fan-out); *why says
+ * which. */
+static inline bool shim_plan_take(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
+				  enum shim_reason *why)
 {
 	uint32_t k = 0;
 
@@ -550,22 +584,6 @@ static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsi
 	}
 	p->fdcount[k]++;
 	p->n++;
-
-	/* The cycle's first destination came round again: the cycle before was one fan-out,
-	 * and it ended with the destination seen just before this one. */
-	if (p->cycle_len && key == p->cycle_first) {
-		p->pred_len = p->cycle_len;
-		p->pred_last = p->last_seen;
-		p->cycle_len = 0;
-	}
-	if (p->cycle_len == 0)
-		p->cycle_first = key;
-	if (unlikely(++p->cycle_len > CYCLE_MAX)) {
-		p->cycle_first = key;
-		p->cycle_len = 1;
-		p->pred_len = 0;
-	}
-	p->last_seen = key;
 	if (shim_cfg.fanout_end && p->pred_len && p->cycle_len == p->pred_len &&
 	    key == p->pred_last) {
 		*why = FLUSH_FANOUT;
@@ -576,6 +594,14 @@ static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsi
 		return true;
 	}
 	return false;
+}
+
+/* Metrics mode's estimate: observe and take. */
+static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
+				 enum shim_reason *why)
+{
+	shim_plan_observe(p, key);
+	return shim_plan_take(p, fd, key, batch_max, why);
 }
 
 /* ---- metrics.c ------------------------------------------------------------------------------ */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * An error the kernel finds only when a batch goes out: a datagram to the subnet broadcast
- * address 127.255.255.255 without SO_BROADCAST (EACCES, decided by the route, so batch mode
- * takes the send and learns of the error at flush). How it must look to the program:
- *   immediate  no shim, metrics, off: the sendto itself fails with EACCES;
+ * An error a route decides: a datagram to the subnet broadcast address 127.255.255.255
+ * without SO_BROADCAST (EACCES). Batch mode asks the route before it batches a destination,
+ * so shim-test.sh expects "immediate" in every mode; "batched" and "deferred" describe what
+ * the program checks for an error found only at flush (a route removed after the check):
+ *   immediate  the sendto itself fails with EACCES;
  *   batched    batch mode: the sendto returns 64, the error is counted at flush, and the next
  *              send on the socket is not affected;
  *   deferred   batch mode with MULTISEND_DEFER_ERRORS=1: as batched, but the next send on the

@@ -41,15 +41,25 @@ int main(void)
 	    getsockname(rx, (struct sockaddr *)&to, &l) || pipe(pfd))
 		st_die("setup: %s", strerror(errno));
 
+	/* Two destinations taking turns: a fan-out pattern, which batch mode batches. */
+	int rx2 = st_udp();
+	struct sockaddr_in to2 = to;
+	to2.sin_port = 0;
+	l = sizeof(to2);
+	if (bind(rx2, (struct sockaddr *)&to2, sizeof(to2)) ||
+	    getsockname(rx2, (struct sockaddr *)&to2, &l))
+		st_die("setup: %s", strerror(errno));
 	for (int k = 0; k < 100; k++) {
 		errno = MARK;
-		expect_ok(sendto(tx, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to)),
+		expect_ok(sendto(tx, msg, sizeof(msg), 0, (struct sockaddr *)(k % 2 ? &to2 : &to),
+				 sizeof(to)),
 			  "sendto");
 	}
 	for (int k = 0; k < 100; k++) {
 		errno = MARK;
-		expect_ok(recv(rx, buf, sizeof(buf), 0), "recv after sendto");
+		expect_ok(recv(k % 2 ? rx2 : rx, buf, sizeof(buf), 0), "recv after sendto");
 	}
+	l = sizeof(to);
 	errno = MARK;
 	expect_ok(sendto(tx, msg, sizeof(msg), 0, (struct sockaddr *)&to, sizeof(to)), "sendto");
 	struct pollfd p = { .fd = rx, .events = POLLIN };

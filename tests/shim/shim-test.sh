@@ -9,6 +9,7 @@
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
+#   shim-test.sh patterns NAME              tests/shim/patterns.py NAME under batch mode
 #   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
 #                                           multisend-stat while and after the program runs
 #
@@ -117,10 +118,16 @@ fanout() { # MODE N M RATE VARIANT [multisend-run options]
 		"t['errors'] == 0 and t['errors_at_flush'] == 0" "r[0]['mode'] == '$mode'"
 	if [ "$mode" = batch ]; then
 		# Counted, not timed: a fan-out costs at most ceil(N / batch max) sendmmsg, plus
-		# the first one, which goes out before the shim has seen the pattern, plus one
-		# for each time the age bound cut a fan-out (a loaded machine).
-		check_stats "$tmp/stats.json" "t['batched'] == $total" \
-			"t['syscalls'] <= ($m + 1) * -(-$n // r[0]['batch_max']) + 1 + f['age']"
+		# the first fan-out, which goes out send by send while the shim learns the pattern
+		# (nothing is held back on a guess), plus one for each time the age bound cut a
+		# fan-out (a loaded machine). One destination is never batched.
+		if [ "$n" -eq 1 ]; then
+			check_stats "$tmp/stats.json" "t['batched'] == 0" \
+				"t['syscalls'] == $total" "f['age'] == 0"
+		else
+			check_stats "$tmp/stats.json" "t['batched'] == $total - $n" \
+				"t['syscalls'] <= $n + $m * -(-$n // r[0]['batch_max']) + f['age']"
+		fi
 	else
 		check_stats "$tmp/stats.json" "t['passed_through'] == $total" \
 			"t['syscalls'] == $total" "t['syscalls_if_batched'] < $total or $n == 1"
@@ -167,19 +174,21 @@ prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
 				"sum(x['total']['batched'] for x in r) == $total" ;;
 		closepending)
 			case $args in
-			*other*) check_stats "$tmp/stats.json" "f['other_thread'] >= 1" "f['age'] == 0" ;;
+			# The threads hand over through a mutex, itself a flush point.
+			*other*) check_stats "$tmp/stats.json" "f['other_thread'] + f['sync'] >= 1" \
+				"f['age'] == 0" ;;
 			*) check_stats "$tmp/stats.json" "f['close_dup'] >= 1" "f['age'] == 0" ;;
 			esac ;;
 		nonblock)
 			# The socket opened non-blocking (the first one) never batched anything.
 			check_stats "$tmp/stats.json" \
-				"[x['batched'] for x in s if x['kind'] == 'udp4'][0] == 0" \
+				"all(x['batched'] == 0 for x in s if x['fd'] == 3)" \
 				"t['batched'] > 0" ;;
 		tcp)
 			check_stats "$tmp/stats.json" \
 				"all(x['batched'] == 0 for x in s if x['kind'] == 'tcp4')" \
 				"sum(x['calls'] for x in s if x['kind'] == 'tcp4') == 2000" \
-				"t['batched'] == $total" ;;
+				"t['batched'] >= $total - $n" ;;
 		sigsend)
 			# A handler's send that re-enters the shim is not counted per socket.
 			# ... and the handler did interrupt the shim (3000 times it sent, with the
@@ -193,7 +202,8 @@ prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
 				"t['reentered_unordered'] == 0" \
 				"t['reentered_queued'] == t['reentered_calls']" ;;
 		threads)
-			check_stats "$tmp/stats.json" "t['calls'] == $total" "t['batched'] == $total" ;;
+			check_stats "$tmp/stats.json" "t['calls'] == $total" \
+				"t['batched'] >= $total - $n" ;;
 		esac
 	else
 		check_stats "$tmp/stats.json" "all(x['total']['batched'] == 0 for x in r)"
@@ -208,14 +218,16 @@ errno_test() { # MODE
 	if [ "$1" != off ]; then
 		check_stats "$tmp/stats.json" "t['calls'] >= 109"
 	fi
-	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] >= 100"
+	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] >= 98"
 	echo "PASS: errno kept and synchronous errors given at call time, mode $1"
 }
 
 deferred_test() { # off|metrics|batch|batch-defer
+	# A route decides this error, and batch mode asks the route before it batches a
+	# destination: the program gets EACCES at call time in every mode.
 	case $1 in
-	batch-defer) mode=batch want=deferred opt=--defer-errors ;;
-	batch) mode=batch want=batched opt='' ;;
+	batch-defer) mode=batch want=immediate opt=--defer-errors ;;
+	batch) mode=batch want=immediate opt='' ;;
 	*) mode=$1 want=immediate opt='' ;;
 	esac
 	# shellcheck disable=SC2086 # $opt is one option or nothing
@@ -223,8 +235,8 @@ deferred_test() { # off|metrics|batch|batch-defer
 		"$want" >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "deferred, $1"; }
 	show "$tmp/out"
 	if [ "$mode" = batch ]; then
-		check_stats "$tmp/stats.json" "r[0]['errors_at_flush'] == {'EACCES': 1}" \
-			"t['errors_at_flush'] == 1"
+		check_stats "$tmp/stats.json" "r[0]['errors'] == {'EACCES': 1}" \
+			"t['errors_at_flush'] == 0"
 	fi
 	[ "$want" != deferred ] || check_stats "$tmp/stats.json" "r[0]['errors'] == {'EACCES': 1}"
 	echo "PASS: an error found at flush, mode $1: $want"
@@ -281,7 +293,7 @@ PY
 	show "$tmp/out"
 	check_stats "$tmp/stats.json" "t['calls_by']['sendto'] == $((n * m))" \
 		"t['errors'] == 0 and t['errors_at_flush'] == 0"
-	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] == $((n * m))"
+	[ "$1" != batch ] || check_stats "$tmp/stats.json" "t['batched'] == $((n * (m - 1)))"
 	[ "$1" != metrics ] || check_stats "$tmp/stats.json" "t['fanout_runs'] == $m"
 	sed -n 's/^/  report: /p' "$tmp/stats.json" | cut -c1-300
 	echo "PASS: $py sock.sendto loop under the shim, mode $1"
@@ -329,6 +341,66 @@ nc_test() { # MODE
 	# after EOF. 100-byte reads through a pipe of 100-byte lines.
 	udp_pair "$1" nc sh -c "while IFS= read -r l; do printf '%s\n' \"\$l\"; sleep 0.001; done | nc -u -q 1 127.0.0.1 $port"
 	echo "PASS: nc -u under the shim, mode $1, 400 datagrams intact"
+}
+
+# ---- what a program can observe: order, errno, threads, system calls ------------------------
+
+# patterns_test NAME: tests/shim/patterns.py NAME under batch mode. Order patterns check their
+# own receivers; errno patterns must print exactly what they print without the shim.
+patterns_test() {
+	need python3
+	py=$(command -v python3)
+	[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+	pat=$(dirname "$0")/patterns.py
+	case $1 in
+	twosockets|dup|threads|processes)
+		"$run" --mode batch --stats "$tmp/stats.json" -- "$py" "$pat" "$1" >"$tmp/out" 2>&1 ||
+			{ show "$tmp/out"; fail "$1: exit $?"; }
+		show "$tmp/out"
+		grep -q '^order ok' "$tmp/out" || fail "$1: order"
+		# It can fail: batches were made (and, across threads or processes, cut by the
+		# hand-over, which is a flush point).
+		check_stats "$tmp/stats.json" "sum(x['total']['batched'] for x in r) > 0"
+		case $1 in threads|processes)
+			check_stats "$tmp/stats.json" "sum(x['flushes']['sync'] for x in r) > 0" ;;
+		esac ;;
+	refused|recverr|broadcast|noroute)
+		pre=''
+		if [ "$1" = noroute ]; then
+			need unshare
+			unshare -n true 2>/dev/null || skip "cannot make a network namespace"
+			pre='unshare -n'
+		fi
+		$pre "$py" "$pat" "$1" >"$tmp/plain" 2>&1 || { show "$tmp/plain"; fail "$1 without the shim"; }
+		$pre "$run" --mode batch --stats "$tmp/stats.json" -- "$py" "$pat" "$1" >"$tmp/out" 2>&1 ||
+			{ show "$tmp/out"; fail "$1: exit $?"; }
+		show "$tmp/plain" "$tmp/out"
+		grep -q '^ok \|^E\| E' "$tmp/plain" || fail "$1: no errno list"
+		cmp "$tmp/plain" "$tmp/out" || fail "$1: the program saw other results under the shim" ;;
+	unshare)
+		"$py" "$pat" unshare >"$tmp/plain" 2>&1 || skip "unshare(CLONE_NEWUSER) fails without the shim"
+		"$run" --mode batch --stats "$tmp/stats.json" -- "$py" "$pat" unshare >"$tmp/out" 2>&1 ||
+			{ show "$tmp/out"; fail "unshare under the shim: exit $?"; }
+		show "$tmp/out"
+		grep -q '^unshare ok' "$tmp/out" || fail "unshare"
+		check_stats "$tmp/stats.json" "t['batched'] > 0" ;;
+	single)
+		# One destination: every send costs at most the one system call it costs without
+		# the shim. Counted by strace over everything the process does (threads included),
+		# as the difference between 1 and 20001 sends, so start-up cancels out.
+		need strace
+		for k in 1 20001; do
+			strace -f -c -o "$tmp/strace.$k" "$run" --mode batch -- "$py" "$pat" single "$k" \
+				>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "single $k: exit $?"; }
+		done
+		c1=$(awk '$NF == "total" { print $3 }' "$tmp/strace.1")
+		c2=$(awk '$NF == "total" { print $3 }' "$tmp/strace.20001")
+		echo "system calls: $c1 for 1 send, $c2 for 20001 sends"
+		[ -n "$c1" ] && [ -n "$c2" ] || { show "$tmp/strace.1"; fail "no strace total"; }
+		[ $((c2 - c1)) -le 20000 ] || { show "$tmp/strace.20001"; fail "more than one system call per send"; } ;;
+	*) fail "patterns: $1?" ;;
+	esac
+	echo "PASS: patterns $1: nothing the program can observe changed under batch mode"
 }
 
 # ---- setuid, multisend-run, exports ----------------------------------------------------------
@@ -433,8 +505,12 @@ exports_test() {
 	nm -D --defined-only "$shim" | awk '{print $NF}' | sed 's/@.*//' | sort -u >"$tmp/binary"
 	sed -n '/global:/,/local:/p' "${SHIM_MAP:?}" | tr ';' '\n' | tr -d ' \t' |
 		grep -v -e '^$' -e ':$' | sort -u >"$tmp/map"
-	grep -o 'SHIM_EXPORT [a-z_ ]*[ *]\([_a-zA-Z0-9]*\)(' "${SHIM_SRC:?}" |
-		sed 's/.*[ *]\([_a-zA-Z0-9]*\)($/\1/' | sort -u >"$tmp/source"
+	# Names defined by SHIM_EXPORT functions, by the wrapper macros, or by an asm label.
+	{ grep -o 'SHIM_EXPORT [a-z_ ]*[ *]\([_a-zA-Z0-9]*\)(' "${SHIM_SRC:?}" |
+		sed 's/.*[ *]\([_a-zA-Z0-9]*\)($/\1/' | grep -v -e '^shim_' -e '^name$'
+	  grep -o '^[A-Z_]*_WRAP(\([_a-z0-9]*\)' "$SHIM_SRC" | sed 's/.*(//'
+	  grep -o '__asm__("[_a-z0-9]*")' "$SHIM_SRC" | sed 's/.*("\(.*\)")/\1/'
+	} | sort -u >"$tmp/source"
 	diff "$tmp/map" "$tmp/binary" >"$tmp/d1" || { show "$tmp/d1"; fail "binary != map"; }
 	diff "$tmp/map" "$tmp/source" >"$tmp/d2" || { show "$tmp/d2"; fail "source != map"; }
 	echo "PASS: the shim exports exactly the $(wc -l <"$tmp/map") intercepted names"
@@ -534,7 +610,7 @@ live_test() { # MODE legacy|threads
 		"all(z['flush_' + k] == v for k, v in f.items())"
 	[ "$mode" != metrics ] || live_check "$tmp/after" "$tmp/stats.json" \
 		"z['syscalls_if_batched'] == t['syscalls_if_batched']"
-	[ "$mode" != batch ] || live_check "$tmp/after" "$tmp/stats.json" "z['batched'] == $n * $m"
+	[ "$mode" != batch ] || live_check "$tmp/after" "$tmp/stats.json" "z['batched'] >= $n * ($m - 1)"
 	sed -n '$s/^/  multisend-stat: /p' "$tmp/after" | cut -c1-400
 	echo "PASS: live counters of $kind under the shim, mode $mode, watched and final"
 }
@@ -544,6 +620,7 @@ fanout) shift; fanout "$@" ;;
 prog) shift; prog "$@" ;;
 errno) errno_test "$2" ;;
 deferred) deferred_test "$2" ;;
+patterns) patterns_test "$2" ;;
 fortify) fortify ;;
 python) python_test "$2" ;;
 socat) socat_test "$2" ;;
