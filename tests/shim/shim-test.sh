@@ -383,7 +383,111 @@ setuid_test() {
 		fail "the report does not say the environment was ignored"
 	grep -q 'batched 0' "$tmp/err" || fail "the shim batched under AT_SECURE"
 	grep -q 'MULTISEND_BATCH_MAX' "$tmp/err" && fail "the shim read MULTISEND_BATCH_MAX"
-	echo "PASS: set-user-ID: multisend-run warns, the shim ignores the environment"
+	# File capabilities (ping's kind) put a program run by another user in secure-execution
+	# mode too, as multisend-run's warning says: the same probe with cap_net_raw, run as
+	# nobody, sees AT_SECURE, and the shim ignores the variables.
+	need setcap
+	cp "${TESTS_DIR:?}/shim-setuid-probe" "$tmp/cap-probe" || fail "copy"
+	setcap cap_net_raw+ep "$tmp/cap-probe" || fail "setcap"
+	"$run" --mode batch -- "$tmp/cap-probe" "$tmp/libmultisend-preload.so" >/dev/null \
+		2>"$tmp/warn"
+	grep -q "warning: $tmp/cap-probe has file capabilities (cap_net_raw=ep)" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "multisend-run did not warn about file capabilities"; }
+	MULTISEND_PRELOAD_MODE=batch MULTISEND_STATS="$tmp/must-not-exist.json" \
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$tmp/cap-probe" "$tmp/libmultisend-preload.so" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/out" "$tmp/err"
+	[ $rc = 0 ] || fail "the capability probe exited with $rc (77: no AT_SECURE)"
+	[ ! -e "$tmp/must-not-exist.json" ] || fail "the shim used MULTISEND_STATS with capabilities"
+	grep -q 'mode metrics, environment ignored (AT_SECURE)' "$tmp/err" ||
+		fail "the report does not say the environment was ignored (capabilities)"
+	echo "PASS: set-user-ID and file capabilities: multisend-run warns, the shim ignores the environment"
+}
+
+# expect_refusal STATUS MESSAGE COMMAND...: COMMAND exits with STATUS, says MESSAGE (a grep
+# pattern) on stderr, and prints nothing on stdout (the program did not run).
+expect_refusal() {
+	_st=$1 _msg=$2
+	shift 2
+	"$@" >"$tmp/r.out" 2>"$tmp/r.err"
+	_rc=$?
+	[ "$_rc" = "$_st" ] || { show "$tmp/r.out" "$tmp/r.err"; fail "$*: exit $_rc, not $_st"; }
+	grep -q -- "$_msg" "$tmp/r.err" || { show "$tmp/r.err"; fail "$*: no '$_msg'"; }
+	[ ! -s "$tmp/r.out" ] || { show "$tmp/r.out"; fail "$*: the program ran"; }
+}
+
+# Options with an empty value, and programs that cannot be run: clear messages, no shell
+# errors.
+run_refusals() {
+	for o in --mode --stats --stats-shm --batch-max --batch-delay-us --programs; do
+		expect_refusal 2 "^multisend-run: $o needs a value, not an empty string" \
+			"$run" "$o" '' -- echo ran
+		expect_refusal 2 "^multisend-run: $o needs a value, not an empty string" \
+			"$run" "$o=" -- echo ran
+	done
+	printf 'echo ran\n' >"$tmp/noexec"
+	chmod 644 "$tmp/noexec"
+	expect_refusal 126 "^multisend-run: $tmp/noexec: permission denied: not executable" \
+		"$run" -- "$tmp/noexec"
+	expect_refusal 126 "^multisend-run: $tmp: is a directory, not a program" "$run" -- "$tmp"
+}
+
+# --stats FILE: never through a symbolic link, never opening a FIFO or another non-regular
+# file, and a missing directory said so; all before the program runs.
+run_stats_path() {
+	expect_refusal 2 "^multisend-run: --stats $tmp/missing/r.json: the directory $tmp/missing does not exist" \
+		"$run" --stats "$tmp/missing/r.json" -- echo ran
+	expect_refusal 2 "^multisend-run: --stats $tmp/noexec/r.json: $tmp/noexec is not a directory" \
+		"$run" --stats "$tmp/noexec/r.json" -- echo ran
+	# A symbolic link planted at the path, to a private file: refused; the file is neither
+	# emptied nor written, nor is a dangling link's target made.
+	printf 'precious\n' >"$tmp/precious"
+	chmod 600 "$tmp/precious"
+	ln -s "$tmp/precious" "$tmp/link.json"
+	ln -s "$tmp/made-through-link" "$tmp/dangling.json"
+	for l in link dangling; do
+		expect_refusal 2 "^multisend-run: --stats $tmp/$l.json: refusing a symbolic link" \
+			"$run" --mode batch --stats "$tmp/$l.json" -- "${TESTS_DIR:?}/shim-errno"
+	done
+	[ "$(cat "$tmp/precious")" = precious ] || fail "the symbolic link's target was changed"
+	[ ! -e "$tmp/made-through-link" ] || fail "a file was made through a dangling link"
+	# A FIFO nobody reads: refused at once (timeout only bounds a hang, which fails: 124).
+	mkfifo "$tmp/fifo.json" || fail "mkfifo"
+	expect_refusal 2 "^multisend-run: --stats $tmp/fifo.json: refusing a file that is not a regular file" \
+		timeout 20 "$run" --stats "$tmp/fifo.json" -- echo ran
+	mkdir "$tmp/dir.json"
+	expect_refusal 2 "^multisend-run: --stats $tmp/dir.json: refusing a file that is not a regular file" \
+		"$run" --stats "$tmp/dir.json" -- echo ran
+	# A regular file: emptied (its mode kept), then the report.
+	printf 'old contents\n' >"$tmp/reg.json"
+	chmod 600 "$tmp/reg.json"
+	"$run" --mode batch --stats "$tmp/reg.json" -- "${TESTS_DIR:?}/shim-errno" >/dev/null ||
+		fail "--stats on a regular file"
+	check_stats "$tmp/reg.json" "len(r) == 1" "r[0]['mode'] == 'batch'"
+	[ "$(stat -c %a "$tmp/reg.json")" = 600 ] || fail "the report file's mode changed"
+}
+
+# A program with file capabilities (ping's kind) is warned about like a set-user-ID one, both
+# with getcap and without it (a getcap that fails: the wrapper reads the attribute with tar).
+run_file_caps() {
+	if ! command -v setcap >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+		echo "note: file capabilities not checked (needs root and setcap, libcap2-bin)"
+		return
+	fi
+	cp /bin/true "$tmp/captrue" || fail "copy"
+	"$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue before setcap"
+	[ ! -s "$tmp/warn" ] || { show "$tmp/warn"; fail "a warning without file capabilities"; }
+	setcap cap_net_raw+ep "$tmp/captrue" || fail "setcap"
+	"$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue"
+	grep -q "warning: $tmp/captrue has file capabilities (cap_net_raw=ep).*runs without the shim" \
+		"$tmp/warn" || { show "$tmp/warn"; fail "no warning for file capabilities (getcap)"; }
+	mkdir "$tmp/badcap"
+	printf '#!/bin/sh\nexit 1\n' >"$tmp/badcap/getcap"
+	chmod 755 "$tmp/badcap/getcap"
+	PATH="$tmp/badcap:$PATH" "$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue (tar)"
+	grep -q "warning: $tmp/captrue has file capabilities (security.capability)" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "no warning for file capabilities (tar)"; }
 }
 
 run_test() {
@@ -392,6 +496,9 @@ run_test() {
 	"$run" --batch-max 0 -- true 2>/dev/null && fail "--batch-max 0 was accepted"
 	"$run" --batch-delay-us 5x -- true 2>/dev/null && fail "a bad delay was accepted"
 	"$run" -- /nonexistent/program 2>/dev/null; [ $? = 127 ] || fail "missing program: not 127"
+	run_refusals
+	run_stats_path
+	run_file_caps
 	# The variables and LD_PRELOAD as the program sees them; an existing entry is kept.
 	first=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6 2>/dev/null || echo /lib/libc.so.6)
 	first="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$first"
