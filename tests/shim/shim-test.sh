@@ -292,6 +292,20 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# wait_udp_bound PORT PID SECONDS: until a UDP socket is bound to 127.0.0.1:PORT (in
+# /proc/net/udp: 0100007F:PORT in hex), PID is gone or SECONDS pass.
+wait_udp_bound() {
+	_hex=$(printf '0100007F:%04X' "$1")
+	_wu_left=$(($3 * 20))
+	while [ "$_wu_left" -gt 0 ]; do
+		grep -q " $_hex " /proc/net/udp && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+		_wu_left=$((_wu_left - 1))
+	done
+	grep -q " $_hex " /proc/net/udp
+}
+
 # udp_pair MODE NAME SENDER-COMMAND...: a socat receiver (also under the shim) writes what it
 # gets to a file; the sender reads $tmp/input on stdin; the output must equal the input.
 udp_pair() {
@@ -303,7 +317,8 @@ udp_pair() {
 	bg "$run" --mode "$mode" --stats "$tmp/recv.json" -- socat -u -T 2 \
 		"UDP-RECV:$port,bind=127.0.0.1,rcvbuf=1048576" "OPEN:$tmp/output,creat,trunc"
 	rpid=$bgpid
-	sleep 0.3
+	# Not a fixed pause: until the receiver's socket is bound (or it is gone, or 10 s).
+	wait_udp_bound "$port" "$rpid" 10 || fail "the socat receiver did not bind 127.0.0.1:$port"
 	"$run" --mode "$mode" --stats "$tmp/stats.json" -- "$@" <"$tmp/input" \
 		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "$name exited with $?"; }
 	wait "$rpid" || fail "the socat receiver exited with $?"
