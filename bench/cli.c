@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The command line: --help, parsing, and validation. Bad usage exits 2 with a message. */
+/* The command line: --help, parsing, and validation. Bad usage returns -EINVAL with a message
+ * (main exits 2); parse_args never exits, and can be called again (tests/fuzz/fuzz-bench-cli). */
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -397,6 +398,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		if (!variant_is_raw((enum variant_id)v) || v == V_RAW)
 			o->order[o->nvariants++] = (enum variant_id)v;
 	opterr = 0;
+	optind = 0; /* glibc: start afresh, whatever an earlier call left */
 	while ((c = getopt_long(argc, argv, ":m:b:n:s:t:i:qr:J:hV", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,34 +25,160 @@ static int ip(char *const argv[])
 	return run_command(argv, NULL, NULL);
 }
 
-/* A namespace "msbench-<pid>" whose process is gone was left by a bench that was killed
- * (SIGKILL, power loss): remove it so they cannot pile up. Live ones are left alone. */
-static void remove_stale(void)
+/* Each namespace "msbench-<pid namespace inode>-<pid>" has a lock file, LOCK_DIR/<name>.lock,
+ * which the bench that made the namespace holds (flock, LOCK_EX) from before it makes it until
+ * after it deletes it. The kernel drops the lock when that process dies, however it dies
+ * (SIGKILL, the end of its PID namespace), so a namespace whose lock can be taken has no owner:
+ * its PID, which another process may have now (PID 1 of every PID namespace), says nothing. */
+#define LOCK_DIR "/run/multisend-bench"
+
+static void lock_path(char *buf, size_t len, const char *name)
 {
-	DIR *d = opendir(NETNS_DIR);
-	struct dirent *e;
+	snprintf(buf, len, LOCK_DIR "/%s.lock", name);
+}
 
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char *end;
+/* Take name's lock: returns a descriptor holding it, -EWOULDBLOCK when another process holds it
+ * (and !wait), or another -errno. With create, the file is made if absent; without, -ENOENT.
+ * The lock is on the file that is at the path when this returns: one removed in between (by
+ * a bench that cleaned the namespace up) is opened again. */
+static int lock_take(const char *name, bool create, bool wait)
+{
+	char path[sizeof(((struct netns *)0)->name) + sizeof(LOCK_DIR) + 8];
 
-		if (strncmp(e->d_name, NETNS_PREFIX, strlen(NETNS_PREFIX)))
-			continue;
-		long pid = strtol(e->d_name + strlen(NETNS_PREFIX), &end, 10);
+	lock_path(path, sizeof(path), name);
+	for (int tries = 0; tries < 100; tries++) {
+		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+		struct stat a, b;
 
-		if (*end || pid <= 0 || pid == getpid() || kill((pid_t)pid, 0) == 0 ||
-		    errno != ESRCH)
-			continue;
-		char name[sizeof(e->d_name)];
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB))) {
+			int err = -errno;
 
-		snprintf(name, sizeof(name), "%s", e->d_name);
-		char *argv[] = { "ip", "netns", "delete", name, NULL };
+			close(fd);
+			return err;
+		}
+		if (!fstat(fd, &a) && !lstat(path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return fd;
+		close(fd);
+		if (!create)
+			return -ENOENT;
+	}
+	return -EAGAIN;
+}
 
-		if (ip(argv) == 0)
+/* Under name's lock: delete the namespace if it is there, then the lock file. */
+static void remove_owned(const char *name, int lockfd, bool stale)
+{
+	char path[sizeof(NETNS_DIR) + 256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), NETNS_DIR "/%s", name);
+	if (!lstat(path, &st)) {
+		char copy[256];
+
+		snprintf(copy, sizeof(copy), "%s", name);
+		char *argv[] = { "ip", "netns", "delete", copy, NULL };
+
+		if (ip(argv) == 0 && stale)
 			fprintf(stderr, "multisend-bench: removed stale namespace %s\n", name);
 	}
-	closedir(d);
+	lock_path(path, sizeof(path), name);
+	unlink(path);
+	close(lockfd);
+}
+
+/* Names this bench made: "msbench-" then digits, '-', digits. The form before the locks,
+ * "msbench-<pid>", is recognised too (old_owner_gone). */
+static bool our_name(const char *name, bool *old)
+{
+	const char *p = name + strlen(NETNS_PREFIX);
+	const char *dash = strchr(p, '-');
+
+	if (strncmp(name, NETNS_PREFIX, strlen(NETNS_PREFIX)) || !*p ||
+	    strspn(p, "0123456789-") != strlen(p))
+		return false;
+	*old = !dash;
+	return !dash || (dash > p && dash[1] && !strchr(dash + 1, '-'));
+}
+
+/* A namespace "msbench-<pid>" of a bench from before the locks: its owner is gone when no
+ * process here has that PID, or the one that has it is not a multisend-bench (PID 1, say,
+ * which every bench that was PID 1 of a PID namespace called itself). */
+static bool old_owner_gone(long pid)
+{
+	char path[64], comm[32] = "";
+
+	if (pid <= 0 || pid == getpid())
+		return false;
+	if (kill((pid_t)pid, 0) && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, comm, sizeof(comm) - 1);
+
+	close(fd);
+	return n > 0 && strcmp(comm, "multisend-bench\n");
+}
+
+static void remove_stale_name(const char *name)
+{
+	bool old;
+
+	if (strlen(name) >= sizeof(((struct netns *)0)->name) || !our_name(name, &old))
+		return;
+	if (old && !old_owner_gone(strtol(name + strlen(NETNS_PREFIX), NULL, 10)))
+		return;
+	int fd = lock_take(name, true, false);
+
+	if (fd >= 0)
+		remove_owned(name, fd, true);
+}
+
+/* Remove what benches that were killed left: every namespace of ours, and every lock file,
+ * whose lock is free. Live ones are left alone. */
+static void remove_stale(void)
+{
+	const char *dirs[] = { NETNS_DIR, LOCK_DIR };
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		DIR *d = opendir(dirs[i]);
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			char name[sizeof(e->d_name)];
+			size_t n = strlen(e->d_name);
+
+			snprintf(name, sizeof(name), "%s", e->d_name);
+			if (i == 1) {
+				if (n <= 5 || strcmp(name + n - 5, ".lock"))
+					continue;
+				name[n - 5] = '\0';
+			}
+			remove_stale_name(name);
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* LOCK_DIR: made if absent; it must be root's directory (not a symbolic link). */
+static int lock_dir(char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (mkdir(LOCK_DIR, 0700) && errno != EEXIST) {
+		snprintf(err, errlen, "cannot make %s: %s", LOCK_DIR, strerror(errno));
+		return -errno;
+	}
+	if (lstat(LOCK_DIR, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		snprintf(err, errlen, "%s is not a directory of this user's", LOCK_DIR);
+		return -EPERM;
+	}
+	return 0;
 }
 
 int netns_create(struct netns *ns, char *err, size_t errlen)
@@ -70,15 +197,46 @@ int netns_create(struct netns *ns, char *err, size_t errlen)
 		snprintf(err, errlen, "--sink netns-drop needs the ip command (package iproute2)");
 		return -ENOENT;
 	}
+	ns->lockfd = -1;
+	int rc = lock_dir(err, errlen);
+
+	if (rc)
+		return rc;
 	remove_stale();
-	snprintf(ns->name, sizeof(ns->name), NETNS_PREFIX "%ld", (long)getpid());
+	/* PID and PID namespace: unique among live processes (PID 1 is in every namespace). */
+	struct stat pidns;
+
+	if (stat("/proc/self/ns/pid", &pidns))
+		pidns.st_ino = 0;
+	snprintf(ns->name, sizeof(ns->name), NETNS_PREFIX "%lu-%ld", (unsigned long)pidns.st_ino,
+		 (long)getpid());
 	snprintf(ns->path, sizeof(ns->path), NETNS_DIR "/%s", ns->name);
 
-	char *add[] = { "ip", "netns", "add", ns->name, NULL };
-	int rc = ip(add);
+	/* Waits only for a bench cleaning up a namespace of this name that a killed one left. */
+	ns->lockfd = lock_take(ns->name, true, true);
+	if (ns->lockfd < 0) {
+		snprintf(err, errlen, "cannot lock %s/%s.lock: %s", LOCK_DIR, ns->name,
+			 strerror(-ns->lockfd));
+		return ns->lockfd;
+	}
+	/* Ours now: a namespace of this name was left by a killed bench (the namespace inode
+	 * and the PID were reused), whose lock was dropped when it died. */
+	struct stat st;
 
+	if (!lstat(ns->path, &st)) {
+		char *del[] = { "ip", "netns", "delete", ns->name, NULL };
+
+		if (ip(del) == 0)
+			fprintf(stderr, "multisend-bench: removed stale namespace %s\n", ns->name);
+	}
+
+	char *add[] = { "ip", "netns", "add", ns->name, NULL };
+
+	rc = ip(add);
 	if (rc) {
 		snprintf(err, errlen, "ip netns add %s failed (status %d)", ns->name, rc);
+		remove_owned(ns->name, ns->lockfd, false);
+		ns->lockfd = -1;
 		return -EIO;
 	}
 	ns->created = true;
@@ -170,8 +328,11 @@ int netns_destroy(struct netns *ns)
 	int rc = ip(del);
 
 	if (rc)
-		return rc < 0 ? rc : -EIO;
+		return rc < 0 ? rc : -EIO; /* the lock stays held until exit: stale after */
 	ns->created = false;
+	if (ns->lockfd >= 0)
+		remove_owned(ns->name, ns->lockfd, false);
+	ns->lockfd = -1;
 	return 0;
 }
 

@@ -2,7 +2,9 @@
 /*
  * The netns-drop sink's private network namespace.
  *
- * netns_create (main thread, root) makes a uniquely named namespace "msbench-<pid>" with a
+ * netns_create (main thread, root) makes a uniquely named namespace
+ * "msbench-<PID namespace inode>-<pid>", held by a lock file (netns.c) so that one a killed
+ * bench left is known as such and removed by the next, with a
  * veth pair inside it: NETNS_DEV is up and has NETNS_LOCAL/24, its peer NETNS_PEER stays
  * down, and NETNS_REMOTE has a permanent neighbour entry to a locally administered MAC that
  * nothing owns. Every datagram sent to NETNS_REMOTE therefore leaves the UDP/IP stack
@@ -30,6 +32,7 @@ struct netns {
 	char name[64];
 	char path[128]; /* /run/netns/<name> */
 	bool created;
+	int lockfd; /* holds the name's lock (netns.c) while the namespace is ours; -1: none */
 	unsigned mtu; /* the veth pair's MTU, set before netns_create (0: the kernel's, 1500) */
 };
 

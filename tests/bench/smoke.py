@@ -15,6 +15,11 @@ usage: smoke.py TEST BENCH
   netns         --sink netns-drop (root): the veth dropped what was sent; namespace removed;
                 with --ts-sample, the veth's transmit stamps come back
   netns-sigint  SIGINT during a netns-drop run: exit 130 and the namespace is removed
+  netns-stale   (root, unshare) a netns-drop bench that is PID 1 of a PID namespace, killed
+                with SIGKILL, leaves its namespace; the next bench, PID 1 of another PID
+                namespace, runs and removes it, and so does one in ours, and an old-style
+                msbench-1; a live one (also PID 1) is left alone while another runs, and
+                removes its own on SIGTERM
   raw           the hand-written baselines (--backends all: raw-sendto, raw-sendmmsg,
                 raw-io_uring beside the library's) on loopback, with --connected, on deliver
                 (sent = received + kernel drops for each) and, as root, on netns-drop: every
@@ -438,7 +443,14 @@ def have_netns():
 
 
 def namespaces():
-    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    """The names of the network namespaces (ip netns list: NAME [(id: N)])."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.split()}
+
+
+def ns_name(pid):
+    """The namespace a bench of this PID namespace with this pid makes."""
+    return f"msbench-{os.stat('/proc/self/ns/pid').st_ino}-{pid}"
 
 
 def t_netns(bench):
@@ -456,7 +468,7 @@ def t_netns(bench):
         dropped = r["kernel"].get("veth_tx_dropped", -1)
         check(sent <= dropped <= sent + 8,
               f"{r['backend']} N={r['fanout']}: veth dropped {dropped} of {sent} sent")
-    check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
+    check(ns_name(p.pid) not in namespaces(), f"namespace {ns_name(p.pid)} left behind")
     # The veth stamps what it drops (TX_SCHED on the way in, TX_SOFTWARE in the driver).
     rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--fanout", "64",
                        "--ts-sample", "2", "--json", "-")
@@ -473,7 +485,7 @@ def t_netns_sigint(bench):
     p = subprocess.Popen([bench, "--sink", "netns-drop", "--fanout", "16", "--size", "64",
                           "--duration", "60", "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    name = f"msbench-{p.pid}"
+    name = ns_name(p.pid)
     deadline = time.time() + 10
     while name not in namespaces() and time.time() < deadline and p.poll() is None:
         time.sleep(0.05)
@@ -489,6 +501,106 @@ def t_netns_sigint(bench):
     check(p.returncode == 130, f"exit status {p.returncode}, expected 130; stderr:\n{err}")
     check("interrupted" in err, "no message about the interruption")
     check(name not in namespaces(), f"{name} left behind after SIGINT")
+
+
+LOCK_DIR = "/run/multisend-bench"
+
+
+def children(pid):
+    """The processes whose parent is pid."""
+    kids = []
+    for d in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{d}/stat").read() if d.isdigit() else ""
+        except OSError:
+            continue
+        if stat and int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            kids.append(int(d))
+    return kids
+
+
+def bench_in_pidns(bench, *args):
+    """A netns-drop bench as PID 1 of a PID namespace of its own (unshare --fork waits for
+    it), stopped by the caller once its header, which comes after the namespace is made, names
+    the namespace. Returns (the unshare process, the namespace's name, the bench's pid here)."""
+    p = subprocess.Popen(["unshare", "--pid", "--fork", bench, "--sink", "netns-drop",
+                          "--fanout", "16", "--size", "64", "--backends", "raw-sendto",
+                          "--duration", "600", "--no-progress", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = None
+    for line in p.stdout:
+        if "namespace msbench-" in line:
+            name = line.split("namespace ", 1)[1].split(",")[0]
+            break
+    kids = children(p.pid)
+    if not check(name and name.endswith("-1") and len(kids) == 1,
+                 f"the bench in a PID namespace: namespace {name}, processes {kids}"):
+        p.kill()
+        out, err = p.communicate()
+        print(err, file=sys.stderr)
+        return None, None, None
+    check(name in namespaces(), f"{name} is not there while its bench runs")
+    return p, name, kids[0]
+
+
+def killed_in_pidns(bench):
+    """A netns-drop bench, PID 1 of its PID namespace, killed with SIGKILL: unshare returns
+    once it has been reaped. Its namespace stays behind. Returns the namespace's name."""
+    p, name, pid = bench_in_pidns(bench)
+    if not p:
+        return None
+    os.kill(pid, signal.SIGKILL)
+    p.communicate(timeout=60)
+    check(name in namespaces(), f"{name}: the killed bench's namespace is gone (nothing shown)")
+    return name
+
+
+def removed(name, rc, err, what):
+    check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
+    check(f"removed stale namespace {name}" in err, f"{what}: no 'removed stale namespace {name}'")
+    check(name not in namespaces(), f"{what}: {name} still there")
+    check(not os.path.exists(f"{LOCK_DIR}/{name}.lock"), f"{what}: {name}'s lock file still there")
+
+
+def t_netns_stale(bench):
+    if not have_netns():
+        return SKIP
+    if not shutil.which("unshare") or subprocess.run(["unshare", "--pid", "--fork", "true"],
+                                                      capture_output=True).returncode:
+        print("skipped: unshare --pid does not work here")
+        return SKIP
+    quick = ["--quick", "--sink", "netns-drop", "--fanout", "16", "--size", "64", "--backends",
+             "raw-sendto", "--json", "-"]
+    # The next bench is PID 1 of a PID namespace too (whose inode is often the killed one's
+    # again, so that it makes the same name).
+    name = killed_in_pidns(bench)
+    if name:
+        p = subprocess.run(["unshare", "--pid", "--fork", bench, *quick], capture_output=True,
+                           text=True, timeout=120)
+        removed(name, p.returncode, p.stderr, "the next bench in a PID namespace")
+    # The next bench is in ours: another name; its sweep finds the namespace's lock free.
+    name = killed_in_pidns(bench)
+    if name:
+        rc, out, err = run(bench, *quick)
+        removed(name, rc, err, "the next bench in this PID namespace")
+    # "msbench-1", as a bench from before the lock files left it (named by its pid alone):
+    # PID 1 here is no bench, so it is stale.
+    if check(subprocess.run(["ip", "netns", "add", "msbench-1"]).returncode == 0,
+             "ip netns add msbench-1"):
+        rc, out, err = run(bench, *quick)
+        removed("msbench-1", rc, err, "an old-style msbench-1")
+    # A live bench (PID 1 as well) is left alone while another runs, as PID 1 of its own PID
+    # namespace; then it removes its own on SIGTERM.
+    p, name, pid = bench_in_pidns(bench)
+    if p:
+        q = subprocess.run(["unshare", "--pid", "--fork", bench, *quick], capture_output=True,
+                           text=True, timeout=120)
+        check(q.returncode == 0, f"a bench beside a live one: exit {q.returncode}:\n{q.stderr}")
+        check("removed stale" not in q.stderr, f"a live namespace removed:\n{q.stderr}")
+        check(name in namespaces(), f"{name}, whose bench is alive, was removed")
+        os.kill(pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        check(name not in namespaces(), f"{name} left behind after SIGTERM:\n{err}")
 
 
 RAW = ("raw-sendto", "raw-sendmmsg", "raw-io_uring")
@@ -779,7 +891,7 @@ def t_connect(bench):
         check(k["udp_out_datagrams"] <= k.get("veth_tx_dropped", -1) <=
               k["udp_out_datagrams"] + 8, f"{name}: veth dropped {k.get('veth_tx_dropped')} "
               f"of {k['udp_out_datagrams']}")
-    check(f"msbench-{p.pid}" not in namespaces(), f"namespace msbench-{p.pid} left behind")
+    check(ns_name(p.pid) not in namespaces(), f"namespace {ns_name(p.pid)} left behind")
 
 
 def check_threads(objs, results, avail, what, kind, k=0, ts=0):
@@ -1212,7 +1324,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     tests = {"json": t_json, "report": t_report, "usage": t_usage, "deliver": t_deliver,
-             "netns": t_netns, "netns-sigint": t_netns_sigint, "raw": t_raw,
+             "netns": t_netns, "netns-sigint": t_netns_sigint, "netns-stale": t_netns_stale,
+             "raw": t_raw,
              "variants": t_variants, "connect": t_connect, "offload": t_offload,
              "workers": t_workers, "zc": t_zc, "tcp": t_tcp,
              "callgrind": t_callgrind}

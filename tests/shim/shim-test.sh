@@ -304,6 +304,20 @@ free_port() {
 	python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# wait_udp_bound PORT PID SECONDS: until a UDP socket is bound to 127.0.0.1:PORT (in
+# /proc/net/udp: 0100007F:PORT in hex), PID is gone or SECONDS pass.
+wait_udp_bound() {
+	_hex=$(printf '0100007F:%04X' "$1")
+	_wu_left=$(($3 * 20))
+	while [ "$_wu_left" -gt 0 ]; do
+		grep -q " $_hex " /proc/net/udp && return 0
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.05
+		_wu_left=$((_wu_left - 1))
+	done
+	grep -q " $_hex " /proc/net/udp
+}
+
 # udp_pair MODE NAME SENDER-COMMAND...: a socat receiver (also under the shim) writes what it
 # gets to a file; the sender reads $tmp/input on stdin; the output must equal the input.
 udp_pair() {
@@ -315,7 +329,8 @@ udp_pair() {
 	bg "$run" --mode "$mode" --stats "$tmp/recv.json" -- socat -u -T 2 \
 		"UDP-RECV:$port,bind=127.0.0.1,rcvbuf=1048576" "OPEN:$tmp/output,creat,trunc"
 	rpid=$bgpid
-	sleep 0.3
+	# Not a fixed pause: until the receiver's socket is bound (or it is gone, or 10 s).
+	wait_udp_bound "$port" "$rpid" 10 || fail "the socat receiver did not bind 127.0.0.1:$port"
 	"$run" --mode "$mode" --stats "$tmp/stats.json" -- "$@" <"$tmp/input" \
 		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "$name exited with $?"; }
 	wait "$rpid" || fail "the socat receiver exited with $?"
@@ -405,6 +420,31 @@ patterns_test() {
 
 # ---- setuid, multisend-run, exports ----------------------------------------------------------
 
+# as_pid P COMMAND...: runs COMMAND as process P, in a new PID namespace whose last-allocated
+# PID is set to P - 1 (made as pidns_probe found it can be), so that the PID is the same on
+# every run.
+as_pid() {
+	_asp=$1
+	shift
+	# shellcheck disable=SC2086 # $pidns_opt is one option or nothing
+	unshare $pidns_opt --pid --fork sh -c \
+		'echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid || exit 125; shift; "$@"; exit $?' \
+		as_pid "$_asp" "$@"
+}
+
+# pidns_probe: whether as_pid works here (unshare as root, or in a user namespace of its own),
+# checked by the PID a process actually gets. Sets pidns_opt.
+pidns_probe() {
+	for pidns_opt in '' --map-root-user; do
+		# shellcheck disable=SC2086
+		_got=$(unshare $pidns_opt --pid --fork sh -c \
+			'echo 9999 >/proc/sys/kernel/ns_last_pid || exit 1; sh -c "echo \$\$"; exit $?' \
+			2>"$tmp/pidns.err")
+		[ "$_got" = 10000 ] && return 0
+	done
+	return 1
+}
+
 setuid_test() {
 	need setpriv
 	[ "$(id -u)" = 0 ] || skip "needs root to make a set-user-ID copy"
@@ -430,7 +470,111 @@ setuid_test() {
 		fail "the report does not say the environment was ignored"
 	grep -q 'batched 0' "$tmp/err" || fail "the shim batched under AT_SECURE"
 	grep -q 'MULTISEND_BATCH_MAX' "$tmp/err" && fail "the shim read MULTISEND_BATCH_MAX"
-	echo "PASS: set-user-ID: multisend-run warns, the shim ignores the environment"
+	# File capabilities (ping's kind) put a program run by another user in secure-execution
+	# mode too, as multisend-run's warning says: the same probe with cap_net_raw, run as
+	# nobody, sees AT_SECURE, and the shim ignores the variables.
+	need setcap
+	cp "${TESTS_DIR:?}/shim-setuid-probe" "$tmp/cap-probe" || fail "copy"
+	setcap cap_net_raw+ep "$tmp/cap-probe" || fail "setcap"
+	"$run" --mode batch -- "$tmp/cap-probe" "$tmp/libmultisend-preload.so" >/dev/null \
+		2>"$tmp/warn"
+	grep -q "warning: $tmp/cap-probe has file capabilities (cap_net_raw=ep)" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "multisend-run did not warn about file capabilities"; }
+	MULTISEND_PRELOAD_MODE=batch MULTISEND_STATS="$tmp/must-not-exist.json" \
+		setpriv --reuid=nobody --regid=nogroup --clear-groups \
+		"$tmp/cap-probe" "$tmp/libmultisend-preload.so" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/out" "$tmp/err"
+	[ $rc = 0 ] || fail "the capability probe exited with $rc (77: no AT_SECURE)"
+	[ ! -e "$tmp/must-not-exist.json" ] || fail "the shim used MULTISEND_STATS with capabilities"
+	grep -q 'mode metrics, environment ignored (AT_SECURE)' "$tmp/err" ||
+		fail "the report does not say the environment was ignored (capabilities)"
+	echo "PASS: set-user-ID and file capabilities: multisend-run warns, the shim ignores the environment"
+}
+
+# expect_refusal STATUS MESSAGE COMMAND...: COMMAND exits with STATUS, says MESSAGE (a grep
+# pattern) on stderr, and prints nothing on stdout (the program did not run).
+expect_refusal() {
+	_st=$1 _msg=$2
+	shift 2
+	"$@" >"$tmp/r.out" 2>"$tmp/r.err"
+	_rc=$?
+	[ "$_rc" = "$_st" ] || { show "$tmp/r.out" "$tmp/r.err"; fail "$*: exit $_rc, not $_st"; }
+	grep -q -- "$_msg" "$tmp/r.err" || { show "$tmp/r.err"; fail "$*: no '$_msg'"; }
+	[ ! -s "$tmp/r.out" ] || { show "$tmp/r.out"; fail "$*: the program ran"; }
+}
+
+# Options with an empty value, and programs that cannot be run: clear messages, no shell
+# errors.
+run_refusals() {
+	for o in --mode --stats --stats-shm --batch-max --batch-delay-us --programs; do
+		expect_refusal 2 "^multisend-run: $o needs a value, not an empty string" \
+			"$run" "$o" '' -- echo ran
+		expect_refusal 2 "^multisend-run: $o needs a value, not an empty string" \
+			"$run" "$o=" -- echo ran
+	done
+	printf 'echo ran\n' >"$tmp/noexec"
+	chmod 644 "$tmp/noexec"
+	expect_refusal 126 "^multisend-run: $tmp/noexec: permission denied: not executable" \
+		"$run" -- "$tmp/noexec"
+	expect_refusal 126 "^multisend-run: $tmp: is a directory, not a program" "$run" -- "$tmp"
+}
+
+# --stats FILE: never through a symbolic link, never opening a FIFO or another non-regular
+# file, and a missing directory said so; all before the program runs.
+run_stats_path() {
+	expect_refusal 2 "^multisend-run: --stats $tmp/missing/r.json: the directory $tmp/missing does not exist" \
+		"$run" --stats "$tmp/missing/r.json" -- echo ran
+	expect_refusal 2 "^multisend-run: --stats $tmp/noexec/r.json: $tmp/noexec is not a directory" \
+		"$run" --stats "$tmp/noexec/r.json" -- echo ran
+	# A symbolic link planted at the path, to a private file: refused; the file is neither
+	# emptied nor written, nor is a dangling link's target made.
+	printf 'precious\n' >"$tmp/precious"
+	chmod 600 "$tmp/precious"
+	ln -s "$tmp/precious" "$tmp/link.json"
+	ln -s "$tmp/made-through-link" "$tmp/dangling.json"
+	for l in link dangling; do
+		expect_refusal 2 "^multisend-run: --stats $tmp/$l.json: refusing a symbolic link" \
+			"$run" --mode batch --stats "$tmp/$l.json" -- "${TESTS_DIR:?}/shim-errno"
+	done
+	[ "$(cat "$tmp/precious")" = precious ] || fail "the symbolic link's target was changed"
+	[ ! -e "$tmp/made-through-link" ] || fail "a file was made through a dangling link"
+	# A FIFO nobody reads: refused at once (timeout only bounds a hang, which fails: 124).
+	mkfifo "$tmp/fifo.json" || fail "mkfifo"
+	expect_refusal 2 "^multisend-run: --stats $tmp/fifo.json: refusing a file that is not a regular file" \
+		timeout 20 "$run" --stats "$tmp/fifo.json" -- echo ran
+	mkdir "$tmp/dir.json"
+	expect_refusal 2 "^multisend-run: --stats $tmp/dir.json: refusing a file that is not a regular file" \
+		"$run" --stats "$tmp/dir.json" -- echo ran
+	# A regular file: emptied (its mode kept), then the report.
+	printf 'old contents\n' >"$tmp/reg.json"
+	chmod 600 "$tmp/reg.json"
+	"$run" --mode batch --stats "$tmp/reg.json" -- "${TESTS_DIR:?}/shim-errno" >/dev/null ||
+		fail "--stats on a regular file"
+	check_stats "$tmp/reg.json" "len(r) == 1" "r[0]['mode'] == 'batch'"
+	[ "$(stat -c %a "$tmp/reg.json")" = 600 ] || fail "the report file's mode changed"
+}
+
+# A program with file capabilities (ping's kind) is warned about like a set-user-ID one, both
+# with getcap and without it (a getcap that fails: the wrapper reads the attribute with tar).
+run_file_caps() {
+	if ! command -v setcap >/dev/null 2>&1 || [ "$(id -u)" != 0 ]; then
+		echo "note: file capabilities not checked (needs root and setcap, libcap2-bin)"
+		return
+	fi
+	cp /bin/true "$tmp/captrue" || fail "copy"
+	"$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue before setcap"
+	[ ! -s "$tmp/warn" ] || { show "$tmp/warn"; fail "a warning without file capabilities"; }
+	setcap cap_net_raw+ep "$tmp/captrue" || fail "setcap"
+	"$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue"
+	grep -q "warning: $tmp/captrue has file capabilities (cap_net_raw=ep).*runs without the shim" \
+		"$tmp/warn" || { show "$tmp/warn"; fail "no warning for file capabilities (getcap)"; }
+	mkdir "$tmp/badcap"
+	printf '#!/bin/sh\nexit 1\n' >"$tmp/badcap/getcap"
+	chmod 755 "$tmp/badcap/getcap"
+	PATH="$tmp/badcap:$PATH" "$run" -- "$tmp/captrue" 2>"$tmp/warn" || fail "captrue (tar)"
+	grep -q "warning: $tmp/captrue has file capabilities (security.capability)" "$tmp/warn" ||
+		{ show "$tmp/warn"; fail "no warning for file capabilities (tar)"; }
 }
 
 run_test() {
@@ -439,6 +583,9 @@ run_test() {
 	"$run" --batch-max 0 -- true 2>/dev/null && fail "--batch-max 0 was accepted"
 	"$run" --batch-delay-us 5x -- true 2>/dev/null && fail "a bad delay was accepted"
 	"$run" -- /nonexistent/program 2>/dev/null; [ $? = 127 ] || fail "missing program: not 127"
+	run_refusals
+	run_stats_path
+	run_file_caps
 	# The variables and LD_PRELOAD as the program sees them; an existing entry is kept.
 	first=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6 2>/dev/null || echo /lib/libc.so.6)
 	first="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$first"
@@ -477,14 +624,33 @@ run_test() {
 	[ ! -s "$tmp/filtered.json" ] || fail "a filtered program reported"
 	# %p in the report path becomes the process id; a path that would not fit once expanded
 	# is refused with a warning and the report goes to stderr (a cut path names another file).
-	MULTISEND_STATS="$tmp/pid-%p.json" "$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" \
-		>/dev/null || fail "%p"
-	ls "$tmp"/pid-[0-9]*.json >/dev/null 2>&1 || fail "%p in MULTISEND_STATS was not expanded"
-	long="$tmp/$(printf '%%p%.0s' $(seq 1 300))"
-	MULTISEND_STATS="$long" "$run" --mode batch -- "${TESTS_DIR:?}/shim-errno" \
-		>/dev/null 2>"$tmp/warn" || fail "an over-long %p path"
-	grep -q "once %p is expanded; writing the report here" "$tmp/warn" ||
-		{ show "$tmp/warn"; fail "no warning for an over-long report path"; }
+	# Whether it fits depends on the PID's length (the value is at most 1023 bytes, so a path
+	# of %p only can outgrow the shim's buffer only with PIDs of 3 digits or more), so the
+	# program runs as a PID chosen here: 10000, in a PID namespace of its own.
+	pid_p=10000
+	if pidns_probe; then
+		MULTISEND_STATS="$tmp/pid-%p.json" as_pid "$pid_p" "$run" --mode batch -- \
+			"${TESTS_DIR:?}/shim-errno" >/dev/null || fail "%p"
+		[ -s "$tmp/pid-$pid_p.json" ] || { ls "$tmp"; fail "%p was not expanded to $pid_p"; }
+		check_stats "$tmp/pid-$pid_p.json" "r[0]['pid'] == $pid_p"
+		# As many %p as the 1023 bytes hold: 5 digits each makes ~2.5 times the value's
+		# length, past any buffer of the value's size plus a margin.
+		long="$tmp/"
+		while [ $((${#long} + 2)) -le 1023 ]; do long="$long%p"; done
+		MULTISEND_STATS="$long" as_pid "$pid_p" "$run" --mode batch -- \
+			"${TESTS_DIR:?}/shim-errno" >/dev/null 2>"$tmp/warn" || fail "an over-long %p path"
+		grep -q "once %p is expanded; writing the report here" "$tmp/warn" ||
+			{ show "$tmp/warn"; fail "no warning for an over-long report path"; }
+		grep -q "pid $pid_p" "$tmp/warn" || { show "$tmp/warn"; fail "no report on stderr"; }
+	else
+		# Without a PID namespace (not root, no user namespaces): %p is expanded to
+		# whatever this run's PID is; the over-long case cannot be made to happen.
+		show "$tmp/pidns.err"
+		echo "note: no PID namespace: the over-long %p path is not checked"
+		MULTISEND_STATS="$tmp/pid-%p.json" "$run" --mode batch -- \
+			"${TESTS_DIR:?}/shim-errno" >/dev/null || fail "%p"
+		check_stats "$(ls "$tmp"/pid-[0-9]*.json)" "'$tmp/pid-%d.json' % r[0]['pid'] == sys.argv[1]"
+	fi
 	# Installed: the script finds the shim under the installed tree (DESTDIR staging too).
 	if [ -n "${MESON_BUILD_ROOT:-}" ] && command -v meson >/dev/null 2>&1; then
 		meson install -C "$MESON_BUILD_ROOT" --no-rebuild --destdir "$tmp/inst" \

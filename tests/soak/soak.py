@@ -486,7 +486,9 @@ class Soak:
             left.append(f"bench process {pid} is still running")
         if shutil.which("ip"):
             ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-            names = {f"msbench-{pid}" for pid in self.child_pids}
+            # bench/netns.c: msbench-<PID namespace inode>-<pid> (the children share ours).
+            pidns = os.stat("/proc/self/ns/pid").st_ino
+            names = {f"msbench-{pidns}-{pid}" for pid in self.child_pids}
             for line in ns.splitlines():
                 if line.split(" ")[0] in names:
                     left.append(f"namespace {line.split(' ')[0]} left behind")
