@@ -167,9 +167,10 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 				       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-			return (ssize_t)len;
+			return shim_count_reentered(CALL_SENDTO, (ssize_t)len, true);
 		}
-		return shim_raw_sendto(fd, buf, len, flags, addr.__sockaddr__, alen);
+		return shim_count_reentered(CALL_SENDTO, shim_raw_sendto(fd, buf, len, flags,
+						addr.__sockaddr__, alen), false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -200,9 +201,10 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 				       .iovcnt = 1, .len = len };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-			return (ssize_t)len;
+			return shim_count_reentered(CALL_SEND, (ssize_t)len, true);
 		}
-		return shim_raw_sendto(fd, buf, len, flags, NULL, 0);
+		return shim_count_reentered(CALL_SEND, shim_raw_sendto(fd, buf, len, flags, NULL, 0),
+					    false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -238,10 +240,10 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 					       .control = msg->msg_controllen != 0, .msg = msg };
 			if (shim_batch_signal_send(&s)) {
 				atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-				return (ssize_t)len;
+				return shim_count_reentered(CALL_SENDMSG, (ssize_t)len, true);
 			}
 		}
-		return shim_raw_sendmsg(fd, msg, flags);
+		return shim_count_reentered(CALL_SENDMSG, shim_raw_sendmsg(fd, msg, flags), false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -266,7 +268,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 {
 	if (unlikely(shim_guard)) {
 		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
-		return shim_raw_sendmmsg(fd, msgs, n, flags);
+		return shim_count_reentered_mmsg(shim_raw_sendmmsg(fd, msgs, n, flags), msgs);
 	}
 	shim_guard = 1;
 	shim_init();

@@ -154,6 +154,29 @@ static const char *errname(int e)
 	return n ? n : "other";
 }
 
+/* Sends from signal handlers that re-entered the shim (counted with atomics, metrics.c): in
+ * the totals, in no socket's row. Those that went straight out made one system call each. */
+static void add_reentered(struct totals *T)
+{
+	uint64_t passed = atomic_load_explicit(&shim_re.passed, memory_order_relaxed);
+
+	T->c.calls += atomic_load_explicit(&shim_re.calls, memory_order_relaxed);
+	T->c.datagrams += atomic_load_explicit(&shim_re.datagrams, memory_order_relaxed);
+	T->c.bytes += atomic_load_explicit(&shim_re.bytes, memory_order_relaxed);
+	T->c.batched += atomic_load_explicit(&shim_re.batched, memory_order_relaxed);
+	T->c.errors += atomic_load_explicit(&shim_re.errors, memory_order_relaxed);
+	T->c.passed += passed;
+	T->c.syscalls += passed;
+	if (shim_cfg.mode == SHIM_METRICS)
+		T->c.syscalls_est += passed;
+	for (int k = 0; k < CALL_N; k++)
+		T->calls_by[k] += atomic_load_explicit(&shim_re.calls_by[k], memory_order_relaxed);
+	for (int k = 0; k < SHIM_ERRNO_MAX; k++)
+		T->errs[k] += atomic_load_explicit(&shim_re.errs[k], memory_order_relaxed);
+	if (atomic_load_explicit(&shim_re.calls, memory_order_relaxed))
+		T->any = true;
+}
+
 /* ---- the two formats ------------------------------------------------------------------------ */
 
 static void counts_json(struct out *o, const struct shim_counts *c)
@@ -272,9 +295,9 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->sendmmsg_calls,
 		    T->single_sends);
 	if (re->calls) {
-		put(o, "\n  sends re-entering the shim (from signal handlers): %lu, of which %lu "
-		       "queued behind the batch (%lu beyond its ring) and %lu passed straight "
-		       "through",
+		put(o, "\n  sends re-entering the shim (from signal handlers, in the totals, in no "
+		       "socket's row): %lu, of which %lu queued behind the batch (%lu beyond its "
+		       "ring) and %lu passed straight through",
 		    re->calls, re->queued, re->overflow, re->calls - re->queued);
 		if (re->unordered)
 			put(o, "\n  WARNING: %lu of those had to wait behind the batch but found no "
@@ -385,6 +408,7 @@ void shim_report_write(void)
 		}
 		shim_counts_add(&T->c, &rows[i].c);
 	}
+	add_reentered(T);
 
 	if (T->any) {
 		struct reentry re = { atomic_load(&shim_reentered), atomic_load(&shim_sigqueued),

@@ -607,6 +607,25 @@ struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, 
 
 void shim_counts_add(struct shim_counts *to, const struct shim_counts *from);
 
+/* Send-family calls that re-entered the shim (shim_guard set: a signal handler that
+ * interrupted the shim) and went straight to the kernel or into the batch's signal queue.
+ * They cannot touch a thread's rows, so they are counted here, with relaxed atomics only
+ * (async-signal-safe, no lock), and the report adds them to its totals (not to any socket's
+ * row). Every field is an _Atomic uint64_t (shim_reentry_reset clears them as an array). */
+struct shim_reentry {
+	_Atomic uint64_t calls, datagrams, bytes, batched, passed, errors;
+	_Atomic uint64_t calls_by[CALL_N];
+	_Atomic uint64_t errs[SHIM_ERRNO_MAX]; /* failures the program saw, by errno */
+};
+extern struct shim_reentry shim_re;
+/* Count one re-entered send of one datagram: r its result (the length when queued; -1 with
+ * errno set when it failed). Returns r; errno is left as it is. */
+ssize_t shim_count_reentered(enum shim_call call, ssize_t r, bool queued);
+/* ... of a re-entered sendmmsg that went straight through: r its result. */
+int shim_count_reentered_mmsg(int r, const struct mmsghdr *msgs);
+/* A forked child: the parent's re-entered sends are not the child's. */
+void shim_reentry_reset(void);
+
 /* ---- report.c ------------------------------------------------------------------------------- */
 
 void shim_report_write(void);
