@@ -538,6 +538,7 @@ static void forget(int fd)
 
 SHIM_EXPORT int close(int fd)
 {
+	shim_stderr_close(fd);
 	if (unlikely(shim_guard))
 		return shim_raw_close(fd);
 	point(fd, FLUSH_CLOSE);
@@ -551,6 +552,7 @@ SHIM_EXPORT int dup2(int from, int to)
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup2, "dup2")(from, to);
+	shim_stderr_dup(to, r);
 	if (r >= 0 && !shim_guard)
 		forget(to);
 	return r;
@@ -561,6 +563,7 @@ SHIM_EXPORT int dup3(int from, int to, int flags)
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup3, "dup3")(from, to, flags);
+	shim_stderr_dup(to, r);
 	if (r >= 0 && !shim_guard)
 		forget(to);
 	return r;

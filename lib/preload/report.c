@@ -5,6 +5,8 @@
  * line when MULTISEND_STATS ends in .json. The file is opened for appending, so every process
  * of a run that sent something adds its own report (multisend-run empties the file first);
  * "%p" in the path is replaced by the process id. A process that made no send writes nothing.
+ * Without that file the report goes to descriptor 2 if that is still the process's stderr
+ * (errfd.c), and nowhere if it is not.
  *
  * No stdio and no malloc: the program may have either in any state at exit.
  */
@@ -419,10 +421,9 @@ void shim_report_write(void)
 		else
 			text(&o, T, rows, nrows, &re);
 
-		/* A program may have closed stderr and reused the number for a socket: the
-		 * report must never go into its data. */
-		struct shim_fd *e2 = shim_fd_get(2);
-		int fd = e2 && (shim_fd_info(2, e2) & FD_SOCKET) ? -1 : 2;
+		/* A program may have closed stderr and put a data file or a socket at its
+		 * number: the report must never go into its data (errfd.c). */
+		int fd = shim_stderr_ok() ? 2 : -1;
 		bool opened = false;
 		if (shim_cfg.stats_path[0]) {
 			char path[sizeof(shim_cfg.stats_path) + 32];

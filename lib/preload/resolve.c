@@ -212,6 +212,11 @@ void shim_warn(const char *fmt, ...)
 	int n = snprintf(buf, sizeof(buf), SHIM_NAME ": ");
 	va_list ap;
 
+	/* Not into a file the program has put at descriptor 2 since it started (errfd.c). */
+	if (!shim_stderr_ok()) {
+		errno = saved;
+		return;
+	}
 	va_start(ap, fmt);
 	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

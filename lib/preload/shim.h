@@ -10,12 +10,14 @@
  *   metrics.c    counters, fan-out runs, the system calls batching would need
  *   report.c     the report at exit (text or JSON)
  *   live.c       live counters: the "shim" slot of the MULTISEND_STATS_SHM file
+ *   errfd.c      whether descriptor 2 is still the process's stderr (the report's fallback)
  *   intercept.c  the exported wrappers, and nothing else is exported
  *
  * Rules every file keeps (they are why a shim survives other people's programs):
  *  - Nothing runs before the first intercepted call: no constructor, no allocation, no thread,
- *    no getenv. Memory comes from mmap, never malloc, so a send made from a signal handler
- *    that interrupted malloc cannot deadlock in the shim.
+ *    no getenv. (One exception: errfd.c's constructor makes one fstat of descriptor 2, and
+ *    nothing else.) Memory comes from mmap, never malloc, so a send made from a signal
+ *    handler that interrupted malloc cannot deadlock in the shim.
  *  - shim_guard (initial-exec TLS) is non-zero while this thread touches shim state. A call
  *    that finds it set (a signal handler that interrupted the shim, or a call the shim itself
  *    makes) takes no lock and touches no shared state: it goes straight to the real function,
@@ -661,6 +663,25 @@ void shim_live_retire(struct shim_thread *t);
 void shim_live_final(bool may_wait, bool reopen);
 /* In a forked child: the parent's slot is not ours; start over, as the counters do. */
 void shim_live_after_fork_child(void);
+
+/* ---- errfd.c: is descriptor 2 still the process's stderr? ----------------------------------- */
+
+/* True while descriptor 2 is open and is the file it was when the shim was loaded (or the one
+ * the program last dup2'd or dup3'd onto it). The report and shim_warn write to 2 only then. */
+bool shim_stderr_ok(void);
+/* The close wrapper, before closing 2; the dup2/dup3 wrappers, after one onto 2 succeeded. */
+void shim_stderr_closed(void);
+void shim_stderr_replaced(void);
+static inline void shim_stderr_close(int fd)
+{
+	if (unlikely(fd == 2))
+		shim_stderr_closed();
+}
+static inline void shim_stderr_dup(int to, int r)
+{
+	if (unlikely(to == 2) && r >= 0)
+		shim_stderr_replaced();
+}
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 

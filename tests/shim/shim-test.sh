@@ -9,6 +9,8 @@
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
+#   shim-test.sh stderr MODE                where the report and warnings go (the shim in
+#                                           LD_PRELOAD)
 #   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
 #                                           multisend-stat while and after the program runs
 #
@@ -448,6 +450,56 @@ exports_test() {
 	echo "PASS: the shim exports exactly the $(wc -l <"$tmp/map") intercepted names"
 }
 
+# ---- where the report and the warnings go ---------------------------------------------------
+
+# The shim in LD_PRELOAD directly (multisend-run is not what these tests are about).
+preload="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$shim"
+sdata=${TESTS_DIR:?}/shim-stderrdata
+
+# the three lines shim-stderrdata writes as its data
+want_data() {
+	printf 'data line %d\n' 1 2 3 >"$tmp/want"
+}
+
+# Descriptor 2 gets the report and the warnings only while it is the process's stderr: a
+# program that closed it, or was started without it, and opened a data file there gets
+# exactly its data in that file. MULTISEND_BATCH_MAX is bad on purpose: a warning too.
+stderr_test() { # MODE
+	mode=$1
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	want_data
+	sd() { # HOW DATA: shim-stderrdata under the shim, stdout in $tmp/out
+		env LD_PRELOAD="$preload" MULTISEND_PRELOAD_MODE="$mode" MULTISEND_BATCH_MAX=bogus \
+			"$sdata" "$1" "$2" >"$tmp/out"
+	}
+	# Closes 2, opens its data file (number 2), sends, writes, exits.
+	sd close "$tmp/close.data" 2>"$tmp/close.err" || { show "$tmp/out"; fail "close: exit $?"; }
+	cmp "$tmp/want" "$tmp/close.data" || { show "$tmp/close.data"; fail "close: not its data alone"; }
+	[ ! -s "$tmp/close.err" ] || { show "$tmp/close.err"; fail "close: wrote to the closed stderr"; }
+	# Started with 2>&- (iperf3 --logfile): the data file is number 2 from the start.
+	sd closed "$tmp/closed.data" 2>&- || { show "$tmp/out"; fail "closed: exit $?"; }
+	cmp "$tmp/want" "$tmp/closed.data" || { show "$tmp/closed.data"; fail "2>&-: not its data alone"; }
+	# Closes its stderr and opens the same file again as data: the file is the same, but it
+	# is the program's data now.
+	: >"$tmp/reopen.data"
+	sd reopen "$tmp/reopen.data" 2>>"$tmp/reopen.data" || { show "$tmp/out"; fail "reopen: exit $?"; }
+	cmp "$tmp/want" "$tmp/reopen.data" || { show "$tmp/reopen.data"; fail "reopen: not its data alone"; }
+	# The controls: a program that dup2s a file onto 2 has made it its stderr (the report
+	# goes there); one that leaves 2 alone has the report and the warning on it.
+	sd redirect "$tmp/redirect.log" 2>"$tmp/redirect.err" || fail "redirect: exit $?"
+	cmp "$tmp/want" "$tmp/out" || { show "$tmp/out"; fail "redirect: stdout is not its data"; }
+	grep -q "total: 5 calls, 5 datagrams, 50 bytes" "$tmp/redirect.log" ||
+		{ show "$tmp/redirect.log"; fail "redirect: no report in the program's new stderr"; }
+	grep -q "ignoring MULTISEND_BATCH_MAX='bogus'" "$tmp/redirect.err" ||
+		{ show "$tmp/redirect.err"; fail "redirect: no warning on the first stderr"; }
+	sd keep "$tmp/keep.data" 2>"$tmp/keep.err" || { show "$tmp/out"; fail "keep: exit $?"; }
+	cmp "$tmp/want" "$tmp/keep.data" || fail "keep: not its data alone"
+	grep -q "total: 5 calls, 5 datagrams, 50 bytes" "$tmp/keep.err" &&
+		grep -q "ignoring MULTISEND_BATCH_MAX='bogus'" "$tmp/keep.err" ||
+		{ show "$tmp/keep.err"; fail "keep: no report or no warning on stderr"; }
+	echo "PASS: mode $mode: the report and warnings never reach a data file at descriptor 2"
+}
+
 # ---- live counters ---------------------------------------------------------------------------
 
 # live_check FILE REPORT PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines; l is
@@ -560,5 +612,6 @@ setuid) setuid_test ;;
 run) run_test ;;
 exports) exports_test ;;
 live) live_test "$2" "$3" ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live ..." ;;
+stderr) stderr_test "$2" ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr ..." ;;
 esac
