@@ -5,8 +5,10 @@
  * line when MULTISEND_STATS ends in .json. The file is opened for appending, so every process
  * of a run that sent something adds its own report (multisend-run empties the file first);
  * "%p" in the path is replaced by the process id. A process that made no send writes nothing.
- * Without that file the report goes to descriptor 2 if that is still the process's stderr
- * (errfd.c), and nowhere if it is not.
+ * The file must be a regular file owned by the effective user, reached without following a
+ * symbolic link at its last component (open_report); otherwise, and when there is no such
+ * path, the report goes to descriptor 2 if that is still the process's stderr (errfd.c), and
+ * nowhere if it is not.
  *
  * No stdio and no malloc: the program may have either in any state at exit.
  */
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "multisend.h"
@@ -370,6 +373,40 @@ too_long:
 	return false;
 }
 
+/* The report file, appended to (created mode 0600). Never through a symbolic link
+ * (O_NOFOLLOW), never waiting (O_NONBLOCK: a FIFO nobody reads fails with ENXIO instead of
+ * hanging the exit; one that a reader holds is refused by the lstat before it is opened), and
+ * only a regular file owned by the effective user is kept (fstat of what was opened: the lstat
+ * is only there so that a FIFO or a device is not opened at all). Returns the descriptor, or
+ * -1 with *why saying why not. */
+static int open_report(const char *path, const char **why)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		*why = S_ISLNK(st.st_mode) ? "a symbolic link, not followed" : "not a regular file";
+		return -1;
+	}
+	int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		     0600);
+	if (f < 0) {
+		*why = errno == ELOOP ? "a symbolic link, not followed"
+		       : errno == ENXIO ? "not a regular file" : strerror(errno);
+		return -1;
+	}
+	if (fstat(f, &st) < 0) {
+		*why = strerror(errno);
+	} else if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file";
+	} else if (st.st_uid != geteuid()) {
+		*why = "owned by another user";
+	} else {
+		return f;
+	}
+	shim_raw_close(f);
+	return -1;
+}
+
 void shim_report_write(void)
 {
 	struct totals *T;
@@ -427,15 +464,16 @@ void shim_report_write(void)
 		bool opened = false;
 		if (shim_cfg.stats_path[0]) {
 			char path[sizeof(shim_cfg.stats_path) + 32];
+			const char *why = NULL;
 			int f = -1;
 			if (!expand(path, sizeof(path), shim_cfg.stats_path))
 				shim_warn("MULTISEND_STATS is longer than %zu bytes once %%p is "
 					  "expanded; writing the report here", sizeof(path) - 1);
 			else
-				f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-			if (f < 0 && path[0] && fd == 2)
-				shim_warn("cannot write the report to %s: %s; writing it here", path,
-					  strerror(errno));
+				f = open_report(path, &why);
+			if (f < 0 && path[0])
+				shim_warn("cannot write the report to '%s': %s; writing it here",
+					  path, why);
 			if (f >= 0) {
 				fd = f;
 				opened = true;

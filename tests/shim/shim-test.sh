@@ -9,7 +9,7 @@
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
-#   shim-test.sh stderr MODE                where the report and warnings go (the shim in
+#   shim-test.sh stderr MODE | statsfile   where the report and warnings go (the shim in
 #                                           LD_PRELOAD)
 #   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
 #                                           multisend-stat while and after the program runs
@@ -500,6 +500,60 @@ stderr_test() { # MODE
 	echo "PASS: mode $mode: the report and warnings never reach a data file at descriptor 2"
 }
 
+# MULTISEND_STATS: a symbolic link there is not followed, a FIFO there is never opened for
+# writing (and does not hang the program), a file of another user is not written; the report
+# goes to stderr instead, with a warning. A new file is made mode 0600.
+statsfile_test() {
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	want_data
+	sf() { # PATH: shim-stderrdata keep under the shim with MULTISEND_STATS=PATH
+		env LD_PRELOAD="$preload" MULTISEND_PRELOAD_MODE=batch MULTISEND_STATS="$1" \
+			timeout 60 "$sdata" keep "$tmp/data" >"$tmp/out" 2>"$tmp/err"
+	}
+	refused() { # NAME REASON: the warning, then the report on stderr
+		grep -q "cannot write the report to '.*$1': $2; writing it here" "$tmp/err" &&
+			grep -q '"calls":5,"datagrams":5,"bytes":50,' "$tmp/err" ||
+			{ show "$tmp/err"; fail "$1: no warning ($2) or no report on stderr"; }
+	}
+	printf 'precious\n' >"$tmp/target"
+	chmod 600 "$tmp/target"
+	cp "$tmp/target" "$tmp/target.orig"
+	ln -s "$tmp/target" "$tmp/link.json"
+	sf "$tmp/link.json" || { show "$tmp/out" "$tmp/err"; fail "symlink: exit $?"; }
+	cmp "$tmp/target.orig" "$tmp/target" || fail "the symlink's target was written"
+	[ -L "$tmp/link.json" ] || fail "the symlink was replaced"
+	refused link.json 'a symbolic link, not followed'
+	cmp "$tmp/want" "$tmp/data" || fail "symlink: the program's data changed"
+
+	mkfifo "$tmp/fifo.json" || fail "mkfifo"
+	# Nobody reads it: the program still finishes (timeout is a safety net: a blocking open
+	# would hang here until it fires, and the exit status would say so).
+	sf "$tmp/fifo.json" || { show "$tmp/out" "$tmp/err"; fail "FIFO, no reader: exit $?"; }
+	refused fifo.json 'not a regular file'
+	# A reader waits on it: it must see no writer but ours, which comes after the program.
+	bg cat "$tmp/fifo.json" >"$tmp/fifo.got"
+	catpid=$bgpid
+	sf "$tmp/fifo.json" || { show "$tmp/out" "$tmp/err"; fail "FIFO, a reader: exit $?"; }
+	refused fifo.json 'not a regular file'
+	: >"$tmp/fifo.json" # lets the reader's open return, and its read see the end
+	wait "$catpid"
+	[ ! -s "$tmp/fifo.got" ] || { show "$tmp/fifo.got"; fail "the shim wrote into the FIFO"; }
+
+	if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+		printf 'theirs\n' >"$tmp/theirs.json"
+		chown nobody "$tmp/theirs.json"
+		sf "$tmp/theirs.json" || { show "$tmp/out" "$tmp/err"; fail "another user's file: exit $?"; }
+		[ "$(cat "$tmp/theirs.json")" = theirs ] || fail "another user's file was written"
+		refused theirs.json 'owned by another user'
+	fi
+
+	(umask 022 && sf "$tmp/new.json") || { show "$tmp/err"; fail "a new file: exit $?"; }
+	[ "$(stat -c %a "$tmp/new.json")" = 600 ] || fail "a new report file is not mode 0600"
+	grep -q '"datagrams":5,' "$tmp/new.json" || { show "$tmp/new.json"; fail "no report in a new file"; }
+	[ ! -s "$tmp/err" ] || { show "$tmp/err"; fail "stderr written with a usable report file"; }
+	echo "PASS: MULTISEND_STATS: symlink not followed, FIFO never opened, another user's file refused, new file 0600"
+}
+
 # ---- live counters ---------------------------------------------------------------------------
 
 # live_check FILE REPORT PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines; l is
@@ -613,5 +667,6 @@ run) run_test ;;
 exports) exports_test ;;
 live) live_test "$2" "$3" ;;
 stderr) stderr_test "$2" ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr ..." ;;
+statsfile) statsfile_test ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile ..." ;;
 esac
