@@ -283,7 +283,7 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		 unsigned nrows, const struct reentry *re)
 {
 	put(o, SHIM_NAME " %s: pid %d (%s), mode %s", ms_version_string(), (int)getpid(),
-	    shim_cfg.program, mode_name(shim_cfg.mode));
+	    shim_quote(&(struct shim_quoted){ 0 }, shim_cfg.program), mode_name(shim_cfg.mode));
 	if (shim_cfg.mode == SHIM_BATCH)
 		put(o, " (batch max %u, delay %u us%s%s)", shim_cfg.batch_max, shim_cfg.delay_us,
 		    shim_cfg.fanout_end ? "" : ", no fan-out end detection",
@@ -473,7 +473,7 @@ void shim_report_write(void)
 				f = open_report(path, &why);
 			if (f < 0 && path[0])
 				shim_warn("cannot write the report to '%s': %s; writing it here",
-					  path, why);
+					  shim_quote(&(struct shim_quoted){ 0 }, path), why);
 			if (f >= 0) {
 				fd = f;
 				opened = true;

@@ -165,6 +165,17 @@ struct shim_config {
 };
 
 extern struct shim_config shim_cfg;
+/* A value from the environment (or anything else a program controls) as a warning shows it,
+ * so that it cannot break the line or reach the terminal as an escape sequence: printable
+ * ASCII as it is, a backslash as two, every other byte (control characters, bytes >= 0x7f)
+ * as \xNN; at most SHIM_QUOTE_SHOWN characters of that, then "..." when some of the value is
+ * left out (it is read no further). Returns q->s. Every shim_warn of such a value goes
+ * through this; shim_warn itself also escapes whatever reaches it. */
+#define SHIM_QUOTE_SHOWN 128
+struct shim_quoted {
+	char s[SHIM_QUOTE_SHOWN + 4];
+};
+const char *shim_quote(struct shim_quoted *q, const char *v);
 /* Fill shim_cfg from the environment (secure_getenv) and this process's names. */
 void shim_config_load(void);
 /* What shim_config_load does after finding the process's names: parse the MULTISEND_*

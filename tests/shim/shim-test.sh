@@ -9,8 +9,8 @@
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
-#   shim-test.sh stderr MODE | statsfile   where the report and warnings go (the shim in
-#                                           LD_PRELOAD)
+#   shim-test.sh stderr MODE | statsfile | warnings   where the report and warnings go, and
+#                                           how values are shown (the shim in LD_PRELOAD)
 #   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
 #                                           multisend-stat while and after the program runs
 #
@@ -554,6 +554,34 @@ statsfile_test() {
 	echo "PASS: MULTISEND_STATS: symlink not followed, FIFO never opened, another user's file refused, new file 0600"
 }
 
+# Bad values are shown escaped and cut: one line per bad variable, no raw control byte or byte
+# >= 0x7f, bounded length.
+warn_test() {
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	nl='
+'
+	esc=$(printf '\033]0;title\007\033[2J')
+	big=$(head -c 100000 /dev/zero | tr '\0' 7)
+	hi=$(printf 'x\377\200y')
+	env LD_PRELOAD="$preload" MULTISEND_STATS="$tmp/w.json" \
+		MULTISEND_PRELOAD_MODE="bat${nl}ch$esc" MULTISEND_BATCH_MAX="$big" \
+		MULTISEND_BATCH_DELAY_US="$hi" MULTISEND_DEFER_ERRORS='\' \
+		"$sdata" keep "$tmp/data" >"$tmp/out" 2>"$tmp/err" || { show "$tmp/out"; fail "exit $?"; }
+	show "$tmp/err"
+	[ "$(wc -l <"$tmp/err")" = 4 ] || fail "not one line per bad variable"
+	[ "$(grep -c '^libmultisend-preload: ignoring MULTISEND_[A-Z_]*=' "$tmp/err")" = 4 ] ||
+		fail "not four warnings"
+	LC_ALL=C tr -d '\n' <"$tmp/err" | LC_ALL=C grep -q '[^ -~]' && fail "a raw control or high byte"
+	LC_ALL=C awk 'length($0) > 300 { exit 1 }' "$tmp/err" || fail "a warning longer than 300 bytes"
+	grep -qF "MULTISEND_PRELOAD_MODE='bat\x0ach\x1b]0;title\x07\x1b[2J': not metrics" "$tmp/err" ||
+		fail "MULTISEND_PRELOAD_MODE not shown escaped"
+	grep -qF "MULTISEND_BATCH_MAX='$(printf '%0128d' 0 | tr 0 7)...': not a whole" "$tmp/err" ||
+		fail "the 100 kB value not cut to 128 characters and ..."
+	grep -qF "MULTISEND_BATCH_DELAY_US='x\xff\x80y'" "$tmp/err" || fail "bytes >= 0x7f not escaped"
+	grep -qF "MULTISEND_DEFER_ERRORS='\\\\'" "$tmp/err" || fail "a backslash not doubled"
+	echo "PASS: warnings: values escaped and cut, one line each"
+}
+
 # ---- live counters ---------------------------------------------------------------------------
 
 # live_check FILE REPORT PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines; l is
@@ -668,5 +696,6 @@ exports) exports_test ;;
 live) live_test "$2" "$3" ;;
 stderr) stderr_test "$2" ;;
 statsfile) statsfile_test ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile ..." ;;
+warnings) warn_test ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile|warnings ..." ;;
 esac
