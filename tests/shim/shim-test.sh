@@ -547,11 +547,15 @@ statsfile_test() {
 		refused theirs.json 'owned by another user'
 	fi
 
+	# /dev/null, the one device allowed: no report anywhere, no warning.
+	sf /dev/null || { show "$tmp/err"; fail "/dev/null: exit $?"; }
+	[ ! -s "$tmp/err" ] || { show "$tmp/err"; fail "/dev/null: stderr written"; }
+	[ -c /dev/null ] || fail "/dev/null is no longer a device"
 	(umask 022 && sf "$tmp/new.json") || { show "$tmp/err"; fail "a new file: exit $?"; }
 	[ "$(stat -c %a "$tmp/new.json")" = 600 ] || fail "a new report file is not mode 0600"
 	grep -q '"datagrams":5,' "$tmp/new.json" || { show "$tmp/new.json"; fail "no report in a new file"; }
 	[ ! -s "$tmp/err" ] || { show "$tmp/err"; fail "stderr written with a usable report file"; }
-	echo "PASS: MULTISEND_STATS: symlink not followed, FIFO never opened, another user's file refused, new file 0600"
+	echo "PASS: MULTISEND_STATS: symlink not followed, FIFO never opened, another user's file refused, /dev/null discards, new file 0600"
 }
 
 # Bad values are shown escaped and cut: one line per bad variable, no raw control byte or byte
