@@ -24,6 +24,35 @@ struct shim_config shim_cfg = {
 	.fanout_end = true,
 };
 
+const char *shim_quote(struct shim_quoted *q, const char *v)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	for (; *v; v++) {
+		unsigned char c = (unsigned char)*v;
+		size_t need = c == '\\' ? 2 : (c < 0x20 || c >= 0x7f) ? 4 : 1;
+		if (n + need > SHIM_QUOTE_SHOWN) {
+			memcpy(q->s + n, "...", 3);
+			n += 3;
+			break;
+		}
+		if (c == '\\') {
+			q->s[n++] = '\\';
+			q->s[n++] = '\\';
+		} else if (need == 4) {
+			q->s[n++] = '\\';
+			q->s[n++] = 'x';
+			q->s[n++] = hex[c >> 4];
+			q->s[n++] = hex[c & 15];
+		} else {
+			q->s[n++] = (char)c;
+		}
+	}
+	q->s[n] = '\0';
+	return q->s;
+}
+
 /* "0" or "1" (an empty value is unset); anything else is refused. */
 static void parse_bool(const char *name, const char *v, bool *out)
 {
@@ -32,7 +61,8 @@ static void parse_bool(const char *name, const char *v, bool *out)
 	else if (!strcmp(v, "0"))
 		*out = false;
 	else if (*v)
-		shim_warn("ignoring %s='%.64s': not 0 or 1 (using %d)", name, v, *out);
+		shim_warn("ignoring %s='%s': not 0 or 1 (using %d)", name,
+			  shim_quote(&(struct shim_quoted){ 0 }, v), *out);
 }
 
 /* A decimal number from lo to hi, digits only; false (and a warning) otherwise. */
@@ -55,8 +85,8 @@ static bool parse_uint(const char *name, const char *v, unsigned lo, unsigned hi
 	*out = (unsigned)x;
 	return true;
 bad:
-	shim_warn("ignoring %s='%.64s': not a whole number from %u to %u (using %u)", name, v, lo,
-		  hi, *out);
+	shim_warn("ignoring %s='%s': not a whole number from %u to %u (using %u)", name,
+		  shim_quote(&(struct shim_quoted){ 0 }, v), lo, hi, *out);
 	return false;
 }
 
@@ -120,8 +150,8 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 		else if (!strcmp(v, "off"))
 			c->asked = SHIM_OFF;
 		else
-			shim_warn("ignoring MULTISEND_PRELOAD_MODE='%.64s': not metrics, batch or off "
-				  "(using metrics)", v);
+			shim_warn("ignoring MULTISEND_PRELOAD_MODE='%s': not metrics, batch or off "
+				  "(using metrics)", shim_quote(&(struct shim_quoted){ 0 }, v));
 	}
 	c->mode = c->asked;
 

@@ -172,9 +172,10 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 				       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-			return (ssize_t)len;
+			return shim_count_reentered(CALL_SENDTO, (ssize_t)len, true);
 		}
-		return shim_raw_sendto(fd, buf, len, flags, addr.__sockaddr__, alen);
+		return shim_count_reentered(CALL_SENDTO, shim_raw_sendto(fd, buf, len, flags,
+						addr.__sockaddr__, alen), false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -205,9 +206,10 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 				       .iovcnt = 1, .len = len };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-			return (ssize_t)len;
+			return shim_count_reentered(CALL_SEND, (ssize_t)len, true);
 		}
-		return shim_raw_sendto(fd, buf, len, flags, NULL, 0);
+		return shim_count_reentered(CALL_SEND, shim_raw_sendto(fd, buf, len, flags, NULL, 0),
+					    false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -243,10 +245,10 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 					       .control = msg->msg_controllen != 0, .msg = msg };
 			if (shim_batch_signal_send(&s)) {
 				atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-				return (ssize_t)len;
+				return shim_count_reentered(CALL_SENDMSG, (ssize_t)len, true);
 			}
 		}
-		return shim_raw_sendmsg(fd, msg, flags);
+		return shim_count_reentered(CALL_SENDMSG, shim_raw_sendmsg(fd, msg, flags), false);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -271,7 +273,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 {
 	if (unlikely(shim_guard)) {
 		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
-		return shim_raw_sendmmsg(fd, msgs, n, flags);
+		return shim_count_reentered_mmsg(shim_raw_sendmmsg(fd, msgs, n, flags), msgs);
 	}
 	shim_guard = 1;
 	shim_init();
@@ -541,6 +543,7 @@ static void forget(int fd)
 
 SHIM_EXPORT int close(int fd)
 {
+	shim_stderr_close(fd);
 	if (unlikely(shim_guard))
 		return shim_raw_close(fd);
 	point(fd, FLUSH_CLOSE);
@@ -554,6 +557,7 @@ SHIM_EXPORT int dup2(int from, int to)
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup2, "dup2")(from, to);
+	shim_stderr_dup(to, r);
 	if (r >= 0 && !shim_guard)
 		forget(to);
 	return r;
@@ -564,6 +568,7 @@ SHIM_EXPORT int dup3(int from, int to, int flags)
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup3, "dup3")(from, to, flags);
+	shim_stderr_dup(to, r);
 	if (r >= 0 && !shim_guard)
 		forget(to);
 	return r;
@@ -587,6 +592,8 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		shim_guard = 0;
 		errno = saved;
 	}
+	if (first <= 2 && last >= 2 && !(flags & CLOSE_RANGE_CLOEXEC))
+		shim_stderr_close(2);
 	int r = shim_real.close_range(first, last, flags);
 	if (r == 0 && !off() && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;

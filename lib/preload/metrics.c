@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "shim.h"
@@ -337,4 +338,66 @@ void shim_count_flush_error(struct shim_thread *t, int fd, int err)
 	t->ferrs[errno_slot(err)]++;
 	row->c.flush_errors++;
 	row->c.last_errno = err;
+}
+
+/* ---- sends that re-entered the shim (signal handlers) --------------------------------------- */
+
+struct shim_reentry shim_re;
+
+static inline void re_add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+ssize_t shim_count_reentered(enum shim_call call, ssize_t r, bool queued)
+{
+	int err = errno; /* read only when r < 0; nothing here changes it */
+
+	re_add(&shim_re.calls, 1);
+	re_add(&shim_re.calls_by[call], 1);
+	if (r >= 0) {
+		re_add(&shim_re.datagrams, 1);
+		re_add(&shim_re.bytes, (uint64_t)r);
+	} else {
+		re_add(&shim_re.errors, 1);
+		re_add(&shim_re.errs[errno_slot(err)], 1);
+	}
+	if (queued)
+		re_add(&shim_re.batched, 1);
+	else
+		re_add(&shim_re.passed, 1);
+	return r;
+}
+
+int shim_count_reentered_mmsg(int r, const struct mmsghdr *msgs)
+{
+	int err = errno;
+	uint64_t bytes = 0;
+
+	for (int i = 0; i < r; i++)
+		bytes += msgs[i].msg_len;
+	re_add(&shim_re.calls, 1);
+	re_add(&shim_re.calls_by[CALL_SENDMMSG], 1);
+	re_add(&shim_re.passed, 1);
+	if (r >= 0) {
+		re_add(&shim_re.datagrams, (uint64_t)r);
+		re_add(&shim_re.bytes, bytes);
+	} else {
+		re_add(&shim_re.errors, 1);
+		re_add(&shim_re.errs[errno_slot(err)], 1);
+	}
+	return r;
+}
+
+extern _Atomic uint64_t shim_reentered, shim_sigqueued; /* intercept.c */
+
+void shim_reentry_reset(void)
+{
+	_Atomic uint64_t *c = (_Atomic uint64_t *)&shim_re;
+	for (size_t i = 0; i < sizeof(shim_re) / sizeof(*c); i++)
+		atomic_store_explicit(&c[i], 0, memory_order_relaxed);
+	atomic_store_explicit(&shim_reentered, 0, memory_order_relaxed);
+	atomic_store_explicit(&shim_sigqueued, 0, memory_order_relaxed);
+	atomic_store_explicit(&shim_sigoverflow, 0, memory_order_relaxed);
+	atomic_store_explicit(&shim_sigunordered, 0, memory_order_relaxed);
 }

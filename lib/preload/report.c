@@ -5,6 +5,10 @@
  * line when MULTISEND_STATS ends in .json. The file is opened for appending, so every process
  * of a run that sent something adds its own report (multisend-run empties the file first);
  * "%p" in the path is replaced by the process id. A process that made no send writes nothing.
+ * The file must be a regular file owned by the effective user, reached without following a
+ * symbolic link at its last component (open_report); otherwise, and when there is no such
+ * path, the report goes to descriptor 2 if that is still the process's stderr (errfd.c), and
+ * nowhere if it is not.
  *
  * No stdio and no malloc: the program may have either in any state at exit.
  */
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "multisend.h"
@@ -154,6 +159,29 @@ static const char *errname(int e)
 	return n ? n : "other";
 }
 
+/* Sends from signal handlers that re-entered the shim (counted with atomics, metrics.c): in
+ * the totals, in no socket's row. Those that went straight out made one system call each. */
+static void add_reentered(struct totals *T)
+{
+	uint64_t passed = atomic_load_explicit(&shim_re.passed, memory_order_relaxed);
+
+	T->c.calls += atomic_load_explicit(&shim_re.calls, memory_order_relaxed);
+	T->c.datagrams += atomic_load_explicit(&shim_re.datagrams, memory_order_relaxed);
+	T->c.bytes += atomic_load_explicit(&shim_re.bytes, memory_order_relaxed);
+	T->c.batched += atomic_load_explicit(&shim_re.batched, memory_order_relaxed);
+	T->c.errors += atomic_load_explicit(&shim_re.errors, memory_order_relaxed);
+	T->c.passed += passed;
+	T->c.syscalls += passed;
+	if (shim_cfg.mode == SHIM_METRICS)
+		T->c.syscalls_est += passed;
+	for (int k = 0; k < CALL_N; k++)
+		T->calls_by[k] += atomic_load_explicit(&shim_re.calls_by[k], memory_order_relaxed);
+	for (int k = 0; k < SHIM_ERRNO_MAX; k++)
+		T->errs[k] += atomic_load_explicit(&shim_re.errs[k], memory_order_relaxed);
+	if (atomic_load_explicit(&shim_re.calls, memory_order_relaxed))
+		T->any = true;
+}
+
 /* ---- the two formats ------------------------------------------------------------------------ */
 
 static void counts_json(struct out *o, const struct shim_counts *c)
@@ -255,7 +283,7 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		 unsigned nrows, const struct reentry *re)
 {
 	put(o, SHIM_NAME " %s: pid %d (%s), mode %s", ms_version_string(), (int)getpid(),
-	    shim_cfg.program, mode_name(shim_cfg.mode));
+	    shim_quote(&(struct shim_quoted){ 0 }, shim_cfg.program), mode_name(shim_cfg.mode));
 	if (shim_cfg.mode == SHIM_BATCH)
 		put(o, " (batch max %u, delay %u us%s%s)", shim_cfg.batch_max, shim_cfg.delay_us,
 		    shim_cfg.fanout_end ? "" : ", no fan-out end detection",
@@ -272,9 +300,9 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->sendmmsg_calls,
 		    T->single_sends);
 	if (re->calls) {
-		put(o, "\n  sends re-entering the shim (from signal handlers): %lu, of which %lu "
-		       "queued behind the batch (%lu beyond its ring) and %lu passed straight "
-		       "through",
+		put(o, "\n  sends re-entering the shim (from signal handlers, in the totals, in no "
+		       "socket's row): %lu, of which %lu queued behind the batch (%lu beyond its "
+		       "ring) and %lu passed straight through",
 		    re->calls, re->queued, re->overflow, re->calls - re->queued);
 		if (re->unordered)
 			put(o, "\n  WARNING: %lu of those had to wait behind the batch but found no "
@@ -345,6 +373,40 @@ too_long:
 	return false;
 }
 
+/* The report file, appended to (created mode 0600). Never through a symbolic link
+ * (O_NOFOLLOW), never waiting (O_NONBLOCK: a FIFO nobody reads fails with ENXIO instead of
+ * hanging the exit; one that a reader holds is refused by the lstat before it is opened), and
+ * only a regular file owned by the effective user is kept (fstat of what was opened: the lstat
+ * is only there so that a FIFO or a device is not opened at all). Returns the descriptor, or
+ * -1 with *why saying why not. */
+static int open_report(const char *path, const char **why)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		*why = S_ISLNK(st.st_mode) ? "a symbolic link, not followed" : "not a regular file";
+		return -1;
+	}
+	int f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		     0600);
+	if (f < 0) {
+		*why = errno == ELOOP ? "a symbolic link, not followed"
+		       : errno == ENXIO ? "not a regular file" : strerror(errno);
+		return -1;
+	}
+	if (fstat(f, &st) < 0) {
+		*why = strerror(errno);
+	} else if (!S_ISREG(st.st_mode)) {
+		*why = "not a regular file";
+	} else if (st.st_uid != geteuid()) {
+		*why = "owned by another user";
+	} else {
+		return f;
+	}
+	shim_raw_close(f);
+	return -1;
+}
+
 void shim_report_write(void)
 {
 	struct totals *T;
@@ -385,6 +447,7 @@ void shim_report_write(void)
 		}
 		shim_counts_add(&T->c, &rows[i].c);
 	}
+	add_reentered(T);
 
 	if (T->any) {
 		struct reentry re = { atomic_load(&shim_reentered), atomic_load(&shim_sigqueued),
@@ -395,22 +458,24 @@ void shim_report_write(void)
 		else
 			text(&o, T, rows, nrows, &re);
 
-		/* A program may have closed stderr and reused the number for a socket: the
-		 * report must never go into its data. */
-		struct shim_fd *e2 = shim_fd_get(2);
-		int fd = e2 && (shim_fd_info(2, e2) & FD_SOCKET) ? -1 : 2;
+		/* A program may have closed stderr and put a data file or a socket at its
+		 * number: the report must never go into its data (errfd.c). */
+		int fd = shim_stderr_ok() ? 2 : -1;
 		bool opened = false;
 		if (shim_cfg.stats_path[0]) {
 			char path[sizeof(shim_cfg.stats_path) + 32];
+			const char *why = NULL;
 			int f = -1;
 			if (!expand(path, sizeof(path), shim_cfg.stats_path))
 				shim_warn("MULTISEND_STATS is longer than %zu bytes once %%p is "
 					  "expanded; writing the report here", sizeof(path) - 1);
+			else if (!strcmp(path, "/dev/null"))
+				fd = -1; /* the one device allowed: no report (measure.sh) */
 			else
-				f = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-			if (f < 0 && path[0] && fd == 2)
-				shim_warn("cannot write the report to %s: %s; writing it here", path,
-					  strerror(errno));
+				f = open_report(path, &why);
+			if (f < 0 && why)
+				shim_warn("cannot write the report to '%s': %s; writing it here",
+					  shim_quote(&(struct shim_quoted){ 0 }, path), why);
 			if (f >= 0) {
 				fd = f;
 				opened = true;

@@ -207,28 +207,57 @@ uint64_t shim_now_ns(void)
 
 void shim_warn(const char *fmt, ...)
 {
-	char buf[512];
+	enum { LINE = 512 };
+	static const char hex[] = "0123456789abcdef";
+	char raw[LINE], buf[LINE];
 	int saved = errno;
-	int n = snprintf(buf, sizeof(buf), SHIM_NAME ": ");
 	va_list ap;
 
+	/* Not into a file the program has put at descriptor 2 since it started (errfd.c). */
+	if (!shim_stderr_ok()) {
+		errno = saved;
+		return;
+	}
 	va_start(ap, fmt);
-	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	int m = vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
 	if (m < 0)
 		m = 0;
-	n += m;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
+	/* One line whatever the arguments hold: every byte that is not printable ASCII becomes
+	 * \xNN (values from the environment come quoted already, shim_quote), and a message
+	 * too long for the line is cut with "...". */
+	size_t n = sizeof(SHIM_NAME ": ") - 1, cap = sizeof(buf) - 4; /* room for "...\n" */
+	bool cut = (size_t)m >= sizeof(raw);
+	memcpy(buf, SHIM_NAME ": ", n);
+	for (size_t i = 0; i < (size_t)m && i < sizeof(raw) - 1; i++) {
+		unsigned char c = (unsigned char)raw[i];
+		size_t need = c < 0x20 || c >= 0x7f ? 4 : 1;
+		if (n + need > cap) {
+			cut = true;
+			break;
+		}
+		if (need == 1) {
+			buf[n++] = (char)c;
+		} else {
+			buf[n++] = '\\';
+			buf[n++] = 'x';
+			buf[n++] = hex[c >> 4];
+			buf[n++] = hex[c & 15];
+		}
+	}
+	if (cut) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
 	buf[n++] = '\n';
-	for (int off = 0; off < n;) {
-		ssize_t w = shim_raw_write(2, buf + off, (size_t)(n - off));
+	for (size_t off = 0; off < n;) {
+		ssize_t w = shim_raw_write(2, buf + off, n - off);
 		if (w <= 0) {
 			if (w < 0 && errno == EINTR)
 				continue;
 			break;
 		}
-		off += (int)w;
+		off += (size_t)w;
 	}
 	errno = saved;
 }

@@ -10,12 +10,14 @@
  *   metrics.c    counters, fan-out runs, the system calls batching would need
  *   report.c     the report at exit (text or JSON)
  *   live.c       live counters: the "shim" slot of the MULTISEND_STATS_SHM file
+ *   errfd.c      whether descriptor 2 is still the process's stderr (the report's fallback)
  *   intercept.c  the exported wrappers, and nothing else is exported
  *
  * Rules every file keeps (they are why a shim survives other people's programs):
  *  - Nothing runs before the first intercepted call: no constructor, no allocation, no thread,
- *    no getenv. Memory comes from mmap, never malloc, so a send made from a signal handler
- *    that interrupted malloc cannot deadlock in the shim.
+ *    no getenv. (One exception: errfd.c's constructor makes one fstat of descriptor 2, and
+ *    nothing else.) Memory comes from mmap, never malloc, so a send made from a signal
+ *    handler that interrupted malloc cannot deadlock in the shim.
  *  - shim_guard (initial-exec TLS) is non-zero while this thread touches shim state. A call
  *    that finds it set (a signal handler that interrupted the shim, or a call the shim itself
  *    makes) takes no lock and touches no shared state: it goes straight to the real function,
@@ -163,6 +165,17 @@ struct shim_config {
 };
 
 extern struct shim_config shim_cfg;
+/* A value from the environment (or anything else a program controls) as a warning shows it,
+ * so that it cannot break the line or reach the terminal as an escape sequence: printable
+ * ASCII as it is, a backslash as two, every other byte (control characters, bytes >= 0x7f)
+ * as \xNN; at most SHIM_QUOTE_SHOWN characters of that, then "..." when some of the value is
+ * left out (it is read no further). Returns q->s. Every shim_warn of such a value goes
+ * through this; shim_warn itself also escapes whatever reaches it. */
+#define SHIM_QUOTE_SHOWN 128
+struct shim_quoted {
+	char s[SHIM_QUOTE_SHOWN + 4];
+};
+const char *shim_quote(struct shim_quoted *q, const char *v);
 /* Fill shim_cfg from the environment (secure_getenv) and this process's names. */
 void shim_config_load(void);
 /* What shim_config_load does after finding the process's names: parse the MULTISEND_*
@@ -633,6 +646,25 @@ struct shim_sockrow *shim_row(struct shim_thread *t, int fd, struct shim_fd *e, 
 
 void shim_counts_add(struct shim_counts *to, const struct shim_counts *from);
 
+/* Send-family calls that re-entered the shim (shim_guard set: a signal handler that
+ * interrupted the shim) and went straight to the kernel or into the batch's signal queue.
+ * They cannot touch a thread's rows, so they are counted here, with relaxed atomics only
+ * (async-signal-safe, no lock), and the report adds them to its totals (not to any socket's
+ * row). Every field is an _Atomic uint64_t (shim_reentry_reset clears them as an array). */
+struct shim_reentry {
+	_Atomic uint64_t calls, datagrams, bytes, batched, passed, errors;
+	_Atomic uint64_t calls_by[CALL_N];
+	_Atomic uint64_t errs[SHIM_ERRNO_MAX]; /* failures the program saw, by errno */
+};
+extern struct shim_reentry shim_re;
+/* Count one re-entered send of one datagram: r its result (the length when queued; -1 with
+ * errno set when it failed). Returns r; errno is left as it is. */
+ssize_t shim_count_reentered(enum shim_call call, ssize_t r, bool queued);
+/* ... of a re-entered sendmmsg that went straight through: r its result. */
+int shim_count_reentered_mmsg(int r, const struct mmsghdr *msgs);
+/* A forked child: the parent's re-entered sends are not the child's. */
+void shim_reentry_reset(void);
+
 /* ---- report.c ------------------------------------------------------------------------------- */
 
 void shim_report_write(void);
@@ -668,6 +700,25 @@ void shim_live_retire(struct shim_thread *t);
 void shim_live_final(bool may_wait, bool reopen);
 /* In a forked child: the parent's slot is not ours; start over, as the counters do. */
 void shim_live_after_fork_child(void);
+
+/* ---- errfd.c: is descriptor 2 still the process's stderr? ----------------------------------- */
+
+/* True while descriptor 2 is open and is the file it was when the shim was loaded (or the one
+ * the program last dup2'd or dup3'd onto it). The report and shim_warn write to 2 only then. */
+bool shim_stderr_ok(void);
+/* The close wrapper, before closing 2; the dup2/dup3 wrappers, after one onto 2 succeeded. */
+void shim_stderr_closed(void);
+void shim_stderr_replaced(void);
+static inline void shim_stderr_close(int fd)
+{
+	if (unlikely(fd == 2))
+		shim_stderr_closed();
+}
+static inline void shim_stderr_dup(int to, int r)
+{
+	if (unlikely(to == 2) && r >= 0)
+		shim_stderr_replaced();
+}
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 

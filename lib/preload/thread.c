@@ -240,6 +240,7 @@ void shim_after_fork_child(void)
 		counters_reset(retired);
 		shim_report_retire_rows(NULL); /* forget the parent's retired rows */
 	}
+	shim_reentry_reset();
 	atomic_store(&reported, false);
 	shim_batch_after_fork_child();
 	shim_live_after_fork_child();

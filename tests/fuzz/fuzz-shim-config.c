@@ -167,12 +167,28 @@ static void expect_warning(struct warnings *w, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The value shown in a warning: its first 64 bytes. */
+/* The value shown in a warning (shim.h, shim_quote): each byte as itself when it is printable
+ * ASCII other than a backslash, a backslash doubled, any other byte as \x and two lowercase
+ * hex digits; as many whole bytes as fit in 128 characters, then "..." if any are left. */
 static const char *shown(const char *v)
 {
-	static char buf[65];
-	size_t n = strnlen(v, 64);
-	memcpy(buf, v, n);
+	static char buf[128 + 4];
+	size_t n = 0;
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+		char one[5];
+		if (*p == '\\')
+			strcpy(one, "\\\\");
+		else if (*p >= ' ' && *p <= '~')
+			one[0] = (char)*p, one[1] = '\0';
+		else
+			snprintf(one, sizeof(one), "\\x%02x", *p);
+		if (n + strlen(one) > 128) {
+			strcpy(buf + n, "...");
+			return buf;
+		}
+		strcpy(buf + n, one);
+		n += strlen(one);
+	}
 	buf[n] = '\0';
 	return buf;
 }

@@ -10,6 +10,8 @@
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
 #   shim-test.sh patterns NAME              tests/shim/patterns.py NAME under batch mode
+#   shim-test.sh stderr MODE | statsfile | warnings   where the report and warnings go, and
+#                                           how values are shown (the shim in LD_PRELOAD)
 #   shim-test.sh live MODE legacy|threads   live counters (MULTISEND_STATS_SHM), read by
 #                                           multisend-stat while and after the program runs
 #
@@ -190,12 +192,11 @@ prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
 				"sum(x['calls'] for x in s if x['kind'] == 'tcp4') == 2000" \
 				"t['batched'] >= $total - $n" ;;
 		sigsend)
-			# A handler's send that re-enters the shim is not counted per socket.
-			# ... and the handler did interrupt the shim (3000 times it sent, with the
-			# main thread inside the shim most of the time).
-			check_stats "$tmp/stats.json" \
-				"t['calls'] + t['reentered_calls'] == $total" \
-				"t['reentered_calls'] > 0" ;;
+			# The handler did interrupt the shim (3000 times it sent, with the main
+			# thread inside the shim most of the time), and its sends are in the
+			# totals, exactly what the receiver counted, though in no socket's row.
+			check_stats "$tmp/stats.json" "t['reentered_calls'] > 0" \
+				"sum(x['calls'] for x in s) + t['reentered_calls'] == $total" ;;
 		sigflood)
 			# The floods went past the ring, and every one of their sends queued.
 			check_stats "$tmp/stats.json" "t['reentered_overflow'] > 0" \
@@ -208,6 +209,15 @@ prog() { # MODE NAME N M [ARGS] [-- multisend-run options]
 	else
 		check_stats "$tmp/stats.json" "all(x['total']['batched'] == 0 for x in r)"
 	fi
+	case $name in
+	sigsend|sigflood)
+		# Every datagram the receiver counted is in the report's totals, those the
+		# signal handler sent included (queued behind the batch or straight out).
+		check_stats "$tmp/stats.json" "len(r) == 1" "t['calls'] == $total" \
+			"t['datagrams'] == $total" "t['bytes'] == $total * 64" \
+			"sum(t['calls_by'].values()) == $total" "t['errors'] == 0" \
+			"t['batched'] + t['passed_through'] == $total" ;;
+	esac
 	echo "PASS: $name under the shim, mode $mode, $n subscribers x $m$args"
 }
 
@@ -682,6 +692,142 @@ exports_test() {
 	echo "PASS: the shim exports exactly the $(wc -l <"$tmp/map") intercepted names"
 }
 
+# ---- where the report and the warnings go ---------------------------------------------------
+
+# The shim in LD_PRELOAD directly (multisend-run is not what these tests are about).
+preload="${SHIM_TEST_PRELOAD:+$SHIM_TEST_PRELOAD }$shim"
+sdata=${TESTS_DIR:?}/shim-stderrdata
+
+# the three lines shim-stderrdata writes as its data
+want_data() {
+	printf 'data line %d\n' 1 2 3 >"$tmp/want"
+}
+
+# Descriptor 2 gets the report and the warnings only while it is the process's stderr: a
+# program that closed it, or was started without it, and opened a data file there gets
+# exactly its data in that file. MULTISEND_BATCH_MAX is bad on purpose: a warning too.
+stderr_test() { # MODE
+	mode=$1
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	want_data
+	sd() { # HOW DATA: shim-stderrdata under the shim, stdout in $tmp/out
+		env LD_PRELOAD="$preload" MULTISEND_PRELOAD_MODE="$mode" MULTISEND_BATCH_MAX=bogus \
+			"$sdata" "$1" "$2" >"$tmp/out"
+	}
+	# Closes 2, opens its data file (number 2), sends, writes, exits.
+	sd close "$tmp/close.data" 2>"$tmp/close.err" || { show "$tmp/out"; fail "close: exit $?"; }
+	cmp "$tmp/want" "$tmp/close.data" || { show "$tmp/close.data"; fail "close: not its data alone"; }
+	[ ! -s "$tmp/close.err" ] || { show "$tmp/close.err"; fail "close: wrote to the closed stderr"; }
+	# Started with 2>&- (iperf3 --logfile): the data file is number 2 from the start.
+	sd closed "$tmp/closed.data" 2>&- || { show "$tmp/out"; fail "closed: exit $?"; }
+	cmp "$tmp/want" "$tmp/closed.data" || { show "$tmp/closed.data"; fail "2>&-: not its data alone"; }
+	# Closes its stderr and opens the same file again as data: the file is the same, but it
+	# is the program's data now.
+	: >"$tmp/reopen.data"
+	sd reopen "$tmp/reopen.data" 2>>"$tmp/reopen.data" || { show "$tmp/out"; fail "reopen: exit $?"; }
+	cmp "$tmp/want" "$tmp/reopen.data" || { show "$tmp/reopen.data"; fail "reopen: not its data alone"; }
+	# The controls: a program that dup2s a file onto 2 has made it its stderr (the report
+	# goes there); one that leaves 2 alone has the report and the warning on it.
+	sd redirect "$tmp/redirect.log" 2>"$tmp/redirect.err" || fail "redirect: exit $?"
+	cmp "$tmp/want" "$tmp/out" || { show "$tmp/out"; fail "redirect: stdout is not its data"; }
+	grep -q "total: 5 calls, 5 datagrams, 50 bytes" "$tmp/redirect.log" ||
+		{ show "$tmp/redirect.log"; fail "redirect: no report in the program's new stderr"; }
+	grep -q "ignoring MULTISEND_BATCH_MAX='bogus'" "$tmp/redirect.err" ||
+		{ show "$tmp/redirect.err"; fail "redirect: no warning on the first stderr"; }
+	sd keep "$tmp/keep.data" 2>"$tmp/keep.err" || { show "$tmp/out"; fail "keep: exit $?"; }
+	cmp "$tmp/want" "$tmp/keep.data" || fail "keep: not its data alone"
+	grep -q "total: 5 calls, 5 datagrams, 50 bytes" "$tmp/keep.err" &&
+		grep -q "ignoring MULTISEND_BATCH_MAX='bogus'" "$tmp/keep.err" ||
+		{ show "$tmp/keep.err"; fail "keep: no report or no warning on stderr"; }
+	echo "PASS: mode $mode: the report and warnings never reach a data file at descriptor 2"
+}
+
+# MULTISEND_STATS: a symbolic link there is not followed, a FIFO there is never opened for
+# writing (and does not hang the program), a file of another user is not written; the report
+# goes to stderr instead, with a warning. A new file is made mode 0600.
+statsfile_test() {
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	want_data
+	sf() { # PATH: shim-stderrdata keep under the shim with MULTISEND_STATS=PATH
+		env LD_PRELOAD="$preload" MULTISEND_PRELOAD_MODE=batch MULTISEND_STATS="$1" \
+			timeout 60 "$sdata" keep "$tmp/data" >"$tmp/out" 2>"$tmp/err"
+	}
+	refused() { # NAME REASON: the warning, then the report on stderr
+		grep -q "cannot write the report to '.*$1': $2; writing it here" "$tmp/err" &&
+			grep -q '"calls":5,"datagrams":5,"bytes":50,' "$tmp/err" ||
+			{ show "$tmp/err"; fail "$1: no warning ($2) or no report on stderr"; }
+	}
+	printf 'precious\n' >"$tmp/target"
+	chmod 600 "$tmp/target"
+	cp "$tmp/target" "$tmp/target.orig"
+	ln -s "$tmp/target" "$tmp/link.json"
+	sf "$tmp/link.json" || { show "$tmp/out" "$tmp/err"; fail "symlink: exit $?"; }
+	cmp "$tmp/target.orig" "$tmp/target" || fail "the symlink's target was written"
+	[ -L "$tmp/link.json" ] || fail "the symlink was replaced"
+	refused link.json 'a symbolic link, not followed'
+	cmp "$tmp/want" "$tmp/data" || fail "symlink: the program's data changed"
+
+	mkfifo "$tmp/fifo.json" || fail "mkfifo"
+	# Nobody reads it: the program still finishes (timeout is a safety net: a blocking open
+	# would hang here until it fires, and the exit status would say so).
+	sf "$tmp/fifo.json" || { show "$tmp/out" "$tmp/err"; fail "FIFO, no reader: exit $?"; }
+	refused fifo.json 'not a regular file'
+	# A reader waits on it: it must see no writer but ours, which comes after the program.
+	bg cat "$tmp/fifo.json" >"$tmp/fifo.got"
+	catpid=$bgpid
+	sf "$tmp/fifo.json" || { show "$tmp/out" "$tmp/err"; fail "FIFO, a reader: exit $?"; }
+	refused fifo.json 'not a regular file'
+	: >"$tmp/fifo.json" # lets the reader's open return, and its read see the end
+	wait "$catpid"
+	[ ! -s "$tmp/fifo.got" ] || { show "$tmp/fifo.got"; fail "the shim wrote into the FIFO"; }
+
+	if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+		printf 'theirs\n' >"$tmp/theirs.json"
+		chown nobody "$tmp/theirs.json"
+		sf "$tmp/theirs.json" || { show "$tmp/out" "$tmp/err"; fail "another user's file: exit $?"; }
+		[ "$(cat "$tmp/theirs.json")" = theirs ] || fail "another user's file was written"
+		refused theirs.json 'owned by another user'
+	fi
+
+	# /dev/null, the one device allowed: no report anywhere, no warning.
+	sf /dev/null || { show "$tmp/err"; fail "/dev/null: exit $?"; }
+	[ ! -s "$tmp/err" ] || { show "$tmp/err"; fail "/dev/null: stderr written"; }
+	[ -c /dev/null ] || fail "/dev/null is no longer a device"
+	(umask 022 && sf "$tmp/new.json") || { show "$tmp/err"; fail "a new file: exit $?"; }
+	[ "$(stat -c %a "$tmp/new.json")" = 600 ] || fail "a new report file is not mode 0600"
+	grep -q '"datagrams":5,' "$tmp/new.json" || { show "$tmp/new.json"; fail "no report in a new file"; }
+	[ ! -s "$tmp/err" ] || { show "$tmp/err"; fail "stderr written with a usable report file"; }
+	echo "PASS: MULTISEND_STATS: symlink not followed, FIFO never opened, another user's file refused, /dev/null discards, new file 0600"
+}
+
+# Bad values are shown escaped and cut: one line per bad variable, no raw control byte or byte
+# >= 0x7f, bounded length.
+warn_test() {
+	[ -x "$sdata" ] || fail "$sdata is not built"
+	nl='
+'
+	esc=$(printf '\033]0;title\007\033[2J')
+	big=$(head -c 100000 /dev/zero | tr '\0' 7)
+	hi=$(printf 'x\377\200y')
+	env LD_PRELOAD="$preload" MULTISEND_STATS="$tmp/w.json" \
+		MULTISEND_PRELOAD_MODE="bat${nl}ch$esc" MULTISEND_BATCH_MAX="$big" \
+		MULTISEND_BATCH_DELAY_US="$hi" MULTISEND_DEFER_ERRORS='\' \
+		"$sdata" keep "$tmp/data" >"$tmp/out" 2>"$tmp/err" || { show "$tmp/out"; fail "exit $?"; }
+	show "$tmp/err"
+	[ "$(wc -l <"$tmp/err")" = 4 ] || fail "not one line per bad variable"
+	[ "$(grep -c '^libmultisend-preload: ignoring MULTISEND_[A-Z_]*=' "$tmp/err")" = 4 ] ||
+		fail "not four warnings"
+	LC_ALL=C tr -d '\n' <"$tmp/err" | LC_ALL=C grep -q '[^ -~]' && fail "a raw control or high byte"
+	LC_ALL=C awk 'length($0) > 300 { exit 1 }' "$tmp/err" || fail "a warning longer than 300 bytes"
+	grep -qF "MULTISEND_PRELOAD_MODE='bat\x0ach\x1b]0;title\x07\x1b[2J': not metrics" "$tmp/err" ||
+		fail "MULTISEND_PRELOAD_MODE not shown escaped"
+	grep -qF "MULTISEND_BATCH_MAX='$(printf '%0128d' 0 | tr 0 7)...': not a whole" "$tmp/err" ||
+		fail "the 100 kB value not cut to 128 characters and ..."
+	grep -qF "MULTISEND_BATCH_DELAY_US='x\xff\x80y'" "$tmp/err" || fail "bytes >= 0x7f not escaped"
+	grep -qF "MULTISEND_DEFER_ERRORS='\\\\'" "$tmp/err" || fail "a backslash not doubled"
+	echo "PASS: warnings: values escaped and cut, one line each"
+}
+
 # ---- live counters ---------------------------------------------------------------------------
 
 # live_check FILE REPORT PYTHON-CONDITIONS...: FILE holds multisend-stat's JSON lines; l is
@@ -795,5 +941,8 @@ setuid) setuid_test ;;
 run) run_test ;;
 exports) exports_test ;;
 live) live_test "$2" "$3" ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live ..." ;;
+stderr) stderr_test "$2" ;;
+statsfile) statsfile_test ;;
+warnings) warn_test ;;
+*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile|warnings ..." ;;
 esac
