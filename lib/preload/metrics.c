@@ -138,6 +138,23 @@ static void est_flush(struct shim_thread *t)
 	shim_plan_reset(p);
 }
 
+/* A send batch mode could take, in the estimate: what batch mode does with it (shim.h's
+ * planner, and no batch before the fan-out pattern is known). */
+static void est_send(struct shim_thread *t, struct shim_sockrow *row, int fd, uint64_t key)
+{
+	enum shim_reason why;
+
+	shim_plan_observe(&t->est, key);
+	if (shim_cfg.fanout_end && t->est.pred_len < 2 && !t->est.n) {
+		row->c.syscalls_est++;
+		return;
+	}
+	if (unlikely(shim_plan_needs_room(&t->est, fd)))
+		est_flush(t);
+	if (shim_plan_take(&t->est, fd, key, shim_cfg.batch_max, &why))
+		est_flush(t);
+}
+
 void shim_count_boundary(struct shim_thread *t)
 {
 	if (t->est.n)
@@ -215,11 +232,7 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 
 	if (shim_cfg.mode == SHIM_METRICS) {
 		if (batchable) {
-			enum shim_reason why;
-			if (unlikely(shim_plan_needs_room(&t->est, s->fd)))
-				est_flush(t);
-			if (shim_plan_add(&t->est, s->fd, key, shim_cfg.batch_max, &why))
-				est_flush(t);
+			est_send(t, row, s->fd, key);
 		} else {
 			est_flush(t);
 			row->c.syscalls_est++;
@@ -276,11 +289,7 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 	t->run_row = row;
 
 	if ((info & FD_BATCHABLE) && dest_ok && !(flags & ~MSG_NOSIGNAL) && len <= SHIM_PAYLOAD_MAX) {
-		enum shim_reason why;
-		if (unlikely(shim_plan_needs_room(&t->est, fd)))
-			est_flush(t);
-		if (shim_plan_add(&t->est, fd, key, shim_cfg.batch_max, &why))
-			est_flush(t);
+		est_send(t, row, fd, key);
 	} else {
 		est_flush(t);
 		row->c.syscalls_est++;

@@ -609,14 +609,6 @@ static inline bool shim_plan_take(struct shim_plan *p, int fd, uint64_t key, uns
 	return false;
 }
 
-/* Metrics mode's estimate: observe and take. */
-static inline bool shim_plan_add(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
-				 enum shim_reason *why)
-{
-	shim_plan_observe(p, key);
-	return shim_plan_take(p, fd, key, batch_max, why);
-}
-
 /* ---- metrics.c ------------------------------------------------------------------------------ */
 
 /* metrics mode's fast path for send and sendto: the common case (a socket already seen, an

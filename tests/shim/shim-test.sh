@@ -418,14 +418,22 @@ patterns_test() {
 			strace -f -c -o "$tmp/strace.$k" "$run" --mode batch -- "$py" "$pat" single "$k" \
 				>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "single $k: exit $?"; }
 		done
-		c1=$(awk '$NF == "total" { print $3 }' "$tmp/strace.1")
-		c2=$(awk '$NF == "total" { print $3 }' "$tmp/strace.20001")
+		c1=$(awk '$NF == "total" { print $4 }' "$tmp/strace.1")
+		c2=$(awk '$NF == "total" { print $4 }' "$tmp/strace.20001")
 		echo "system calls: $c1 for 1 send, $c2 for 20001 sends"
 		[ -n "$c1" ] && [ -n "$c2" ] || { show "$tmp/strace.1"; fail "no strace total"; }
 		[ $((c2 - c1)) -le 20000 ] || { show "$tmp/strace.20001"; fail "more than one system call per send"; } ;;
 	*) fail "patterns: $1?" ;;
 	esac
 	echo "PASS: patterns $1: nothing the program can observe changed under batch mode"
+}
+
+waitflush_test() {
+	"$run" --mode batch --batch-delay-us 1000000 --stats "$tmp/stats.json" -- \
+		"${TESTS_DIR:?}/shim-waitflush" >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "exit $?"; }
+	show "$tmp/out"
+	check_stats "$tmp/stats.json" "t['batched'] > 0" "f['sync'] >= 30" "f['age'] == 0"
+	echo "PASS: a batch pending while its thread waits in a futex goes out at the wait"
 }
 
 # ---- setuid, multisend-run, exports ----------------------------------------------------------
@@ -933,6 +941,7 @@ prog) shift; prog "$@" ;;
 errno) errno_test "$2" ;;
 deferred) deferred_test "$2" ;;
 patterns) patterns_test "$2" ;;
+waitflush) waitflush_test ;;
 fortify) fortify ;;
 python) python_test "$2" ;;
 socat) socat_test "$2" ;;
