@@ -564,7 +564,8 @@ struct ms_stats {
 /*
  * Copy the context's counters into *out. out->size must be set; the library fills the fields
  * that fit in min(out->size, sizeof(struct ms_stats)) and leaves the rest alone.
- * Returns 0, or -EINVAL (NULL argument or out->size < 8).
+ * Returns 0, or -EINVAL (NULL argument or out->size < 8); under offload, whose counters it
+ * takes as ms_ctx_snapshot does, also that call's -EBUSY.
  */
 MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
 
@@ -653,8 +654,12 @@ struct ms_snapshot {
  * Copy the context's counters and histograms into *out, consistently (all from one moment
  * between two ms_send calls). Unlike every other call, it may be made from any thread while
  * the context's own thread keeps sending: the sending thread never waits for it (a reader
- * that overlaps a send tries again). out->size must be set; fields past it are left alone.
- * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16).
+ * that overlaps a send tries again). It reads the context's own memory, never the
+ * live-counter file, so nothing done to that file changes what it returns or how long it
+ * takes. out->size must be set; fields past it are left alone.
+ * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16), or -EBUSY when the
+ * sending thread stayed in the middle of an update through 100000 tries (descheduled: try
+ * again); it never waits longer.
  */
 MS_EXPORT int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out);
 
