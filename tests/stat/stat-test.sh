@@ -418,7 +418,7 @@ planted_test() { # PUBLISHER STAT
 import fcntl, os, struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
 data[28:32] = struct.pack("<i", int(sys.argv[3]))
-data[184:192] = bytes(8) # pid_start: unknown
+data[120:128] = bytes(8) # pid_start: unknown
 fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
 os.write(fd, data)
 fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
