@@ -162,9 +162,9 @@ static int fds(const char *dir)
 	struct ms_ctx *ctx = new_ctx(tmpl, 0);
 	struct ms_shm_header *h = map(path);
 	CHECK(h->pid == getpid() && h->used == 1, "the file is not this process's");
-	CHECK(write_locked(path), "the file has no live owner");
 	CHECK(count_fds() == before, "%d descriptors after ms_ctx_new, %d before", count_fds(),
 	      before);
+	CHECK(write_locked(path), "the file has no live owner");
 	/* The program closes "our" number, whatever it was, and a socket takes it. */
 	close(num);
 	int s = socket(AF_INET, SOCK_DGRAM, 0);
@@ -311,7 +311,7 @@ static int shared(const char *dir)
 	CHECK(stat(path, &st1) == 0, "stat");
 	/* The program's last context goes while the shim still publishes. */
 	ms_ctx_free(ctx);
-	CHECK(write_locked(path), "the file lost its live owner while the shim's slot is live");
+	bool locked = write_locked(path);
 	CHECK(ms_ctx_new(&ctx, &c) == 0, "ms_ctx_new again");
 	CHECK(stat(path, &st2) == 0 && st2.st_ino == st1.st_ino && st2.st_dev == st1.st_dev,
 	      "the file was replaced under the shim");
@@ -319,6 +319,7 @@ static int shared(const char *dir)
 		      slot_named(h, "shim")->state == MS_SHM_LIVE &&
 		      slot_at(h, 2)->state == MS_SHM_LIVE && !strncmp(slot_at(h, 2)->name, "ctx ", 4),
 	      "the file was set up again under the shim (used %u)", h->used);
+	CHECK(locked, "the file lost its live owner while the shim's slot was live");
 	for (int k = 0; k < 100; k++, calls++)
 		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
 	ms_ctx_free(ctx);
