@@ -134,7 +134,7 @@ static bool all_digits(const char *s)
 }
 
 /* The process pid as /proc shows it: its effective and filesystem uids and its start time
- * (clock ticks after boot). false: no such process (or no /proc). */
+ * (clock ticks after boot). false: no such process (or no /proc), or one that has exited. */
 static bool proc_info(int32_t pid, uid_t *euid, uid_t *fsuid, uint64_t *start)
 {
 	char path[64], buf[4096];
@@ -146,8 +146,12 @@ static bool proc_info(int32_t pid, uid_t *euid, uid_t *fsuid, uint64_t *start)
 	snprintf(path, sizeof(path), "/proc/%" PRId32 "/status", pid);
 	if (!(f = fopen(path, "re")))
 		return false;
+	bool dead = false;
 	while (fgets(buf, sizeof(buf), f)) {
 		unsigned long r, e, sv, fs;
+		char st;
+		if (sscanf(buf, "State: %c", &st) == 1 && (st == 'Z' || st == 'X'))
+			dead = true; /* exited, not yet reaped */
 		if (sscanf(buf, "Uid: %lu %lu %lu %lu", &r, &e, &sv, &fs) == 4) {
 			*euid = (uid_t)e;
 			*fsuid = (uid_t)fs;
@@ -155,6 +159,8 @@ static bool proc_info(int32_t pid, uid_t *euid, uid_t *fsuid, uint64_t *start)
 		}
 	}
 	fclose(f);
+	if (dead)
+		return false;
 	*start = 0;
 	snprintf(path, sizeof(path), "/proc/%" PRId32 "/stat", pid);
 	if (got && (f = fopen(path, "re"))) {
@@ -534,6 +540,11 @@ int main(int argc, char **argv)
 					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) is gone, "
 						"leaving %u slot(s) open: it did not exit cleanly\n",
 						ep, s->pid, en, s->unclosed);
+				else if (owner_of(s->pid, s->pid_start, s->uid, &(uid_t){ 0 }) ==
+					 OWNER_OK)
+					/* The process runs on, done with the file (its lock is gone). */
+					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has closed "
+						"all its slots and let the file go\n", ep, s->pid, en);
 				else
 					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has exited "
 						"and closed all its slots\n", ep, s->pid, en);
