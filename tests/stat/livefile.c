@@ -14,7 +14,9 @@
  *                          counts, and the next send rewrites a consistent slot
  *   livefile shared DIR    under the shim, MULTISEND_STATS_SHM=DIR/shared: the program frees its
  *                          last context while the shim's slot is live, then makes another; the
- *                          file is the same, the shim's slot in it (prints the shim's calls)
+ *                          file is the same, the shim's slot in it (prints the shim's calls;
+ *                          the slot's sequence word is left odd, which the shim must not carry
+ *                          on: stat-test.sh reads its final values)
  *   livefile exec DIR      under the shim, MULTISEND_STATS_SHM=DIR/exec-%p: a socket opened on
  *                          the number the shim's file would have had survives the shim's exec
  *                          path (checked by the new image: livefile exec-check FD)
@@ -307,6 +309,9 @@ static int shared(const char *dir)
 	}
 	CHECK(slot_named(h, "shim"), "no slot named shim after %lu sends: run under the shim "
 	      "(metrics mode) with MULTISEND_STATS_SHM", calls);
+	/* Damage the shim's slot: a sequence word left odd. The shim writes its own count
+	 * there at its next publication (at exit at the latest), never carrying ours on. */
+	__atomic_store_n(&slot_named(h, "shim")->seq, 12345, __ATOMIC_RELEASE);
 	struct stat st1, st2;
 	CHECK(stat(path, &st1) == 0, "stat");
 	/* The program's last context goes while the shim still publishes. */

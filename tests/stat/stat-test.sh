@@ -521,7 +521,7 @@ o = json.loads(open(sys.argv[1]).read())
 names = [s["name"] for s in o["slots"]]
 assert len(names) == 3 and names[1] == "shim", names
 shim = o["slots"][1]
-assert shim["state"] == "closed", shim["state"]
+assert shim["state"] == "closed" and shim["stale"] is False, (shim["state"], shim["stale"])
 assert shim["counters"]["calls"] == int(sys.argv[2]), (shim["counters"]["calls"], sys.argv[2])
 assert all(s["state"] == "closed" for s in o["slots"])
 PY
