@@ -504,8 +504,16 @@ livefile_test() { # LIVEFILE SHIM STAT
 	"$lf" fds "$tmp" || fail "livefile fds"
 	"$lf" damage "$tmp" || fail "livefile damage"
 	[ -f "$shim" ] || skip "$shim is not built"
+	# An AddressSanitizer build of the shim needs the ASan runtime first in LD_PRELOAD (as in
+	# tests/shim/shim-test.sh).
+	preload=$shim
+	_asan=$(ldd "$shim" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n1)
+	if [ -n "$_asan" ]; then
+		preload="$_asan $shim"
+		export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	fi
 	# The shim and the program's libmultisend in one file.
-	LD_PRELOAD=$shim MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/shared \
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/shared \
 		"$lf" shared "$tmp" >"$tmp/shared.out" 2>"$tmp/shared.err" ||
 		{ show "$tmp/shared.out" "$tmp/shared.err"; fail "livefile shared"; }
 	show "$tmp/shared.out" "$tmp/shared.err"
@@ -526,7 +534,7 @@ assert shim["counters"]["calls"] == int(sys.argv[2]), (shim["counters"]["calls"]
 assert all(s["state"] == "closed" for s in o["slots"])
 PY
 	# The shim's exec path leaves the program's descriptors alone.
-	LD_PRELOAD=$shim MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/exec-%p \
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/exec-%p \
 		"$lf" exec "$tmp" >"$tmp/exec.out" 2>"$tmp/exec.err" ||
 		{ show "$tmp/exec.out" "$tmp/exec.err"; fail "livefile exec"; }
 	show "$tmp/exec.out"
