@@ -412,6 +412,7 @@ planted_test() { # PUBLISHER STAT
 	victim=$bgpid
 	planted=/dev/shm/multisend-$victim
 	[ ! -e "$planted" ] || skip "$planted exists already"
+	trap 'rm -f "$planted"; harness_cleanup' EXIT
 	# The second user plants a copy naming the victim, and holds a write lock on it, as a
 	# live owner would.
 	hold planter as_nobody "$py" -c '
