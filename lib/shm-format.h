@@ -43,6 +43,13 @@
  * that created the file; a reader that finds a live owner can check that /proc/PID is that
  * process (same start time, same uid as the file's owner) before calling the file PID's.
  *
+ * Truncation: a writer stores into its shared mapping of the file, so truncating the file
+ * while a writer runs (which takes write access: the owner or root) makes the writer's next
+ * store fault (SIGBUS). Nothing here ever truncates or shrinks a file that has a name; to get
+ * rid of a live file, unlink or rename it. (Only a sealed memfd cannot be shrunk, and it has no
+ * name another process could open and does not outlive its process; a copy that cannot fault
+ * takes a system call per publication. Both break what the file promises: see README.)
+ *
  * Compatibility: readers must check magic, version and the sizes, and refuse anything else.
  */
 #ifndef MS_SHM_FORMAT_H
