@@ -204,12 +204,13 @@ static bool write_locked(int fd)
 }
 
 /* PID: the conventional name, else whichever live-counter file in PID_DIR names that pid and
- * belongs to that process's user. */
+ * belongs to that process's user (for a process that is gone, one of our own user's). */
 static void resolve_pid(struct source *s, const char *arg)
 {
 	uint64_t pid;
 	DIR *d;
 	struct dirent *de;
+	char fallback[PATH_MAX] = "";
 
 	snprintf(s->path, sizeof(s->path), PID_DIR "/" PID_PREFIX "%s", arg);
 	if (parse_u64(arg, 1, INT32_MAX, &pid) < 0)
@@ -235,15 +236,23 @@ static void resolve_pid(struct source *s, const char *arg)
 		bool match = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 			     (size_t)st.st_size == MS_SHM_FILE_SIZE &&
 			     pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-			     h.magic == MS_SHM_MAGIC && h.pid == (int32_t)pid &&
-			     owner_of(h.pid, h.pid_start, st.st_uid, &puid) == OWNER_OK;
+			     h.magic == MS_SHM_MAGIC && h.pid == (int32_t)pid;
 		close(fd);
-		if (match) {
+		if (!match)
+			continue;
+		enum owner o = owner_of(h.pid, h.pid_start, st.st_uid, &puid);
+		if (o == OWNER_OK) {
 			snprintf(s->path, sizeof(s->path), "%s", p);
 			break;
 		}
+		/* A process that is gone: its user is unknown, so only a file of our own user's
+		 * (a publisher of ours that has exited) stands in for it, failing a live one. */
+		if (o == OWNER_NONE && st.st_uid == geteuid() && !fallback[0])
+			snprintf(fallback, sizeof(fallback), "%s", p);
 	}
 	closedir(d);
+	if (access(s->path, F_OK) != 0 && fallback[0])
+		snprintf(s->path, sizeof(s->path), "%s", fallback);
 }
 
 static void detach(struct source *s)
