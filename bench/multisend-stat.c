@@ -34,7 +34,7 @@
 
 #include <multisend.h>
 
-#include "shm-format.h"
+#include "stat-file.h"
 
 #define ME "multisend-stat"
 #define PID_DIR "/dev/shm"
@@ -48,51 +48,9 @@
 
 enum { EXIT_OK = 0, EXIT_OPEN = 1, EXIT_FORMAT = 2 };
 
-/* What we keep of one slot: the names (written once, before the slot went LIVE) and two
- * copies of the values, the latest and the one before, for the rates. */
-struct slot_view {
-	bool named;          /* names copied */
-	bool have, have_prev; /* values read at least once / twice */
-	bool stale;          /* this interval's read did not succeed: values are older */
-	uint32_t state;
-	uint32_t ncounters, nhists;
-	char name[MS_SHM_NAME + 1];
-	char counter_name[MS_SHM_COUNTERS][MS_SHM_NAME + 1];
-	char hist_name[MS_SHM_HISTS][MS_SHM_NAME + 1];
-	uint64_t updated_ns;
-	uint64_t counter[MS_SHM_COUNTERS], prev[MS_SHM_COUNTERS];
-	uint64_t read_ns, prev_read_ns; /* CLOCK_MONOTONIC of the two reads */
-	struct ms_hist hist[MS_SHM_HISTS];
-};
-
-struct source {
-	const char *arg;
-	char path[PATH_MAX];
-	int fd;              /* -1: not open */
-	const char *map;     /* NULL: not mapped */
-	dev_t dev;
-	ino_t ino;
-	/* the owner we are showing: a change means a new owner, whose values start over */
-	int32_t pid;
-	uint64_t start_ns;
-	char program[sizeof(((struct ms_shm_header *)0)->program) + 1];
-	char lib_version[sizeof(((struct ms_shm_header *)0)->lib_version) + 1];
-	uint32_t used;
-	const char *problem; /* why nothing can be shown right now, or NULL */
-	bool owner_gone;     /* the publisher process has exited */
-	bool done;           /* gone, and every slot read after it was gone */
-	bool said_done;
-	unsigned unclosed;   /* slots still LIVE once the owner was gone */
-	unsigned stale;      /* slots whose read failed this interval */
-	struct slot_view *slots; /* [MS_SHM_SLOTS] */
-};
-
 static volatile sig_atomic_t stop;
 static sigjmp_buf bus_jmp;
 static volatile sig_atomic_t bus_armed;
-
-/* The lower ends of the histogram's buckets, to find the buckets min and max fall in. */
-static uint64_t bucket_lo[MS_HIST_BUCKETS];
 
 static void on_stop(int sig)
 {
@@ -163,13 +121,6 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 	return 0;
 }
 
-/* A fixed-size name from the file, which need not be terminated. */
-static void copy_name(char *dst, const char *src, size_t n)
-{
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
 /* ---- finding and checking the file ------------------------------------------------------ */
 
 static bool all_digits(const char *s)
@@ -182,15 +133,90 @@ static bool all_digits(const char *s)
 	return true;
 }
 
-/* PID: the conventional name, else whichever live-counter file in PID_DIR names that pid. */
+/* The process pid as /proc shows it: its effective and filesystem uids and its start time
+ * (clock ticks after boot). false: no such process (or no /proc), or one that has exited. */
+static bool proc_info(int32_t pid, uid_t *euid, uid_t *fsuid, uint64_t *start)
+{
+	char path[64], buf[4096];
+	FILE *f;
+	bool got = false;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%" PRId32 "/status", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	bool dead = false;
+	while (fgets(buf, sizeof(buf), f)) {
+		unsigned long r, e, sv, fs;
+		char st;
+		if (sscanf(buf, "State: %c", &st) == 1 && (st == 'Z' || st == 'X'))
+			dead = true; /* exited, not yet reaped */
+		if (sscanf(buf, "Uid: %lu %lu %lu %lu", &r, &e, &sv, &fs) == 4) {
+			*euid = (uid_t)e;
+			*fsuid = (uid_t)fs;
+			got = true;
+		}
+	}
+	fclose(f);
+	if (dead)
+		return false;
+	*start = 0;
+	snprintf(path, sizeof(path), "/proc/%" PRId32 "/stat", pid);
+	if (got && (f = fopen(path, "re"))) {
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = '\0';
+		char *q = strrchr(buf, ')');
+		for (int field = 2; q && field < 22; field++)
+			q = strchr(q + 1, ' ');
+		if (q)
+			*start = strtoull(q + 1, NULL, 10);
+		fclose(f);
+	}
+	return got;
+}
+
+enum owner { OWNER_OK, OWNER_NONE, OWNER_OTHER_USER, OWNER_OTHER_PROCESS };
+
+/* Is process pid the one that the file (owned by uid, naming a process started at pid_start)
+ * says published it? *puid gets the process's uid. */
+static enum owner owner_of(int32_t pid, uint64_t pid_start, uid_t uid, uid_t *puid)
+{
+	uid_t euid, fsuid;
+	uint64_t start;
+
+	if (!proc_info(pid, &euid, &fsuid, &start))
+		return OWNER_NONE;
+	*puid = euid;
+	if (uid != euid && uid != fsuid)
+		return OWNER_OTHER_USER;
+	if (pid_start && start && pid_start != start)
+		return OWNER_OTHER_PROCESS; /* the pid was used again */
+	return OWNER_OK;
+}
+
+/* Does some open file description hold a write lock on the file: has it a live owner
+ * (lib/shm-format.h)? Only a test: a reader never takes a lock. */
+static bool write_locked(int fd)
+{
+	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	return fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
+/* PID: the conventional name, else whichever live-counter file in PID_DIR names that pid and
+ * belongs to that process's user (for a process that is gone, one of our own user's). */
 static void resolve_pid(struct source *s, const char *arg)
 {
 	uint64_t pid;
 	DIR *d;
 	struct dirent *de;
+	char fallback[PATH_MAX] = "";
 
 	snprintf(s->path, sizeof(s->path), PID_DIR "/" PID_PREFIX "%s", arg);
-	if (access(s->path, F_OK) == 0 || parse_u64(arg, 1, INT32_MAX, &pid) < 0)
+	if (parse_u64(arg, 1, INT32_MAX, &pid) < 0)
+		return;
+	s->want_pid = (int32_t)pid;
+	if (access(s->path, F_OK) == 0)
 		return;
 	d = opendir(PID_DIR);
 	if (!d)
@@ -199,6 +225,7 @@ static void resolve_pid(struct source *s, const char *arg)
 		char p[PATH_MAX];
 		struct ms_shm_header h;
 		struct stat st;
+		uid_t puid;
 		int fd;
 
 		if (snprintf(p, sizeof(p), PID_DIR "/%s", de->d_name) >= (int)sizeof(p))
@@ -211,12 +238,21 @@ static void resolve_pid(struct source *s, const char *arg)
 			     pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 			     h.magic == MS_SHM_MAGIC && h.pid == (int32_t)pid;
 		close(fd);
-		if (match) {
+		if (!match)
+			continue;
+		enum owner o = owner_of(h.pid, h.pid_start, st.st_uid, &puid);
+		if (o == OWNER_OK) {
 			snprintf(s->path, sizeof(s->path), "%s", p);
 			break;
 		}
+		/* A process that is gone: its user is unknown, so only a file of our own user's
+		 * (a publisher of ours that has exited) stands in for it, failing a live one. */
+		if (o == OWNER_NONE && st.st_uid == geteuid() && !fallback[0])
+			snprintf(fallback, sizeof(fallback), "%s", p);
 	}
 	closedir(d);
+	if (access(s->path, F_OK) != 0 && fallback[0])
+		snprintf(s->path, sizeof(s->path), "%s", fallback);
 }
 
 static void detach(struct source *s)
@@ -229,82 +265,83 @@ static void detach(struct source *s)
 	s->fd = -1;
 }
 
-static void forget_values(struct source *s)
+/* A source given as a PID whose file belongs to another user than that process's: not its
+ * live counters (anyone may write a file under that name). 1 with *why set, or 0. */
+static int check_pid_owner(struct source *s, int32_t file_pid, uint64_t pid_start, char *why,
+			   size_t whylen)
 {
-	memset(s->slots, 0, MS_SHM_SLOTS * sizeof(*s->slots));
-	s->used = 0;
-	s->owner_gone = s->done = s->said_done = false;
+	uid_t puid = 0;
+	char e[4 * PATH_MAX];
+
+	if (!s->want_pid)
+		return 0;
+	if (owner_of(s->want_pid, file_pid == s->want_pid ? pid_start : 0, s->uid, &puid) ==
+	    OWNER_OTHER_USER) {
+		snprintf(why, whylen, "%s belongs to uid %lu, not to the user of process %" PRId32
+			 " (uid %lu): not its live counters",
+			 stat_escape(e, sizeof(e), s->path, false), (unsigned long)s->uid,
+			 s->want_pid, (unsigned long)puid);
+		return 1;
+	}
+	return 0;
 }
 
 /* Open and map the file, and check its header. 0, -EOPEN-like (the system's error, which
- * *why explains), or 1 when the file is not a live-counter file of this version (*why says
- * how). Only the header's fixed part is checked here; the owner's fields are read with
- * the values. */
+ * *why explains), 1 when the file is not a live-counter file of this version (*why says
+ * how), 3 when it may still be being set up. Only the header's fixed part is checked here;
+ * the owner's fields are read with the values. */
 static int attach(struct source *s, char *why, size_t whylen)
 {
 	struct stat st;
-	const struct ms_shm_header *h;
+	char e[4 * PATH_MAX];
 
 	detach(s);
 	s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (s->fd < 0) {
-		int e = errno;
-		snprintf(why, whylen, "cannot open %s: %s", s->path, strerror(e));
-		return -e;
+		int err = errno;
+		snprintf(why, whylen, "cannot open %s: %s", stat_escape(e, sizeof(e), s->path, false),
+			 strerror(err));
+		return -err;
 	}
 	if (fstat(s->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "%s: not a libmultisend live-counter file (not a regular file)", s->path);
+		snprintf(why, whylen, "%s: not a libmultisend live-counter file (not a regular file)",
+			 stat_escape(e, sizeof(e), s->path, false));
 		detach(s);
 		return 1;
 	}
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
+	s->uid = st.st_uid;
 	if ((size_t)st.st_size < sizeof(struct ms_shm_header)) {
-		snprintf(why, whylen, "%s: not a libmultisend live-counter file (%lld bytes, too short for its "
-			 "header)", s->path, (long long)st.st_size);
+		int rc = stat_check_header(s, NULL, (size_t)st.st_size, why, whylen);
 		detach(s);
-		return st.st_size == 0 ? 3 : 1;
+		return rc;
 	}
 	/* Mapped whole even when the file is shorter: only pages inside it are read, after
-	 * the size check below (and SIGBUS is caught for one that goes meanwhile). */
+	 * the size check (and SIGBUS is caught for one that goes meanwhile). */
 	void *m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ, MAP_SHARED, s->fd, 0);
 	if (m == MAP_FAILED) {
-		int e = errno;
-		snprintf(why, whylen, "cannot map %s: %s", s->path, strerror(e));
+		int err = errno;
+		snprintf(why, whylen, "cannot map %s: %s", stat_escape(e, sizeof(e), s->path, false),
+			 strerror(err));
 		detach(s);
-		return -e;
+		return -err;
 	}
 	s->map = m;
-	h = m;
 
-	int rc = 0;
+	int rc;
 	if (sigsetjmp(bus_jmp, 1)) {
-		snprintf(why, whylen, "%s: truncated while being read", s->path);
+		snprintf(why, whylen, "%s: truncated while being read",
+			 stat_escape(e, sizeof(e), s->path, false));
 		detach(s);
 		return 3;
 	}
 	bus_armed = 1;
-	uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
-	if (magic != MS_SHM_MAGIC) {
-		snprintf(why, whylen, "%s: not a libmultisend live-counter file (no magic number)",
-			 s->path);
-		rc = magic == 0 ? 3 : 1; /* 0: maybe a writer still setting it up */
-	} else if (h->version != MS_SHM_VERSION) {
-		snprintf(why, whylen, "%s: live-counter file of format version %" PRIu32 "; this "
-			 ME " reads version %u", s->path, h->version, MS_SHM_VERSION);
-		rc = 1;
-	} else if (h->header_size != sizeof(struct ms_shm_header) ||
-		   h->slot_size != sizeof(struct ms_shm_slot) || h->nslots != MS_SHM_SLOTS) {
-		snprintf(why, whylen, "%s: live-counter file with an unexpected layout (header %"
-			 PRIu32 ", %" PRIu32 " slots of %" PRIu32 " bytes; this " ME " reads %zu, "
-			 "%u of %zu)", s->path, h->header_size, h->nslots, h->slot_size,
-			 sizeof(struct ms_shm_header), MS_SHM_SLOTS, sizeof(struct ms_shm_slot));
-		rc = 1;
-	} else if ((size_t)st.st_size < MS_SHM_FILE_SIZE) {
-		snprintf(why, whylen, "%s: live-counter file cut short (%lld of %zu bytes)",
-			 s->path, (long long)st.st_size, MS_SHM_FILE_SIZE);
-		rc = 1;
-	}
+	size_t len = (size_t)st.st_size < MS_SHM_FILE_SIZE ? (size_t)st.st_size : MS_SHM_FILE_SIZE;
+	rc = stat_check_header(s, (const unsigned char *)m, len, why, whylen);
+	const struct ms_shm_header *h = m;
+	if (!rc)
+		rc = check_pid_owner(s, h->pid, h->pid_start, why, whylen);
 	bus_armed = 0;
 	if (rc)
 		detach(s);
@@ -313,72 +350,11 @@ static int attach(struct source *s, char *why, size_t whylen)
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
-static unsigned bucket_of(uint64_t v)
-{
-	unsigned lo = 0, hi = MS_HIST_BUCKETS - 1;
-
-	while (lo < hi) { /* the last bucket whose lower end is <= v */
-		unsigned mid = (lo + hi + 1) / 2;
-		if (bucket_lo[mid] <= v)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
-/* Copy the slot's values into v, all from one moment: the copy counts only if the sequence
- * word was even and the same before and after. Only the buckets from min's to max's are
- * copied (the others are zero by definition), which keeps the copy short and so the chance
- * of overlapping a write small. Returns false when the writer was always busy. */
-static bool read_values(const struct ms_shm_slot *s, struct slot_view *v)
-{
-	uint32_t nc = v->ncounters, nh = v->nhists;
-
-	for (unsigned tries = 0; tries < READ_TRIES; tries++) {
-		uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-		if (seq & 1) {
-			if (tries % 64 == 63)
-				sched_yield();
-			continue;
-		}
-		v->updated_ns = s->updated_ns;
-		memcpy(v->counter, s->counter, nc * sizeof(v->counter[0]));
-		for (unsigned k = 0; k < nh; k++) {
-			struct ms_hist *d = &v->hist[k];
-			const struct ms_hist *h = &s->hist[k];
-			d->count = h->count;
-			d->sum_ns = h->sum_ns;
-			d->min_ns = h->min_ns;
-			d->max_ns = h->max_ns;
-			memset(d->bucket, 0, sizeof(d->bucket));
-			if (d->count) {
-				unsigned a = bucket_of(d->min_ns), b = bucket_of(d->max_ns);
-				if (a <= b)
-					memcpy(&d->bucket[a], &h->bucket[a],
-					       (b - a + 1) * sizeof(d->bucket[0]));
-			}
-		}
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) == seq)
-			return true;
-		if (tries % 64 == 63)
-			sched_yield();
-	}
-	return false;
-}
-
-/* Is the process still there? (EPERM: it is, and belongs to someone else.) */
-static bool alive(int32_t pid)
-{
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-}
-
 /* Look at the file again and read every slot. Sets s->problem when nothing can be shown. */
 static void refresh(struct source *s, char *why, size_t whylen)
 {
 	struct stat st, pst;
-	const struct ms_shm_header *h;
+	char e[4 * PATH_MAX];
 
 	s->problem = NULL;
 	s->stale = 0;
@@ -394,249 +370,40 @@ static void refresh(struct source *s, char *why, size_t whylen)
 	}
 	if (fstat(s->fd, &st) < 0 || (size_t)st.st_size < MS_SHM_FILE_SIZE) {
 		snprintf(why, whylen, "%s: truncated (%lld bytes): being set up by a new owner?",
-			 s->path, (long long)st.st_size);
+			 stat_escape(e, sizeof(e), s->path, false), (long long)st.st_size);
 		s->problem = why;
 		detach(s);
 		return;
 	}
-	h = (const struct ms_shm_header *)s->map;
+	s->uid = st.st_uid;
+	const struct ms_shm_header *h = (const struct ms_shm_header *)s->map;
 	if (sigsetjmp(bus_jmp, 1)) {
-		snprintf(why, whylen, "%s: truncated while being read", s->path);
+		snprintf(why, whylen, "%s: truncated while being read",
+			 stat_escape(e, sizeof(e), s->path, false));
 		s->problem = why;
 		detach(s);
 		return;
 	}
 	bus_armed = 1;
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != MS_SHM_MAGIC ||
-	    h->version != MS_SHM_VERSION || h->header_size != sizeof(*h) ||
-	    h->slot_size != sizeof(struct ms_shm_slot) || h->nslots != MS_SHM_SLOTS) {
-		bus_armed = 0;
-		snprintf(why, whylen, "%s: header changed: being set up by a new owner?", s->path);
+	/* The owner's liveness first: a slot read after it is found gone is final. Alive: the
+	 * file has a live owner (a write lock, which only its owner or root can take), and the
+	 * process it names is there, is the one that made it, and runs as the file's owner. */
+	int32_t pid = h->pid;
+	uint64_t pid_start = h->pid_start;
+	uid_t puid;
+	bool gone = !write_locked(s->fd) || owner_of(pid, pid_start, st.st_uid, &puid) != OWNER_OK;
+	int rc = check_pid_owner(s, pid, pid_start, why, whylen);
+	if (!rc)
+		rc = stat_read(s, (const unsigned char *)s->map, MS_SHM_FILE_SIZE, READ_TRIES,
+			       clock_ns(CLOCK_MONOTONIC), why, whylen);
+	bus_armed = 0;
+	if (rc) {
 		s->problem = why;
 		detach(s);
 		return;
 	}
-	if (h->pid != s->pid || h->start_ns != s->start_ns) {
-		/* A new owner: its counters start from zero, so rates start over too. */
-		forget_values(s);
-		s->pid = h->pid;
-		s->start_ns = h->start_ns;
-		copy_name(s->program, h->program, sizeof(h->program));
-		copy_name(s->lib_version, h->lib_version, sizeof(h->lib_version));
-	}
-	/* The owner's liveness first: a slot read after it is found gone is final. */
-	bool gone = !alive(s->pid);
-	uint32_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
-	if (used > MS_SHM_SLOTS)
-		used = MS_SHM_SLOTS;
-	s->used = used;
-	const struct ms_shm_slot *slots =
-		(const struct ms_shm_slot *)(s->map + sizeof(struct ms_shm_header));
-	unsigned unclosed = 0;
-	for (uint32_t i = 0; i < used; i++) {
-		const struct ms_shm_slot *src = &slots[i];
-		struct slot_view *v = &s->slots[i];
-		uint32_t state = __atomic_load_n(&src->state, __ATOMIC_ACQUIRE);
-
-		if (state == MS_SHM_FREE)
-			continue;
-		if (!v->named) {
-			/* Written once before the state left FREE (release), never again. */
-			copy_name(v->name, src->name, MS_SHM_NAME);
-			v->ncounters = src->ncounters < MS_SHM_COUNTERS ? src->ncounters
-									: MS_SHM_COUNTERS;
-			v->nhists = src->nhists < MS_SHM_HISTS ? src->nhists : MS_SHM_HISTS;
-			for (unsigned k = 0; k < v->ncounters; k++)
-				copy_name(v->counter_name[k], src->counter_name[k], MS_SHM_NAME);
-			for (unsigned k = 0; k < v->nhists; k++)
-				copy_name(v->hist_name[k], src->hist_name[k], MS_SHM_NAME);
-			v->named = true;
-		}
-		v->state = state;
-		if (state == MS_SHM_LIVE)
-			unclosed++;
-		uint64_t keep[MS_SHM_COUNTERS];
-		memcpy(keep, v->counter, sizeof(keep));
-		if (!read_values(src, v)) {
-			v->stale = true;
-			s->stale++;
-			memcpy(v->counter, keep, sizeof(keep));
-			continue;
-		}
-		v->stale = false;
-		if (v->have) {
-			memcpy(v->prev, keep, sizeof(keep));
-			v->prev_read_ns = v->read_ns;
-			v->have_prev = true;
-		}
-		v->read_ns = clock_ns(CLOCK_MONOTONIC);
-		v->have = true;
-	}
-	bus_armed = 0;
 	s->owner_gone = gone;
-	s->unclosed = unclosed;
 	s->done = gone && !s->stale;
-}
-
-/* Per second over the last interval; negative (a counter that went down: never for a
- * counter, so someone reset it) means unknown. */
-static double rate(const struct slot_view *v, unsigned k)
-{
-	if (!v->have_prev || v->read_ns <= v->prev_read_ns || v->counter[k] < v->prev[k])
-		return -1;
-	return (double)(v->counter[k] - v->prev[k]) * 1e9 / (double)(v->read_ns - v->prev_read_ns);
-}
-
-static const char *state_name(uint32_t st)
-{
-	return st == MS_SHM_LIVE ? "live" : st == MS_SHM_CLOSED ? "closed" : "unknown";
-}
-
-/* ---- JSON ------------------------------------------------------------------------------- */
-
-static void json_str(const char *p)
-{
-	putchar('"');
-	for (; *p; p++) {
-		unsigned char c = (unsigned char)*p;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void json_source(const struct source *s, uint64_t now_real)
-{
-	printf("{\"time\":%.3f,\"file\":", (double)now_real / 1e9);
-	json_str(s->path);
-	if (s->problem) {
-		printf(",\"error\":");
-		json_str(s->problem);
-		printf("}\n");
-		return;
-	}
-	printf(",\"pid\":%" PRId32 ",\"program\":", s->pid);
-	json_str(s->program);
-	printf(",\"lib_version\":");
-	json_str(s->lib_version);
-	printf(",\"uptime_s\":%.3f,\"alive\":%s,\"slots\":[",
-	       now_real > s->start_ns ? (double)(now_real - s->start_ns) / 1e9 : 0.0,
-	       s->owner_gone ? "false" : "true");
-	const char *sep = "";
-	for (uint32_t i = 0; i < s->used; i++) {
-		const struct slot_view *v = &s->slots[i];
-		if (!v->have)
-			continue;
-		printf("%s{\"slot\":%" PRIu32 ",\"name\":", sep, i);
-		json_str(v->name);
-		printf(",\"state\":\"%s\",\"stale\":%s,\"updated\":%.3f,\"counters\":{",
-		       state_name(v->state), v->stale ? "true" : "false",
-		       (double)v->updated_ns / 1e9);
-		for (unsigned k = 0; k < v->ncounters; k++) {
-			printf("%s", k ? "," : "");
-			json_str(v->counter_name[k]);
-			printf(":%" PRIu64, v->counter[k]);
-		}
-		printf("},\"rates\":{");
-		for (unsigned k = 0; k < v->ncounters; k++) {
-			double r = rate(v, k);
-			printf("%s", k ? "," : "");
-			json_str(v->counter_name[k]);
-			if (r < 0)
-				printf(":null");
-			else
-				printf(":%.1f", r);
-		}
-		printf("},\"histograms\":{");
-		for (unsigned k = 0; k < v->nhists; k++) {
-			const struct ms_hist *hh = &v->hist[k];
-			printf("%s", k ? "," : "");
-			json_str(v->hist_name[k]);
-			printf(":{\"count\":%" PRIu64 ",\"mean\":%.1f,\"min\":%" PRIu64
-			       ",\"p50\":%" PRIu64 ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64
-			       ",\"p999\":%" PRIu64 ",\"max\":%" PRIu64 "}",
-			       hh->count, hh->count ? (double)hh->sum_ns / (double)hh->count : 0.0,
-			       hh->min_ns, ms_hist_quantile(hh, 0.5), ms_hist_quantile(hh, 0.9),
-			       ms_hist_quantile(hh, 0.99), ms_hist_quantile(hh, 0.999), hh->max_ns);
-		}
-		printf("}}");
-		sep = ",";
-	}
-	printf("]}\n");
-}
-
-/* ---- the screen ------------------------------------------------------------------------- */
-
-/* "812ns", "12.4us", "3.10ms", "1.25s": nanoseconds for a column. */
-static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
-{
-	if (ns < 1000)
-		snprintf(buf, len, "%" PRIu64 "ns", ns);
-	else if (ns < 1000000)
-		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
-	else if (ns < 1000000000)
-		snprintf(buf, len, "%.2fms", (double)ns / 1e6);
-	else
-		snprintf(buf, len, "%.2fs", (double)ns / 1e9);
-	return buf;
-}
-
-static void screen_source(const struct source *s, uint64_t now_real)
-{
-	if (s->problem) {
-		printf("%s\n  %s\n\n", s->path, s->problem);
-		return;
-	}
-	uint64_t up = now_real > s->start_ns ? (now_real - s->start_ns) / 1000000000u : 0;
-	printf("%s: pid %" PRId32 " (%s), up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64
-	       ", libmultisend %s%s\n", s->path, s->pid, s->program, up / 3600, up / 60 % 60,
-	       up % 60, s->lib_version, s->owner_gone ? ", EXITED" : "");
-	bool any = false;
-	for (uint32_t i = 0; i < s->used; i++) {
-		const struct slot_view *v = &s->slots[i];
-		char b[6][24];
-
-		if (!v->have)
-			continue;
-		any = true;
-		printf("  slot %" PRIu32 " \"%s\": %s%s\n", i, v->name, state_name(v->state),
-		       v->stale ? " (busy: values from an earlier interval)" : "");
-		printf("    %-32s %20s %14s\n", "counter", "value", "per second");
-		for (unsigned k = 0; k < v->ncounters; k++) {
-			double r = rate(v, k);
-			if (r < 0)
-				printf("    %-32s %20" PRIu64 " %14s\n", v->counter_name[k],
-				       v->counter[k], "-");
-			else
-				printf("    %-32s %20" PRIu64 " %14.1f\n", v->counter_name[k],
-				       v->counter[k], r);
-		}
-		bool hdr = false;
-		for (unsigned k = 0; k < v->nhists; k++) {
-			const struct ms_hist *hh = &v->hist[k];
-			if (!hh->count)
-				continue;
-			if (!hdr)
-				printf("    %-20s %12s %9s %9s %9s %9s %9s\n", "histogram", "count",
-				       "p50", "p90", "p99", "p99.9", "max");
-			hdr = true;
-			printf("    %-20s %12" PRIu64 " %9s %9s %9s %9s %9s\n", v->hist_name[k],
-			       hh->count, fmt_ns(b[0], sizeof(b[0]), ms_hist_quantile(hh, 0.5)),
-			       fmt_ns(b[1], sizeof(b[1]), ms_hist_quantile(hh, 0.9)),
-			       fmt_ns(b[2], sizeof(b[2]), ms_hist_quantile(hh, 0.99)),
-			       fmt_ns(b[3], sizeof(b[3]), ms_hist_quantile(hh, 0.999)),
-			       fmt_ns(b[4], sizeof(b[4]), hh->max_ns));
-		}
-		if (!hdr && v->nhists)
-			printf("    (no histogram has samples yet)\n");
-	}
-	if (!any)
-		printf("  (no slot in use yet)\n");
-	printf("\n");
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
@@ -689,13 +456,9 @@ int main(int argc, char **argv)
 	}
 	bool screen = !json && isatty(STDOUT_FILENO);
 
-	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++) {
-		uint64_t lo, hi;
-		if (ms_hist_bucket_range(i, &lo, &hi) < 0) {
-			fprintf(stderr, ME ": libmultisend has no histogram bucket %u\n", i);
-			return EXIT_FORMAT;
-		}
-		bucket_lo[i] = lo;
+	if (stat_init() < 0) {
+		fprintf(stderr, ME ": libmultisend has fewer histogram buckets than this " ME "\n");
+		return EXIT_FORMAT;
 	}
 
 	size_t n = (size_t)(argc - optind);
@@ -775,18 +538,25 @@ int main(int argc, char **argv)
 			struct source *s = &src[i];
 			refresh(s, why[i], sizeof(why[i]));
 			if (screen)
-				screen_source(s, now_real);
+				stat_screen(stdout, s, now_real);
 			else
-				json_source(s, now_real);
+				stat_json(stdout, s, now_real);
 			if (!s->problem && s->done && !s->said_done) {
+				char ep[4 * PATH_MAX], en[4 * sizeof(s->program)];
+				stat_escape(ep, sizeof(ep), s->path, false);
+				stat_escape(en, sizeof(en), s->program, false);
 				if (s->unclosed)
 					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) is gone, "
 						"leaving %u slot(s) open: it did not exit cleanly\n",
-						s->path, s->pid, s->program, s->unclosed);
+						ep, s->pid, en, s->unclosed);
+				else if (owner_of(s->pid, s->pid_start, s->uid, &(uid_t){ 0 }) ==
+					 OWNER_OK)
+					/* The process runs on, done with the file (its lock is gone). */
+					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has closed "
+						"all its slots and let the file go\n", ep, s->pid, en);
 				else
 					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has exited "
-						"and closed all its slots\n", s->path, s->pid,
-						s->program);
+						"and closed all its slots\n", ep, s->pid, en);
 				s->said_done = true;
 			}
 			all_done &= !s->problem && s->done;

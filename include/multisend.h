@@ -564,7 +564,8 @@ struct ms_stats {
 /*
  * Copy the context's counters into *out. out->size must be set; the library fills the fields
  * that fit in min(out->size, sizeof(struct ms_stats)) and leaves the rest alone.
- * Returns 0, or -EINVAL (NULL argument or out->size < 8).
+ * Returns 0, or -EINVAL (NULL argument or out->size < 8); under offload, whose counters it
+ * takes as ms_ctx_snapshot does, also that call's -EBUSY.
  */
 MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
 
@@ -653,8 +654,12 @@ struct ms_snapshot {
  * Copy the context's counters and histograms into *out, consistently (all from one moment
  * between two ms_send calls). Unlike every other call, it may be made from any thread while
  * the context's own thread keeps sending: the sending thread never waits for it (a reader
- * that overlaps a send tries again). out->size must be set; fields past it are left alone.
- * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16).
+ * that overlaps a send tries again). It reads the context's own memory, never the
+ * live-counter file, so nothing done to that file changes what it returns or how long it
+ * takes. out->size must be set; fields past it are left alone.
+ * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16), or -EBUSY when the
+ * sending thread stayed in the middle of an update through 100000 tries (descheduled: try
+ * again); it never waits longer.
  */
 MS_EXPORT int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out);
 
@@ -697,12 +702,23 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * replaced by the process id. Several contexts of one process share the file (one slot each,
  * named "ctx N backend"; 64 over the life of the process: a freed context's slot keeps its
  * last values, marked closed, and is not reused); several processes each need their own file
- * (use %p). The owner holds an exclusive flock on the file while it publishes there: a file
- * whose lock is free is set up afresh (created with mode 0644 if missing), provided it is
- * empty or a live-counter file, belongs to this user and is not writable by others; any other
- * file is left alone and the context publishes nowhere (one warning on stderr). The file
- * stays until deleted. A forked child that keeps using a context publishes into a private
- * slot, never into its parent's file. multisend-stat reads it live; the format is
+ * (use %p). The file is only a copy: the context keeps its counters in its own memory (what
+ * ms_ctx_snapshot and ms_ctx_stats read) and writes them to the file without ever reading
+ * it back, so a damaged file changes nothing the context does or reports. No descriptor is
+ * kept for it: the program may close and reuse any descriptor number. While a process
+ * publishes there the file has a live owner, an open-file-description write lock held by the
+ * process's mapping of it (only the owner or root can take one; a reader's lock of any kind
+ * never stops a publisher). A file without a live owner is replaced by a new one, renamed over
+ * it (never truncated or rewritten in place), provided it is a regular file, empty or a
+ * live-counter file, belongs to this user and is not writable by others (a missing one is
+ * created, mode 0644); a file with a live owner in another process, and any other file, is
+ * left alone and the context publishes nowhere (one warning on stderr). The LD_PRELOAD shim
+ * and the program's own libmultisend share the file, which keeps its owner while any of the
+ * process's slots is live. The file stays until deleted. A forked child that keeps using a
+ * context publishes only into its private memory, never into its parent's file (nor does it
+ * hold the parent's lock). Truncating the file under a running publisher (only its owner or
+ * root can) still kills the publisher with SIGBUS on its next send: delete or rename the
+ * file instead. multisend-stat reads it live; the format and the protocol are
  * lib/shm-format.h.
  */
 

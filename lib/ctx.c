@@ -181,20 +181,53 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
 {
-	if (unlikely(ctx->slot != ctx->own && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
-									    __ATOMIC_RELAXED))) {
-		/* A forked child using its parent's context: from here on it publishes in a
-		 * private slot, never in the parent's file. */
-		memcpy(ctx->own, ctx->slot, sizeof(*ctx->own));
-		ctx->own->seq &= ~(uint64_t)1;
-		ctx->slot = ctx->own;
+	if (unlikely(ctx->pub && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
+								   __ATOMIC_RELAXED)))
+		/* A forked child using its parent's context: it never writes into its parent's
+		 * file (which it does not even map: MADV_DONTFORK). */
+		ctx->pub = NULL;
+	return ctx->own;
+}
+
+/* The live-counter file's slot, written from the private slot (what is authoritative) and
+ * never read: its sequence word comes from our own count, so a damaged file cannot make us
+ * wait or report anything else. what: MIRROR_SENT (the five values ms__publish_sent changes),
+ * MIRROR_COUNTERS, MIRROR_ALL (also the histograms). */
+enum { MIRROR_SENT, MIRROR_COUNTERS, MIRROR_ALL };
+static void mirror(struct ms_ctx *ctx, int what)
+{
+	struct ms_shm_slot *p = ctx->pub;
+	const struct ms_shm_slot *o = ctx->own;
+
+	if (!p)
+		return;
+	uint64_t seq = ctx->pub_seq | 1;
+	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	if (what == MIRROR_SENT) {
+		static const unsigned idx[] = { 0, 1, 2, 5, 6 };
+		for (size_t k = 0; k < sizeof(idx) / sizeof(idx[0]); k++)
+			__atomic_store_n(&p->counter[idx[k]], o->counter[idx[k]], __ATOMIC_RELAXED);
+	} else {
+		for (size_t k = 0; k < NCOUNTERS; k++)
+			__atomic_store_n(&p->counter[k], o->counter[k], __ATOMIC_RELAXED);
 	}
-	return ctx->slot;
+	if (what == MIRROR_ALL) {
+		for (int h = 0; h < MS__H_N; h++) {
+			const uint64_t *a = (const uint64_t *)&o->hist[h];
+			uint64_t *b = (uint64_t *)&p->hist[h];
+			for (size_t k = 0; k < sizeof(struct ms_hist) / 8; k++)
+				__atomic_store_n(&b[k], a[k], __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&p->updated_ns, o->updated_ns, __ATOMIC_RELAXED);
+	}
+	ctx->pub_seq = seq + 1;
+	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
 void ms__publish_counters(struct ms_ctx *ctx)
 {
-	struct ms_shm_slot *sl = ctx->slot;
+	struct ms_shm_slot *sl = ctx->own;
 	uint64_t v[NCOUNTERS];
 
 	counters_get(ctx, v);
@@ -214,15 +247,27 @@ void ms__publish_sent(struct ms_ctx *ctx)
 	__atomic_store_n(&sl->counter[5], c->bytes, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->counter[6], c->syscalls, __ATOMIC_RELAXED);
 	ms__shm_end(&sl->seq);
+	mirror(ctx, MIRROR_SENT);
 }
 
 void ms__publish(struct ms_ctx *ctx)
 {
-	ms__own_slot(ctx);
-	ms__shm_begin(&ctx->slot->seq);
+	struct ms_shm_slot *sl = ms__own_slot(ctx);
+	ms__shm_begin(&sl->seq);
 	ms__publish_counters(ctx);
-	ms__shm_end(&ctx->slot->seq);
+	ms__shm_end(&sl->seq);
+	mirror(ctx, MIRROR_COUNTERS);
 }
+
+void ms__publish_all(struct ms_ctx *ctx)
+{
+	ms__own_slot(ctx);
+	mirror(ctx, MIRROR_ALL);
+}
+
+/* ms_ctx_snapshot's copies before it gives up on a writer that stays inside an update: with a
+ * yield after the 64th, far longer than any update takes, and still a bounded time. */
+#define SNAPSHOT_TRIES 100000u
 
 static unsigned ctx_serial; /* names the slots: "ctx N backend" */
 static bool warned_shm;     /* one warning per process for a file that cannot be used */
@@ -237,7 +282,6 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 	ctx->own->ncounters = NCOUNTERS;
 	ctx->own->nhists = MS__H_N;
 	ctx->own->state = MS_SHM_LIVE;
-	ctx->slot = ctx->own;
 	char expanded[4096];
 	if (path && ms__shm_expand(expanded, sizeof(expanded), path)) {
 		/* Only an environment value gets here (a bad cfg->stats_shm is -EINVAL): a
@@ -254,7 +298,7 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 		struct ms_shm_slot *sl = ms__shm_open(path, name, counter_names, NCOUNTERS,
 						      hist_names, MS__H_N, &err);
 		if (sl) {
-			ctx->slot = sl;
+			ctx->pub = sl;
 			ctx->slot_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
 			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
@@ -273,13 +317,17 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 {
 	if (!ctx || !out || out->size < 16)
 		return -EINVAL;
-	const struct ms_shm_slot *sl = ctx->slot;
+	const struct ms_shm_slot *sl = ctx->own;
 	struct ms_snapshot s;
 	uint64_t v[NCOUNTERS];
 
-	/* The reader's side of the seqlock: copy, and keep the copy only if no update
-	 * overlapped it. The writer never waits for us. */
+	/* The reader's side of the seqlock, on the context's own memory (never on the file):
+	 * copy, and keep the copy only if no update overlapped it. The writer never waits for
+	 * us, and we do not wait for ever either: a writer stopped half way through an update
+	 * (descheduled for all our tries) makes it -EBUSY. */
 	for (unsigned tries = 0;; tries++) {
+		if (tries >= SNAPSHOT_TRIES)
+			return -EBUSY;
 		uint64_t seq = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
 		if (!(seq & 1)) {
 			for (size_t k = 0; k < NCOUNTERS; k++)
@@ -497,10 +545,10 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	}
 	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
 	    (err = ms__mlock(ctx, ctx->own, sizeof(*ctx->own))) ||
-	    (err = ms__mlock(ctx, ctx->slot, sizeof(*ctx->slot))) ||
+	    (ctx->pub && (err = ms__mlock(ctx, ctx->pub, sizeof(*ctx->pub)))) ||
 	    ((c.workers > 1 || (c.flags & MS_CFG_OFFLOAD)) && (err = ms__pool_start(ctx, &c)))) {
-		if (ctx->slot && ctx->slot != ctx->own)
-			ms__shm_close(ctx->slot);
+		if (ctx->pub)
+			ms__shm_close(ctx->pub);
 		free(ctx->own);
 		if (ctx->be->ctx_fini)
 			ctx->be->ctx_fini(ctx);
@@ -521,8 +569,9 @@ void ms_ctx_free(struct ms_ctx *ctx)
 	ms__pool_stop(ctx); /* offload: what was handed over is sent first */
 	if (ctx->be->ctx_fini)
 		ctx->be->ctx_fini(ctx);
-	if (ms__own_slot(ctx) != ctx->own)
-		ms__shm_close(ctx->slot);
+	ms__own_slot(ctx);
+	if (ctx->pub)
+		ms__shm_close(ctx->pub);
 	free(ctx->own);
 	free(ctx);
 }
@@ -541,7 +590,9 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 		/* The offload thread counts as it sends: what it last published. */
 		struct ms_snapshot snap;
 		snap.size = sizeof(snap);
-		ms_ctx_snapshot(ctx, &snap);
+		int err = ms_ctx_snapshot(ctx, &snap);
+		if (err)
+			return err;
 		s = snap.stats;
 		uint64_t o[3]; /* the caller's own counts, current */
 		ms__offload_counts(ctx, o);

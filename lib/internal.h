@@ -325,10 +325,13 @@ struct ms_ctx {
 	uint32_t ts_epoch;  /* collections so far */
 	struct ms__tscounters ts;
 	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
-	 * in a live-counter file's slot or in a private one (lib/publish in ctx.c). */
-	struct ms_shm_slot *slot;
-	struct ms_shm_slot *own; /* the private slot (always there); slot != own: in a file */
-	unsigned slot_gen;       /* ms__fork_gen when it was opened */
+	 * in the context's own memory (the publishing code in ctx.c). */
+	struct ms_shm_slot *own;
+	/* Its mirror in a live-counter file, written after each update and never read; NULL:
+	 * none (also in a forked child). */
+	struct ms_shm_slot *pub;
+	uint64_t pub_seq;        /* pub's sequence word, as we last wrote it */
+	unsigned slot_gen;       /* ms__fork_gen when pub was opened */
 	struct ms__pool *pool;   /* workers and offload (lib/workers.c); NULL: neither */
 };
 
@@ -375,9 +378,13 @@ void ms__publish(struct ms_ctx *ctx);
 /* The same for a call in which only fanouts, attempted, accepted, bytes and syscalls can
  * have changed (the common send: 5 values instead of all). */
 void ms__publish_sent(struct ms_ctx *ctx);
-/* The same, for a caller already inside the slot's seqlock (ms__shm_begin). */
+/* The same, for a caller already inside the slot's seqlock (ms__shm_begin); the file's copy
+ * is written by the next ms__publish* call. */
 void ms__publish_counters(struct ms_ctx *ctx);
-/* The slot this process may write (after a fork, the context's private one). */
+/* Copy everything (counters, histograms) from the private slot into the file's. */
+void ms__publish_all(struct ms_ctx *ctx);
+/* The context's private slot, which every update writes (and, after a fork, the file's
+ * mirror forgotten). */
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
 extern unsigned ms__fork_gen;
 /* Start counting forks in ms__fork_gen (once per process; every ms_ctx_new calls it). */

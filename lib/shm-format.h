@@ -10,7 +10,45 @@
  * Consistency: each slot has a sequence word, odd while its writer is updating it. A reader
  * copies the slot, and keeps the copy only if the sequence was even and unchanged before and
  * after (a seqlock; the writer never waits). Names are written once, before the slot's state
- * becomes LIVE (with release order); they never change afterwards.
+ * becomes LIVE (with release order); they never change afterwards. The file is only a mirror:
+ * a writer keeps its counters in its own memory, and writes the file (the sequence word
+ * included, from its own count) without ever reading it back, so that a damaged file (an odd
+ * sequence word, garbage values) changes nothing the writing process computes or reports.
+ *
+ * Ownership and liveness (version 2): the writer that creates the file takes an open file
+ * description (OFD) write lock on its first byte (fcntl F_OFD_SETLK, F_WRLCK) before the file
+ * has a name, and keeps it as long as its mapping: the descriptor is closed right after mmap
+ * (the mapping keeps the open file description, and with it the lock, until munmap, exit or
+ * exec; the mapping is MADV_DONTFORK, so a forked child never holds it). "The file has a live
+ * owner" is "some open file description holds a write lock on it", which readers and writers
+ * test with F_OFD_GETLK (l_type F_RDLCK: only a write lock conflicts). Only an opener with
+ * write access (the owner, root) can take a write lock: a reader's read lock or flock never
+ * makes a dead file look alive, and never stops a writer, because a writer never locks a file
+ * that already has a name:
+ *   - a path with no file: the writer creates a new one (O_TMPFILE, else an O_EXCL temporary
+ *     name beside it), sizes it, locks it, maps it, fills the header (magic last) and links it
+ *     under the path (link: never over a file that appeared meanwhile);
+ *   - a path with a file that has no live owner: if it is a regular file of this user, not
+ *     writable by group or others, and empty or a live-counter file, a new file made the same
+ *     way replaces it by rename(2); anything else is left alone. An existing file is never
+ *     truncated, rewritten or resized in place, so a process still mapping an old file (one
+ *     that lost its name) is never hurt by the replacement;
+ *   - a path whose file has a live owner: taken only by another copy of this code in the same
+ *     process (the LD_PRELOAD shim and the program's own libmultisend), recognised by pid and
+ *     pid_start both equal to its own; it maps the file too, takes a write lock of its own
+ *     on one byte past the end (if a reader's read lock prevents that, it publishes all the
+ *     same) and takes a slot. A copy that holds a lock keeps its mapping while any slot of
+ *     the file is still LIVE, so the file keeps its owner while any copy publishes there.
+ * pid and pid_start (the process's start time, field 22 of /proc/PID/stat) name the process
+ * that created the file; a reader that finds a live owner can check that /proc/PID is that
+ * process (same start time, same uid as the file's owner) before calling the file PID's.
+ *
+ * Truncation: a writer stores into its shared mapping of the file, so truncating the file
+ * while a writer runs (which takes write access: the owner or root) makes the writer's next
+ * store fault (SIGBUS). Nothing here ever truncates or shrinks a file that has a name; to get
+ * rid of a live file, unlink or rename it. (Only a sealed memfd cannot be shrunk, and it has no
+ * name another process could open and does not outlive its process; a copy that cannot fault
+ * takes a system call per publication. Both break what the file promises: see README.)
  *
  * Compatibility: readers must check magic, version and the sizes, and refuse anything else.
  */
@@ -22,7 +60,7 @@
 #include "multisend.h"
 
 #define MS_SHM_MAGIC UINT64_C(0x3174617473534d6c) /* "lMSstat1", little-endian */
-#define MS_SHM_VERSION 1u
+#define MS_SHM_VERSION 2u
 #define MS_SHM_SLOTS 64u
 #define MS_SHM_COUNTERS 48u
 #define MS_SHM_HISTS 4u
@@ -55,12 +93,15 @@ struct ms_shm_header {
 	uint32_t slot_size;    /* sizeof(struct ms_shm_slot) */
 	uint32_t nslots;       /* MS_SHM_SLOTS */
 	uint32_t used;         /* slots handed out so far (atomic; only grows); a slot is
-	                          readable once its state is LIVE or CLOSED */
+	                          readable once its state is LIVE or CLOSED. A reader must
+	                          not trust it past nslots */
 	int32_t pid;           /* the publishing process */
 	uint64_t start_ns;     /* CLOCK_REALTIME when the file was set up */
 	char program[64];      /* the publishing program's name (comm) */
 	char lib_version[16];  /* libmultisend version string */
-	uint8_t reserved[64];
+	uint64_t pid_start;    /* the publishing process's start time, in clock ticks after boot
+	                          (/proc/PID/stat field 22); 0: unknown */
+	uint8_t reserved[56];
 };
 
 /* The file's size. */

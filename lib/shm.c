@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Live-counter files (lib/shm-format.h): one per process and path, shared by the contexts (and
- * the shim) that publish there. Opening and closing take a lock; publishing never does.
+ * the shim) that publish there. Opening and closing take a mutex; publishing never does. No
+ * descriptor is kept: the file's lock lives in the open file description that the mapping
+ * holds, so the program can close and reuse any descriptor number without touching ours.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -22,9 +25,9 @@
 
 struct shm_file {
 	char path[4096];
-	struct ms_shm_header *h;
-	unsigned refs;
-	int fd; /* held open: its exclusive flock says the file has a live owner */
+	struct ms_shm_header *h; /* NULL: entry unused */
+	unsigned refs;           /* slots of ours open in it; 0 with h set: kept for the lock */
+	bool owner;              /* our mapping's open file description holds a write lock */
 };
 
 #define MAX_FILES 8
@@ -39,16 +42,10 @@ unsigned ms__fork_gen;
 
 static void after_fork_child(void)
 {
-	/* The parent's files are the parent's: forget them (the mappings stay, unused, so that a
-	 * context still pointing there never touches unmapped memory) and drop the copies of
-	 * their descriptors, which would otherwise hold the parent's lock past its death. */
+	/* The parent's files are the parent's: the child has no mapping of them (MADV_DONTFORK,
+	 * so it never holds their locks either) and no descriptor (none is kept). Forget them. */
 	pthread_mutex_init(&files_lock, NULL);
-	for (unsigned k = 0; k < MAX_FILES; k++) {
-		if (files[k].refs) {
-			close(files[k].fd);
-			files[k].refs = 0;
-		}
-	}
+	memset(files, 0, sizeof(files));
 	ms__fork_gen++;
 }
 
@@ -92,89 +89,239 @@ int ms__shm_expand(char *out, size_t cap, const char *tmpl)
 	return 0;
 }
 
-/*
- * Map the file at path, setting it up unless this process already publishes there (another
- * copy of this code in it: the shim's and the program's library). Ownership is an exclusive
- * flock held as long as the mapping (it works across pid namespaces and survives pid reuse):
- * a file whose lock is free has no live owner and is set up from zeros; a locked one belongs
- * to a running process and is left alone. Only a file of ours (our uid, not writable by others)
- * that is empty or already a live-counter file is ever taken.
- */
-static struct ms_shm_header *map_file(const char *path, int *fd_out, int *err)
+/* This process's start time (/proc/self/stat field 22), 0 if unknown. */
+static uint64_t self_start(void)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+	if (!p)
+		return 0;
+	/* after ')': state is field 3, starttime field 22 */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Does some open file description hold a write lock on the file? (A read lock, which any
+ * reader may take, does not count.) */
+static bool write_locked(int fd)
+{
+	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	return fcntl(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+}
+
+/* Map fd shared, never inherited by a forked child. */
+static struct ms_shm_header *map_fd(int fd, int *err)
+{
+	void *m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		*err = -errno;
+		return NULL;
+	}
+	if (madvise(m, MS_SHM_FILE_SIZE, MADV_DONTFORK) < 0) {
+		*err = -errno;
+		munmap(m, MS_SHM_FILE_SIZE);
+		return NULL;
+	}
+	return m;
+}
+
+/* A new live-counter file under path: made without a name (or under a fresh temporary one),
+ * locked, mapped and filled in before it gets the path, by rename over the stale file `replace`
+ * says is there, else by link (which fails with -EEXIST if a file appeared meanwhile). The
+ * descriptor is closed before returning: the mapping holds the lock. */
+static struct ms_shm_header *create_file(const char *path, mode_t mode, bool replace, int *err)
+{
+	char dir[4096], tmp[4096 + 64], fdpath[64];
+	const char *slash = strrchr(path, '/');
+	struct ms_shm_header *h = NULL;
+	bool named = false;
+	int fd;
+
+	if (slash)
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path + (slash == path)), path);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+	for (unsigned k = 0; fd < 0 && k < 16; k++) {
+		/* No O_TMPFILE here: a temporary name nobody can have opened yet (O_EXCL), so
+		 * that nobody can hold a lock on it before ours. */
+		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EEXIST && errno != EINVAL)
+			break;
+		snprintf(tmp, sizeof(tmp), "%s/.multisend-new-%d-%llu-%u", dir, (int)getpid(),
+			 (unsigned long long)ms__realtime_ns(), k);
+		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		named = fd >= 0;
+	}
 	if (fd < 0) {
 		*err = -errno;
 		return NULL;
 	}
-	struct stat st;
-	void *m = MAP_FAILED;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		*err = -EINVAL;
-		goto fail;
-	}
-	if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		*err = -EPERM; /* someone else could truncate it under us: SIGBUS in ms_send */
-		goto fail;
-	}
-	struct ms_shm_header old = { 0 };
-	if ((size_t)st.st_size >= sizeof(old) &&
-	    pread(fd, &old, sizeof(old), 0) != (ssize_t)sizeof(old)) {
-		*err = -EIO;
-		goto fail;
-	}
-	bool ours = old.magic == MS_SHM_MAGIC && old.version == MS_SHM_VERSION &&
-		    old.slot_size == sizeof(struct ms_shm_slot) &&
-		    old.header_size == sizeof(struct ms_shm_header) &&
-		    (size_t)st.st_size == MS_SHM_FILE_SIZE;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno != EWOULDBLOCK) {
-			*err = -errno;
-			goto fail;
-		}
-		/* Held: by a live process. If that is this one, share the file as it is. */
-		if (!ours || old.pid != getpid()) {
-			*err = -EBUSY;
-			goto fail;
-		}
-		m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m == MAP_FAILED) {
-			*err = -errno;
-			goto fail;
-		}
-		*fd_out = fd; /* holds no lock: the owner copy's descriptor does */
-		return m;
-	}
-	if (st.st_size > 0 && old.magic != MS_SHM_MAGIC) {
-		*err = -EEXIST; /* somebody's data: never ours to truncate */
-		goto fail;
-	}
-	/* Start from zeros: a reader must never see the previous owner's slots as ours. */
-	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)MS_SHM_FILE_SIZE) < 0) {
+	struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 }; /* byte 0 */
+	if (ftruncate(fd, (off_t)MS_SHM_FILE_SIZE) < 0 || fcntl(fd, F_OFD_SETLK, &l) < 0) {
 		*err = -errno;
 		goto fail;
 	}
-	m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED) {
-		*err = -errno;
+	h = map_fd(fd, err);
+	if (!h)
 		goto fail;
-	}
-	struct ms_shm_header *h = m;
 	h->version = MS_SHM_VERSION;
 	h->header_size = sizeof(*h);
 	h->slot_size = sizeof(struct ms_shm_slot);
 	h->nslots = MS_SHM_SLOTS;
 	h->pid = getpid();
+	h->pid_start = self_start();
 	h->start_ns = ms__realtime_ns();
 	prctl(PR_GET_NAME, h->program);
 	snprintf(h->lib_version, sizeof(h->lib_version), "%s", MS_VERSION_STRING);
 	/* Last: a reader that sees the magic sees the rest. */
 	__atomic_store_n(&h->magic, MS_SHM_MAGIC, __ATOMIC_RELEASE);
-	*fd_out = fd;
+
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	if (!named && !replace) {
+		if (linkat(AT_FDCWD, fdpath, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
+			*err = -errno;
+			goto fail;
+		}
+	} else {
+		for (unsigned k = 0; !named; k++) {
+			snprintf(tmp, sizeof(tmp), "%s/.multisend-new-%d-%llu-%u", dir, (int)getpid(),
+				 (unsigned long long)ms__realtime_ns(), k);
+			if (linkat(AT_FDCWD, fdpath, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+				named = true;
+			else if (errno != EEXIST || k >= 16) {
+				*err = -errno;
+				goto fail;
+			}
+		}
+		int rc = replace ? rename(tmp, path) : link(tmp, path);
+		int e = errno;
+		if (rc < 0 || !replace)
+			unlink(tmp);
+		named = false;
+		if (rc < 0) {
+			*err = -e;
+			goto fail;
+		}
+	}
+	close(fd);
 	return h;
 fail:
+	if (named)
+		unlink(tmp);
+	if (h)
+		munmap(h, MS_SHM_FILE_SIZE);
 	close(fd);
 	return NULL;
+}
+
+/*
+ * Map the live-counter file at path (lib/shm-format.h says the protocol): join it when another
+ * copy of this code in this process already publishes there (*owner false), else set up a new
+ * file (*owner true: our mapping holds its lock). No descriptor is kept: every one opened here
+ * is closed before returning. A file with a live owner that is not this process is -EBUSY;
+ * one that is not ours to replace (another user's, writable by others, not a live-counter
+ * file, not a regular file) is left alone.
+ */
+static struct ms_shm_header *map_file(const char *path, bool *owner, int *err)
+{
+	for (unsigned tries = 0; tries < 8; tries++) {
+		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0) {
+			if (errno != ENOENT) {
+				*err = errno == ELOOP ? -EEXIST : -errno;
+				return NULL;
+			}
+			*owner = true;
+			struct ms_shm_header *h = create_file(path, 0644, false, err);
+			if (h || *err != -EEXIST)
+				return h;
+			continue; /* somebody made it meanwhile: look at it */
+		}
+		struct stat st;
+		struct ms_shm_header *h = NULL;
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			*err = -EINVAL;
+			goto done;
+		}
+		if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+			*err = -EPERM; /* another user's, or others could truncate it */
+			goto done;
+		}
+		struct ms_shm_header old = { 0 };
+		if ((size_t)st.st_size >= sizeof(old) &&
+		    pread(fd, &old, sizeof(old), 0) != (ssize_t)sizeof(old)) {
+			*err = -EIO;
+			goto done;
+		}
+		if (write_locked(fd)) {
+			/* A live owner: this process (another copy of this code), else busy. */
+			bool ours = old.magic == MS_SHM_MAGIC && old.version == MS_SHM_VERSION &&
+				    old.slot_size == sizeof(struct ms_shm_slot) &&
+				    old.header_size == sizeof(struct ms_shm_header) &&
+				    old.nslots == MS_SHM_SLOTS &&
+				    (size_t)st.st_size == MS_SHM_FILE_SIZE && old.pid == getpid() &&
+				    old.pid_start == self_start();
+			*err = -EBUSY;
+			if (ours && (h = map_fd(fd, err))) {
+				/* A lock of our own too, on a byte past the end that is this copy's,
+				 * so that the file keeps a live owner as long as we map it (if a
+				 * reader's read lock stops it, we publish all the same). */
+				struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+						   .l_start = (off_t)(MS_SHM_FILE_SIZE + 1 +
+								      ((uintptr_t)files >> 4 &
+								       0xffffff)),
+						   .l_len = 1 };
+				*owner = fcntl(fd, F_OFD_SETLK, &l) == 0;
+			}
+			goto done;
+		}
+		if (st.st_size > 0 && old.magic != MS_SHM_MAGIC) {
+			*err = -EEXIST; /* somebody's data: never ours to replace */
+			goto done;
+		}
+		/* Stale (or empty): a new file takes its name; whoever still maps the old one
+		 * keeps an intact file. */
+		*owner = true;
+		h = create_file(path, st.st_mode & 0755, true, err);
+	done:
+		close(fd);
+		return h;
+	}
+	*err = -EBUSY;
+	return NULL;
+}
+
+/* A file whose lock we hold stays mapped while any slot in it is live: another copy of this
+ * code in the process may still publish there (lib/shm-format.h). */
+static bool any_live(const struct ms_shm_header *h)
+{
+	uint32_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
+	const struct ms_shm_slot *s = (const struct ms_shm_slot *)(h + 1);
+	for (uint32_t i = 0; i < used && i < MS_SHM_SLOTS; i++)
+		if (__atomic_load_n(&s[i].state, __ATOMIC_ACQUIRE) == MS_SHM_LIVE)
+			return true;
+	return false;
+}
+
+/* Unmap the files none of whose slots is ours and none is live any more (under files_lock). */
+static void sweep(void)
+{
+	for (unsigned k = 0; k < MAX_FILES; k++) {
+		struct shm_file *f = &files[k];
+		if (f->h && !f->refs && !(f->owner && any_live(f->h))) {
+			munmap(f->h, MS_SHM_FILE_SIZE); /* and the lock goes with it */
+			memset(f, 0, sizeof(*f));
+		}
+	}
 }
 
 static void copy_name(char *dst, const char *src)
@@ -199,10 +346,11 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 	ms__fork_watch();
 	pthread_mutex_lock(&files_lock);
 	struct shm_file *f = NULL, *free_f = NULL;
+	sweep();
 	for (unsigned k = 0; k < MAX_FILES; k++) {
-		if (files[k].refs && !strcmp(files[k].path, path))
+		if (files[k].h && !strcmp(files[k].path, path))
 			f = &files[k];
-		else if (!files[k].refs && !free_f)
+		else if (!files[k].h && !free_f)
 			free_f = &files[k];
 	}
 	if (!f) {
@@ -210,24 +358,21 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 			e = -EMFILE;
 			goto unlock;
 		}
-		int fd = -1;
-		struct ms_shm_header *h = map_file(path, &fd, &e);
+		bool owner = false;
+		struct ms_shm_header *h = map_file(path, &owner, &e);
 		if (!h)
 			goto unlock;
 		f = free_f;
 		snprintf(f->path, sizeof(f->path), "%s", path);
 		f->h = h;
-		f->fd = fd;
+		f->owner = owner;
 	}
 	/* Atomic: another copy of this code in the process may be taking slots too. */
 	uint32_t used = __atomic_load_n(&f->h->used, __ATOMIC_RELAXED);
 	do {
 		if (used >= MS_SHM_SLOTS) {
 			e = -ENOSPC;
-			if (!f->refs) {
-				munmap(f->h, MS_SHM_FILE_SIZE);
-				close(f->fd);
-			}
+			sweep();
 			goto unlock;
 		}
 	} while (!__atomic_compare_exchange_n(&f->h->used, &used, used + 1, false,
@@ -264,11 +409,9 @@ void ms__shm_close(struct ms_shm_slot *slot)
 		if (!f->refs || (char *)slot < base || (char *)slot >= base + MS_SHM_FILE_SIZE)
 			continue;
 		__atomic_store_n(&slot->state, MS_SHM_CLOSED, __ATOMIC_RELEASE);
-		if (--f->refs == 0) {
-			munmap(f->h, MS_SHM_FILE_SIZE);
-			close(f->fd); /* and the lock goes with it */
-		}
+		f->refs--;
 		break;
 	}
+	sweep();
 	pthread_mutex_unlock(&files_lock);
 }

@@ -327,6 +327,7 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 	__atomic_store_n(&sl->updated_ns, ms__realtime_ns(), __ATOMIC_RELAXED);
 	ms__publish_counters(ctx); /* the counters and the histograms move together */
 	ms__shm_end(&sl->seq);
+	ms__publish_all(ctx);
 }
 
 /* ---- arming a sample ------------------------------------------------------------------------ */

@@ -16,7 +16,9 @@
  * counters); a busy batch means "next time", never a wait.
  *
  * The file itself is created by the first publication (the only system calls on a sending
- * thread, once per process), never before: nothing happens before the first send. The slot
+ * thread, once per process), never before: nothing happens before the first send. The totals
+ * are the shim's own (its threads' rows): the slot is written, never read back, its sequence
+ * word included, so a damaged file changes nothing the shim counts or reports. The slot
  * is marked closed with the final totals at process exit and exec. A thread's totals move to
  * the retired ones when it exits; a forked child starts from zero, as its report does, and
  * needs a file of its own (a path with %p).
@@ -62,6 +64,8 @@ bool shim_live_enabled;
 enum { LIVE_OFF, LIVE_ON, LIVE_CLOSED };
 static int live_state;             /* under `busy` */
 static struct ms_shm_slot *slot;   /* under `busy`; NULL until the first publication */
+static uint64_t slot_seq;          /* under `busy`: the slot's sequence word as we last wrote
+                                      it (the file's is never read back: lib/shm-format.h) */
 static bool forked, warned;
 static _Atomic bool sent;          /* this process made a send: a file is worth making */
 static _Atomic bool busy;          /* someone is writing the slot, or retiring a thread */
@@ -180,6 +184,7 @@ static void open_slot(void)
 	names[L_REUNORDERED] = "reentered_unordered";
 
 	slot = ms__shm_open(shim_cfg.stats_shm, "shim", names, L_N, NULL, 0, &err);
+	slot_seq = 0; /* a new slot's word starts at zero */
 	if (slot)
 		return;
 	live_state = LIVE_OFF;
@@ -218,11 +223,14 @@ static void write_slot(void)
 	v[L_REOVERFLOW] = atomic_load_explicit(&shim_sigoverflow, memory_order_relaxed);
 	v[L_REUNORDERED] = atomic_load_explicit(&shim_sigunordered, memory_order_relaxed);
 
-	ms__shm_begin(&slot->seq);
+	uint64_t seq = slot_seq | 1;
+	__atomic_store_n(&slot->seq, seq, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (int k = 0; k < L_N; k++)
 		__atomic_store_n(&slot->counter[k], v[k], __ATOMIC_RELAXED);
-	slot->updated_ns = ms__realtime_ns();
-	ms__shm_end(&slot->seq);
+	__atomic_store_n(&slot->updated_ns, ms__realtime_ns(), __ATOMIC_RELAXED);
+	slot_seq = seq + 1;
+	__atomic_store_n(&slot->seq, slot_seq, __ATOMIC_RELEASE);
 }
 
 /* ---- when ---------------------------------------------------------------------------------- */

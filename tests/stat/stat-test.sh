@@ -18,6 +18,19 @@
 #   stat-test.sh replace PUBLISHER STAT
 #       a watched file truncated, rewritten by a new owner and replaced by another file:
 #       multisend-stat carries on, and ends on the last owner's values.
+#   stat-test.sh lockout PUBLISHER STAT        (root: a second user)
+#       another user holds every lock a reader can take (flock, POSIX and OFD read locks) on
+#       a stale live-counter file: the owner's next publisher publishes there all the same.
+#   stat-test.sh planted PUBLISHER STAT        (root: a second user)
+#       a file planted by another user under a process's name (and locked by its owner):
+#       `multisend-stat PID` refuses it, and read by its name it is not called alive.
+#   stat-test.sh names PUBLISHER STAT
+#       names in the file with terminal escape sequences, C1 controls and bytes that are not
+#       UTF-8: the screen shows them escaped, the JSON is valid UTF-8 and gives them back.
+#   stat-test.sh livefile LIVEFILE SHIM STAT
+#       tests/stat/livefile.c: no descriptor kept (a socket on "its" number survives fork,
+#       ms_ctx_free and the shim's exec), a damaged slot never stops or misleads the
+#       publisher, and the shim keeps its file when the program frees its last context.
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
@@ -231,8 +244,8 @@ refuse_test() { # PUBLISHER STAT
 	refused 2 'not a libmultisend live-counter file (not a regular file)' "$tmp/dir"
 	refused 1 "cannot open $tmp/missing: No such file or directory" "$tmp/missing"
 	cp "$tmp/real" "$tmp/v2"
-	patch "$tmp/v2" 8 2 # version
-	refused 2 'live-counter file of format version 2; this multisend-stat reads version 1' \
+	patch "$tmp/v2" 8 3 # version
+	refused 2 'live-counter file of format version 3; this multisend-stat reads version 2' \
 		"$tmp/v2"
 	cp "$tmp/real" "$tmp/layout"
 	patch "$tmp/layout" 16 12345 # slot_size
@@ -249,7 +262,7 @@ refuse_test() { # PUBLISHER STAT
 	for f in text zeros v2 layout short; do
 		[ -s "$tmp/$f" ] || fail "$f emptied"
 	done
-	patch "$tmp/v2" 8 1
+	patch "$tmp/v2" 8 2
 	cmp -s "$tmp/real" "$tmp/v2" || fail "multisend-stat changed a file it refused"
 	echo "PASS: multisend-stat refuses what is not a live-counter file of its version"
 }
@@ -306,6 +319,229 @@ replace_test() { # PUBLISHER STAT
 	echo "PASS: multisend-stat follows a file truncated, rewritten and replaced"
 }
 
+# ---------------------------------------------------------------------------------------------
+
+# as_nobody COMMAND...: run as uid/gid 65534 with no groups.
+as_nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$@"
+}
+
+need_second_user() {
+	[ "$(id -u)" = 0 ] || skip "needs root, to act as a second user"
+	need setpriv python3
+	as_nobody true 2>/dev/null || skip "setpriv cannot switch to uid 65534 here"
+	# A python3 the second user can run (not one under root's home).
+	py=
+	for _p in /usr/bin/python3 /usr/local/bin/python3 "$(command -v python3)"; do
+		if [ -x "$_p" ] && as_nobody "$_p" -c pass 2>/dev/null; then
+			py=$_p
+			break
+		fi
+	done
+	[ -n "$py" ] || skip "no python3 that uid 65534 can run"
+	# The scratch directory must be reachable by the second user.
+	chmod 0711 "$tmp"
+}
+
+# hold NAME COMMAND...: run COMMAND (which prints "held" when it is ready, then reads a line
+# from its standard input) in the background, until release NAME writes that line.
+hold() {
+	_h=$1
+	shift
+	mkfifo "$tmp/$_h.fifo"
+	exec 7<>"$tmp/$_h.fifo" # read-write: opening does not wait for the other end
+	# (Not through bg: an asynchronous command's own redirection is what gives it the fifo.)
+	"$@" <&7 >"$tmp/$_h.out" 2>&1 &
+	bgpid=$!
+	pids="$pids $bgpid"
+	eval "${_h}_pid=\$bgpid"
+	wait_line "$tmp/$_h.out" '^held' "$bgpid" 20 || { show "$tmp/$_h.out"; fail "$_h did not start"; }
+}
+
+release() {
+	echo release >&7
+	eval "wait \$${1}_pid"
+	_rc=$?
+	exec 7>&-
+	return $_rc
+}
+
+lockout_test() { # PUBLISHER STAT
+	pub=$1 stat=$2
+	need_exe "$pub" "$stat"
+	need_second_user
+	d=$tmp/shared
+	mkdir "$d" && chmod 0755 "$d"
+	"$pub" --control 0 --count 10 --rate 0 --stats-shm "$d/live" >"$tmp/pub1" 2>&1 ||
+		{ show "$tmp/pub1"; fail "md-publisher exited with $?"; }
+	[ "$(stat -c %a "$d/live")" = 644 ] || fail "the file is not mode 0644"
+	# The second user opens the stale file read-only and takes every lock a reader can.
+	hold locker as_nobody "$py" -c '
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_SH)
+fcntl.lockf(fd, fcntl.LOCK_SH)
+fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0))
+print("held", flush=True)
+sys.stdin.readline()' "$d/live"
+	bg "$pub" --control 0 --count 20 --rate 0 --stats-shm "$d/live" >"$tmp/pub2" 2>&1
+	pub2=$bgpid
+	wait "$pub2" || { show "$tmp/pub2"; fail "md-publisher exited with $?"; }
+	show "$tmp/pub2"
+	if grep -q 'live counters not published' "$tmp/pub2"; then
+		fail "a reader's lock stopped the owner's publisher"
+	fi
+	"$stat" --json --count 1 --interval 10 "$d/live" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $pub2" "st == ['closed']" \
+		"j[0]['alive'] is False"
+	release locker
+	echo "PASS: another user's read locks on a stale file did not stop the owner publishing"
+}
+
+planted_test() { # PUBLISHER STAT
+	pub=$1 stat=$2
+	need_exe "$pub" "$stat"
+	need_second_user
+	[ -d /dev/shm ] || skip "no /dev/shm"
+	"$pub" --control 0 --count 10 --rate 0 --stats-shm "$tmp/genuine" >"$tmp/pub" 2>&1 ||
+		{ show "$tmp/pub"; fail "md-publisher exited with $?"; }
+	chmod 0644 "$tmp/genuine"
+	# A process of root's that publishes nothing (the sleep is the victim, not a wait).
+	bg sleep 600
+	victim=$bgpid
+	planted=/dev/shm/multisend-$victim
+	[ ! -e "$planted" ] || skip "$planted exists already"
+	trap 'rm -f "$planted"; harness_cleanup' EXIT
+	# The second user plants a copy naming the victim, and holds a write lock on it, as a
+	# live owner would.
+	hold planter as_nobody "$py" -c '
+import fcntl, os, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[28:32] = struct.pack("<i", int(sys.argv[3]))
+data[120:128] = bytes(8) # pid_start: unknown
+fd = os.open(sys.argv[2], os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, data)
+fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 0, 0))
+print("held", flush=True)
+sys.stdin.readline()
+os.unlink(sys.argv[2])' "$tmp/genuine" "$planted" "$victim"
+	"$stat" --json --count 1 --interval 10 "$victim" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/err"
+	[ "$rc" = 2 ] || { show "$tmp/out"; release planter; fail "multisend-stat $victim: exit $rc, not 2"; }
+	grep -q "belongs to uid 65534, not to the user of process $victim (uid 0)" "$tmp/err" ||
+		{ release planter; fail "no reason given for refusing the planted file"; }
+	[ ! -s "$tmp/out" ] || { release planter; fail "the planted file was shown"; }
+	"$stat" --json --count 1 --interval 10 "$planted" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	release planter
+	[ "$rc" = 0 ] || { show "$tmp/err"; fail "multisend-stat $planted: exit $rc"; }
+	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $victim" "j[0]['alive'] is False"
+	kill "$victim"
+	echo "PASS: a file planted by another user is not shown as a process's live counters"
+}
+
+names_test() { # PUBLISHER STAT
+	pub=$1 stat=$2
+	need_exe "$pub" "$stat"
+	need python3 script
+	"$pub" --control 0 --count 10 --rate 0 --stats-shm "$tmp/genuine" >"$tmp/pub" 2>&1 ||
+		{ show "$tmp/pub"; fail "md-publisher exited with $?"; }
+	# Hostile names: the program's (header offset 40), slot 0's (its offset 24) and its first
+	# counters' (offset 56, 32 bytes each).
+	python3 - "$tmp/genuine" "$tmp/evil" <<'PY' || fail "could not write the file"
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+hs, ss = struct.unpack_from("<II", d, 12)
+def put(off, b, n):
+    d[off:off + n] = b.ljust(n, b"\0")[:n]
+put(40, b"evil\x1b[H\x1b[2J", 64)
+s0 = hs
+put(s0 + 24, b"\x1b]0;pwned\x07\x1b[2J", 32)
+put(s0 + 56, b"fan\xffouts\xc3\xa9", 32)          # a stray byte, then U+00E9
+put(s0 + 56 + 32, b"\x9b31m\xc2\x9b31m\\", 32)   # C1 CSI raw and as UTF-8, a backslash
+put(s0 + 56 + 64, b"\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\x80\xc0\xaf", 32)
+open(sys.argv[2], "wb").write(d)
+PY
+	"$stat" --json --count 1 --interval 10 "$tmp/evil" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --json: exit $?"; }
+	python3 - "$tmp/out" <<'PY' || { show "$tmp/out"; fail "the JSON output"; }
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+assert not any(b < 0x20 and b != 0x0a or b == 0x7f for b in raw), "a raw control byte"
+o = json.loads(raw.decode("utf-8"))  # strict: invalid UTF-8 raises
+s = o["slots"][0]
+assert o["program"] == "evil\x1b[H\x1b[2J", o["program"]
+assert s["name"] == "\x1b]0;pwned\x07\x1b[2J", s["name"]
+names = list(s["counters"])
+assert names[0] == "fan\ufffdouts\u00e9", names[0]
+assert names[1] == "\ufffd31m\u009b31m\\", names[1]
+assert names[2] == "\u20ac\U0001f600\ufffd\ufffd\ufffd\ufffd\ufffd", names[2]
+assert "\\u009b" in raw.decode() and "\\u001b" in raw.decode()
+PY
+	TERM=${TERM:-dumb} script -qec "$stat --interval 10 --count 1 $tmp/evil" /dev/null \
+		>"$tmp/screen" 2>&1 || { show "$tmp/screen"; fail "multisend-stat on a terminal"; }
+	python3 - "$tmp/screen" <<'PY' || { cat -v "$tmp/screen"; fail "the screen"; }
+import sys
+raw = open(sys.argv[1], "rb").read().replace(b"\r", b"")
+assert raw.count(b"\x1b[H\x1b[2J") == 1, "not one redraw"
+rest = raw.replace(b"\x1b[H\x1b[2J", b"")
+assert not any(b < 0x20 and b != 0x0a or b == 0x7f for b in rest), "a raw control byte"
+text = rest.decode("utf-8")
+assert not any(0x80 <= ord(c) <= 0x9f for c in text), "a C1 control"
+for w in [r'"\x1b]0;pwned\x07\x1b[2J"', r"evil\x1b[H\x1b[2J", r"fan\xffouts" + "\u00e9",
+          r"\x9b31m\u009b31m\\", "\u20ac\U0001f600" + r"\xed\xa0\x80\xc0\xaf"]:
+    assert w in text, w
+PY
+	sed -n '/pid/,$s/^/  screen: /p' "$tmp/screen" | tr -d '\r' | head -n 6
+	echo "PASS: names with escape sequences and stray bytes are escaped, on the screen and in JSON"
+}
+
+livefile_test() { # LIVEFILE SHIM STAT
+	lf=$1 shim=$2 stat=$3
+	need python3
+	need_exe "$lf" "$stat"
+	"$lf" fds "$tmp" || fail "livefile fds"
+	"$lf" damage "$tmp" || fail "livefile damage"
+	[ -f "$shim" ] || skip "$shim is not built"
+	# An AddressSanitizer build of the shim needs the ASan runtime first in LD_PRELOAD (as in
+	# tests/shim/shim-test.sh).
+	preload=$shim
+	_asan=$(ldd "$shim" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n1)
+	if [ -n "$_asan" ]; then
+		preload="$_asan $shim"
+		export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	fi
+	# The shim and the program's libmultisend in one file.
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/shared \
+		"$lf" shared "$tmp" >"$tmp/shared.out" 2>"$tmp/shared.err" ||
+		{ show "$tmp/shared.out" "$tmp/shared.err"; fail "livefile shared"; }
+	show "$tmp/shared.out" "$tmp/shared.err"
+	if grep -q 'live counters' "$tmp/shared.err"; then
+		fail "a warning about the live counters"
+	fi
+	calls=$(sed -n 's/^livefile shared: calls \([0-9]*\)$/\1/p' "$tmp/shared.out")
+	"$stat" --json --count 1 --interval 10 "$tmp/shared" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	python3 - "$tmp/out" "$calls" <<'PY' || { show "$tmp/out"; fail "the shared file"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+names = [s["name"] for s in o["slots"]]
+assert len(names) == 3 and names[1] == "shim", names
+shim = o["slots"][1]
+assert shim["state"] == "closed" and shim["stale"] is False, (shim["state"], shim["stale"])
+assert shim["counters"]["calls"] == int(sys.argv[2]), (shim["counters"]["calls"], sys.argv[2])
+assert all(s["state"] == "closed" for s in o["slots"])
+PY
+	# The shim's exec path leaves the program's descriptors alone.
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/exec-%p \
+		"$lf" exec "$tmp" >"$tmp/exec.out" 2>"$tmp/exec.err" ||
+		{ show "$tmp/exec.out" "$tmp/exec.err"; fail "livefile exec"; }
+	show "$tmp/exec.out"
+	echo "PASS: no descriptor kept, a damaged slot harmless, the shim's slot kept in a shared file"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -315,5 +551,13 @@ refuse) [ $# -eq 3 ] || fail "usage: $0 refuse PUBLISHER STAT"
 	refuse_test "$2" "$3" ;;
 replace) [ $# -eq 3 ] || fail "usage: $0 replace PUBLISHER STAT"
 	replace_test "$2" "$3" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace ..." ;;
+lockout) [ $# -eq 3 ] || fail "usage: $0 lockout PUBLISHER STAT"
+	lockout_test "$2" "$3" ;;
+planted) [ $# -eq 3 ] || fail "usage: $0 planted PUBLISHER STAT"
+	planted_test "$2" "$3" ;;
+names) [ $# -eq 3 ] || fail "usage: $0 names PUBLISHER STAT"
+	names_test "$2" "$3" ;;
+livefile) [ $# -eq 4 ] || fail "usage: $0 livefile LIVEFILE SHIM STAT"
+	livefile_test "$2" "$3" "$4" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile ..." ;;
 esac

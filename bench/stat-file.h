@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * multisend-stat's reading of a live-counter file's bytes (lib/shm-format.h) and its two
+ * outputs, apart from the files and processes around them (bench/multisend-stat.c), so that a
+ * fuzz target (tests/fuzz/fuzz-stat-file.c) can run them on any bytes.
+ */
+#ifndef MS_STAT_FILE_H
+#define MS_STAT_FILE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <multisend.h>
+
+#include "../lib/shm-format.h"
+
+/* What we keep of one slot: the names (written once, before the slot went LIVE) and two
+ * copies of the values, the latest and the one before, for the rates. */
+struct slot_view {
+	bool named;          /* names copied */
+	bool have, have_prev; /* values read at least once / twice */
+	bool stale;          /* this interval's read did not succeed: values are older */
+	uint32_t state;
+	uint32_t ncounters, nhists;
+	char name[MS_SHM_NAME + 1];
+	char counter_name[MS_SHM_COUNTERS][MS_SHM_NAME + 1];
+	char hist_name[MS_SHM_HISTS][MS_SHM_NAME + 1];
+	uint64_t updated_ns;
+	uint64_t counter[MS_SHM_COUNTERS], prev[MS_SHM_COUNTERS];
+	uint64_t read_ns, prev_read_ns; /* CLOCK_MONOTONIC of the two reads */
+	struct ms_hist hist[MS_SHM_HISTS];
+};
+
+struct source {
+	const char *arg;
+	char path[PATH_MAX];
+	int32_t want_pid;    /* given as a PID: that process's file (0: given as a file) */
+	int fd;              /* -1: not open */
+	const char *map;     /* NULL: not mapped */
+	dev_t dev;
+	ino_t ino;
+	uid_t uid;           /* the file's owner */
+	/* the owner we are showing: a change means a new owner, whose values start over */
+	int32_t pid;
+	uint64_t start_ns, pid_start;
+	char program[sizeof(((struct ms_shm_header *)0)->program) + 1];
+	char lib_version[sizeof(((struct ms_shm_header *)0)->lib_version) + 1];
+	uint32_t used;
+	const char *problem; /* why nothing can be shown right now, or NULL */
+	bool owner_gone;     /* the publisher process is not (or no longer) there */
+	bool done;           /* gone, and every slot read after it was gone */
+	bool said_done;
+	unsigned unclosed;   /* slots still LIVE once the owner was gone */
+	unsigned stale;      /* slots whose read failed this interval */
+	struct slot_view *slots; /* [MS_SHM_SLOTS] */
+};
+
+/* Set up the histogram bucket bounds (once). 0, or -1 if libmultisend has fewer buckets. */
+int stat_init(void);
+
+/* Check a file's header: len bytes at map (the file's size; map may be longer, never read past
+ * len). 0: a live-counter file of this version; 1: not one (*why says how); 3: all zeros or
+ * too short, maybe a writer still setting it up. */
+int stat_check_header(const struct source *s, const unsigned char *map, size_t len, char *why,
+		      size_t whylen);
+
+/* Read the header's owner and every slot from len bytes at map (a header that
+ * stat_check_header accepted), each slot's values under its seqlock tried up to `tries`
+ * times. 0, or 1 with *why set when the header no longer passes. Sets s->used, s->stale,
+ * s->unclosed and each slot's view; a new owner (pid, start time) forgets the old values. */
+int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned tries,
+	      uint64_t now_mono, char *why, size_t whylen);
+
+/* Forget every value (a new owner). */
+void stat_forget(struct source *s);
+
+/* One JSON object (one line) for the source, and the source on a screen. */
+void stat_json(FILE *out, const struct source *s, uint64_t now_real);
+void stat_screen(FILE *out, const struct source *s, uint64_t now_real);
+
+/* Text from the file, made safe to show: into dst (cap bytes, always terminated). For a
+ * terminal, control characters (C0, DEL and C1) and bytes that are not UTF-8 become \xNN (a C1
+ * character encoded in UTF-8 becomes \u00NN) and a backslash becomes \\; for JSON (the quoted
+ * string's contents), '"' and '\' are escaped, controls become \u00NN and a byte that is not
+ * UTF-8 becomes \ufffd. Valid UTF-8 otherwise passes unchanged. Returns dst. */
+const char *stat_escape(char *dst, size_t cap, const char *src, bool json);
+
+#endif

@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * livefile: the live-counter file (lib/shm-format.h) against the program around it: its
+ * descriptors, its forks, its exec, damage to the file, and the LD_PRELOAD shim sharing the
+ * file with the program's own libmultisend. Run by tests/stat/stat-test.sh (suite 'stat');
+ * each mode prints what it checked and exits 0, or says what failed and exits 1.
+ *
+ *   livefile fds DIR       no descriptor is kept for the file: a program that closes the number
+ *                          the file would have had and opens a socket there keeps that socket
+ *                          through a fork (atfork) and ms_ctx_free; a forked child that lives
+ *                          on does not keep the file's lock (the parent's ms_ctx_free frees it)
+ *   livefile damage DIR    an odd sequence word and garbage in the file's slot: ms_ctx_snapshot
+ *                          and (offload) ms_ctx_stats return at once with the context's own
+ *                          counts, and the next send rewrites a consistent slot
+ *   livefile shared DIR    under the shim, MULTISEND_STATS_SHM=DIR/shared: the program frees its
+ *                          last context while the shim's slot is live, then makes another; the
+ *                          file is the same, the shim's slot in it (prints the shim's calls;
+ *                          the slot's sequence word is left odd, which the shim must not carry
+ *                          on: stat-test.sh reads its final values)
+ *   livefile exec DIR      under the shim, MULTISEND_STATS_SHM=DIR/exec-%p: a socket opened on
+ *                          the number the shim's file would have had survives the shim's exec
+ *                          path (checked by the new image: livefile exec-check FD)
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <multisend.h>
+
+#include "shm-format.h"
+
+static const char *mode = "";
+
+#define CHECK(c, ...)                                                                  \
+	do {                                                                           \
+		if (!(c)) {                                                            \
+			fprintf(stderr, "livefile %s: FAIL: %s (line %d): ", mode, #c,  \
+				__LINE__);                                             \
+			fprintf(stderr, __VA_ARGS__);                                  \
+			fputc('\n', stderr);                                           \
+			exit(1);                                                       \
+		}                                                                      \
+	} while (0)
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	struct dirent *e;
+	CHECK(d, "opendir /proc/self/fd: %s", strerror(errno));
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* The number the next open would get. */
+static int lowest_free(void)
+{
+	int fd = open("/dev/null", O_RDONLY);
+	CHECK(fd >= 0, "open /dev/null: %s", strerror(errno));
+	close(fd);
+	return fd;
+}
+
+static bool is_udp_socket(int fd)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+	return fcntl(fd, F_GETFD) >= 0 &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM;
+}
+
+/* A UDP receiver on 127.0.0.1 (an ephemeral port) and its address. */
+static int receiver(struct sockaddr_in *a)
+{
+	socklen_t len = sizeof(*a);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)a, sizeof(*a)) == 0 &&
+		      getsockname(fd, (struct sockaddr *)a, &len) == 0,
+	      "receiver: %s", strerror(errno));
+	int big = 1 << 22;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	return fd;
+}
+
+static struct ms_ctx *new_ctx(const char *path, uint32_t flags)
+{
+	struct ms_config c = { .size = sizeof(c), .backend = MS_BACKEND_LOOP, .stats_shm = path,
+			       .flags = MS_CFG_IGNORE_ENV | flags };
+	struct ms_ctx *ctx = NULL;
+	int err = ms_ctx_new(&ctx, &c);
+	CHECK(err == 0, "ms_ctx_new: %s", ms_strerror(err));
+	return ctx;
+}
+
+/* A read-write mapping of the file (to look at it, and to damage it). */
+static struct ms_shm_header *map(const char *path)
+{
+	int fd = open(path, O_RDWR);
+	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	void *m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	CHECK(m != MAP_FAILED, "mmap %s: %s", path, strerror(errno));
+	struct ms_shm_header *h = m;
+	CHECK(h->magic == MS_SHM_MAGIC && h->version == MS_SHM_VERSION, "%s: not a live-counter "
+	      "file", path);
+	return h;
+}
+
+static struct ms_shm_slot *slot_at(struct ms_shm_header *h, unsigned i)
+{
+	return (struct ms_shm_slot *)(h + 1) + i;
+}
+
+static struct ms_shm_slot *slot_named(struct ms_shm_header *h, const char *name)
+{
+	uint32_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < used && i < MS_SHM_SLOTS; i++)
+		if (!strncmp(slot_at(h, i)->name, name, MS_SHM_NAME))
+			return slot_at(h, i);
+	return NULL;
+}
+
+/* Does an open file description hold a write lock on path? */
+static bool write_locked(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
+	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
+	CHECK(fcntl(fd, F_OFD_GETLK, &l) == 0, "F_OFD_GETLK: %s", strerror(errno));
+	close(fd);
+	return l.l_type != F_UNLCK;
+}
+
+static void send_n(struct ms_group *g, int n)
+{
+	for (int k = 0; k < n; k++)
+		CHECK(ms_send(g, "live", 4, 0, NULL) == 1, "ms_send");
+}
+
+/* ---- fds ------------------------------------------------------------------------------------ */
+
+static int fds(const char *dir)
+{
+	char tmpl[4096], path[4096];
+	snprintf(tmpl, sizeof(tmpl), "%s/fds-%%p", dir);
+	snprintf(path, sizeof(path), "%s/fds-%d", dir, (int)getpid());
+	int before = count_fds(), num = lowest_free();
+	struct ms_ctx *ctx = new_ctx(tmpl, 0);
+	struct ms_shm_header *h = map(path);
+	CHECK(h->pid == getpid() && h->used == 1, "the file is not this process's");
+	CHECK(count_fds() == before, "%d descriptors after ms_ctx_new, %d before", count_fds(),
+	      before);
+	CHECK(write_locked(path), "the file has no live owner");
+	/* The program closes "our" number, whatever it was, and a socket takes it. */
+	close(num);
+	int s = socket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(s == num, "the socket got %d, not %d", s, num);
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0)
+		_exit(is_udp_socket(s) ? 0 : 3);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "in a forked child, the socket on %d was closed (status %#x)", num, st);
+	/* A child that lives on after the parent is done with the file holds no lock on it. */
+	int go[2];
+	CHECK(pipe(go) == 0, "pipe");
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		char c;
+		close(go[1]);
+		_exit(read(go[0], &c, 1) == 0 && is_udp_socket(s) ? 0 : 3);
+	}
+	close(go[0]);
+	ms_ctx_free(ctx);
+	CHECK(is_udp_socket(s), "ms_ctx_free closed the socket on %d", num);
+	CHECK(slot_at(h, 0)->state == MS_SHM_CLOSED, "the slot is not closed");
+	CHECK(!write_locked(path), "the file still has a live owner (the forked child)");
+	close(go[1]);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the child's socket on %d was closed (status %#x)", num, st);
+	close(s);
+	CHECK(count_fds() == before, "%d descriptors at the end, %d before", count_fds(), before);
+	munmap(h, MS_SHM_FILE_SIZE);
+	unlink(path);
+	printf("livefile fds: no descriptor kept; the socket on %d survived a fork and "
+	       "ms_ctx_free; a forked child holds no lock\n", num);
+	return 0;
+}
+
+/* ---- damage --------------------------------------------------------------------------------- */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	static const char m[] = "livefile damage: FAIL: a call did not return in 20 s\n";
+	if (write(2, m, sizeof(m) - 1) < 0)
+		_exit(1);
+	_exit(1);
+}
+
+/* The file's slot, read the way a reader does: true when consistent, with its fanouts. */
+static bool file_fanouts(struct ms_shm_slot *sl, uint64_t *v)
+{
+	uint64_t seq = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+	*v = __atomic_load_n(&sl->counter[0], __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return !(seq & 1) && __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == seq;
+}
+
+static void damage_one(const char *dir, const char *name, uint32_t flags)
+{
+	char tmpl[4096], path[4096];
+	snprintf(tmpl, sizeof(tmpl), "%s/%s-%%p", dir, name);
+	snprintf(path, sizeof(path), "%s/%s-%d", dir, name, (int)getpid());
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ms_ctx *ctx = new_ctx(tmpl, flags);
+	struct ms_group *g;
+	CHECK(ms_group_new(ctx, &g) == 0, "ms_group_new");
+	struct ms_dest d = { .fd = s, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
+	CHECK(ms_group_add(g, &d) >= 0, "ms_group_add");
+	send_n(g, 5);
+	ms_ctx_drain(ctx);
+	struct ms_shm_header *h = map(path);
+	struct ms_shm_slot *sl = slot_at(h, 0);
+	uint64_t v = 0;
+	CHECK(file_fanouts(sl, &v) && v == 5, "the file says %llu fanouts, not 5",
+	      (unsigned long long)v);
+
+	/* Damage: a sequence word that stays odd, garbage values. */
+	__atomic_store_n(&sl->seq, 12345, __ATOMIC_RELEASE);
+	for (unsigned k = 0; k < MS_SHM_COUNTERS; k++)
+		sl->counter[k] = 0xdeadbeefdeadbeefull;
+	alarm(20);
+	struct ms_snapshot snap = { .size = sizeof(snap) };
+	CHECK(ms_ctx_snapshot(ctx, &snap) == 0, "ms_ctx_snapshot failed");
+	CHECK(snap.stats.fanouts == 5 && snap.stats.dests_accepted == 5,
+	      "the snapshot says %llu fanouts, not its own 5",
+	      (unsigned long long)snap.stats.fanouts);
+	struct ms_stats st = { .size = sizeof(st) };
+	CHECK(ms_ctx_stats(ctx, &st) == 0 && st.fanouts == 5 && st.dests_accepted == 5,
+	      "ms_ctx_stats says %llu fanouts, not 5", (unsigned long long)st.fanouts);
+	alarm(0);
+
+	/* The next send writes a consistent slot again, from the context's own counts. */
+	send_n(g, 1);
+	ms_ctx_drain(ctx);
+	CHECK(file_fanouts(sl, &v) && v == 6, "after a send, the file says %llu fanouts (seq "
+	      "%llu), not 6", (unsigned long long)v, (unsigned long long)sl->seq);
+	CHECK(sl->counter[1] == 6 && sl->counter[2] == 6, "dests_attempted/accepted not mirrored");
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	munmap(h, MS_SHM_FILE_SIZE);
+	unlink(path);
+	close(s);
+	close(r);
+}
+
+static int damage(const char *dir)
+{
+	signal(SIGALRM, on_alarm);
+	damage_one(dir, "damage", 0);
+	damage_one(dir, "damage-offload", MS_CFG_OFFLOAD);
+	printf("livefile damage: an odd sequence word and garbage in the file: snapshot and stats "
+	       "(also under offload) gave the context's own counts at once, the next send "
+	       "rewrote the slot\n");
+	return 0;
+}
+
+/* ---- shared --------------------------------------------------------------------------------- */
+
+static int shared(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/shared", dir);
+	const char *env = getenv("MULTISEND_STATS_SHM");
+	CHECK(env && !strcmp(env, path), "run with MULTISEND_STATS_SHM=%s", path);
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned long calls = 0;
+
+	struct ms_config c = { .size = sizeof(c), .backend = MS_BACKEND_LOOP };
+	struct ms_ctx *ctx = NULL;
+	CHECK(ms_ctx_new(&ctx, &c) == 0, "ms_ctx_new");
+	struct ms_shm_header *h = map(path);
+	CHECK(h->pid == getpid(), "the file is not this process's");
+	/* The shim publishes at its first send: it takes the second slot of the same file. */
+	while (!slot_named(h, "shim") && calls < 1000000) {
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+		calls++;
+	}
+	CHECK(slot_named(h, "shim"), "no slot named shim after %lu sends: run under the shim "
+	      "(metrics mode) with MULTISEND_STATS_SHM", calls);
+	/* Damage the shim's slot: a sequence word left odd. The shim writes its own count
+	 * there at its next publication (at exit at the latest), never carrying ours on. */
+	__atomic_store_n(&slot_named(h, "shim")->seq, 12345, __ATOMIC_RELEASE);
+	struct stat st1, st2;
+	CHECK(stat(path, &st1) == 0, "stat");
+	/* The program's last context goes while the shim still publishes. */
+	ms_ctx_free(ctx);
+	bool locked = write_locked(path);
+	CHECK(ms_ctx_new(&ctx, &c) == 0, "ms_ctx_new again");
+	CHECK(stat(path, &st2) == 0 && st2.st_ino == st1.st_ino && st2.st_dev == st1.st_dev,
+	      "the file was replaced under the shim");
+	CHECK(h->used == 3 && slot_at(h, 0)->state == MS_SHM_CLOSED &&
+		      slot_named(h, "shim")->state == MS_SHM_LIVE &&
+		      slot_at(h, 2)->state == MS_SHM_LIVE && !strncmp(slot_at(h, 2)->name, "ctx ", 4),
+	      "the file was set up again under the shim (used %u)", h->used);
+	CHECK(locked, "the file lost its live owner while the shim's slot was live");
+	for (int k = 0; k < 100; k++, calls++)
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+	ms_ctx_free(ctx);
+	munmap(h, MS_SHM_FILE_SIZE);
+	close(r);
+	printf("livefile shared: calls %lu\n", calls);
+	return 0;
+}
+
+/* ---- exec ----------------------------------------------------------------------------------- */
+
+static int exec_check(const char *arg)
+{
+	int fd = atoi(arg);
+	CHECK(is_udp_socket(fd), "after exec, descriptor %d is no longer the program's socket",
+	      fd);
+	printf("livefile exec: the socket on %d survived the shim's exec path\n", fd);
+	return 0;
+}
+
+static int exec_mode(const char *dir, const char *self)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/exec-%d", dir, (int)getpid());
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int before = count_fds(), num = lowest_free();
+	struct stat st;
+	unsigned long calls = 0;
+	while (stat(path, &st) != 0 && calls < 1000000) {
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+		calls++;
+	}
+	CHECK(stat(path, &st) == 0, "no %s after %lu sends: run under the shim with "
+	      "MULTISEND_STATS_SHM", path, calls);
+	CHECK(count_fds() == before, "the shim keeps a descriptor: %d, %d before", count_fds(),
+	      before);
+	close(num);
+	int t = socket(AF_INET, SOCK_DGRAM, 0); /* inherited by the new image */
+	CHECK(t == num, "the socket got %d, not %d", t, num);
+	close(r);
+	char fdarg[16];
+	snprintf(fdarg, sizeof(fdarg), "%d", t);
+	execl(self, self, "exec-check", fdarg, (char *)NULL);
+	CHECK(0, "exec %s: %s", self, strerror(errno));
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: livefile fds|damage|shared|exec DIR | exec-check FD\n");
+		return 2;
+	}
+	mode = argv[1];
+	if (!strcmp(mode, "fds"))
+		return fds(argv[2]);
+	if (!strcmp(mode, "damage"))
+		return damage(argv[2]);
+	if (!strcmp(mode, "shared"))
+		return shared(argv[2]);
+	if (!strcmp(mode, "exec"))
+		return exec_mode(argv[2], "/proc/self/exe");
+	if (!strcmp(mode, "exec-check"))
+		return exec_check(argv[2]);
+	fprintf(stderr, "livefile: unknown mode %s\n", mode);
+	return 2;
+}
