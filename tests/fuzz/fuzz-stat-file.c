@@ -34,7 +34,7 @@
 		}                                                                       \
 	} while (0)
 
-static unsigned char file_buf[MS_SHM_FILE_SIZE];
+static unsigned char file_buf[MS_SHM_FILE_SIZE] __attribute__((aligned(4096)));
 static struct slot_view views[MS_SHM_SLOTS];
 
 /* ---- output checks ------------------------------------------------------------------------ */
@@ -257,7 +257,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t sel = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
 		       (uint32_t)data[3] << 24;
 	size_t len = (sel & 0x80000000u) ? MS_SHM_FILE_SIZE : sel % (MS_SHM_FILE_SIZE + 1);
-	unsigned char *file = file_buf + MS_SHM_FILE_SIZE - len;
+	/* At the end of the buffer, so that a read past len is caught, as far as the 8-byte
+	 * alignment a mapping (page-aligned) always gives allows. */
+	unsigned char *file = file_buf + ((MS_SHM_FILE_SIZE - len) & ~(size_t)7);
 	/* What this input writes, to be zeroed again after: the header, then the patches. */
 	struct { size_t off, n; } dirty[1024];
 	unsigned ndirty = 0;
