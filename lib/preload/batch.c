@@ -39,6 +39,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
 #include <unistd.h>
 
 #include "shim.h"
@@ -184,6 +187,13 @@ static int route_probe(int fd, uint32_t info, const struct sockaddr *addr, sockl
 		    bind(p, (struct sockaddr *)in6, sizeof(*in6)) < 0)
 			goto out;
 	}
+	/* The probe lives in the calling thread's network namespace; the program's socket may
+	 * live in another (made before a setns): then the probe says nothing about it. */
+	uint64_t c1 = 0, c2 = 0;
+	socklen_t cl1 = sizeof(c1), cl2 = sizeof(c2);
+	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c1, &cl1) == 0 &&
+	    (getsockopt(p, SOL_SOCKET, SO_NETNS_COOKIE, &c2, &cl2) < 0 || c1 != c2))
+		goto out;
 	err = connect(p, addr, alen) == 0 ? 0 : errno;
 out:
 	close(p);

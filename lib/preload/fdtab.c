@@ -117,14 +117,30 @@ static uint32_t classify(int fd)
 	return info;
 }
 
+/* One past the highest descriptor ever classified as UDP (what shim_fd_forget_udp scans). */
+static _Atomic unsigned udp_hi;
+
 uint32_t shim_fd_classify(int fd, struct shim_fd *e)
 {
 	int saved = errno;
 	uint32_t info = classify(fd);
 	errno = saved;
-	if (e && info)
+	if (e && info) {
 		__atomic_store_n(&e->info, info, __ATOMIC_RELAXED);
+		unsigned hi = atomic_load_explicit(&udp_hi, memory_order_relaxed);
+		while ((info & FD_UDP) && (unsigned)fd >= hi &&
+		       !atomic_compare_exchange_weak(&udp_hi, &hi, (unsigned)fd + 1))
+			;
+	}
 	return info;
+}
+
+void shim_fd_forget_udp(void)
+{
+	unsigned hi = atomic_load_explicit(&udp_hi, memory_order_relaxed);
+	for (unsigned fd = 0; fd < hi && shim_fdtab; fd++)
+		if (__atomic_load_n(&shim_fdtab[fd].info, __ATOMIC_RELAXED) & FD_UDP)
+			shim_fd_forget((int)fd);
 }
 
 void shim_fd_forget(int fd)

@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <threads.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -701,7 +702,7 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict ale
  * Not seen, so not flush points (say so in the documentation): raw futex system calls,
  * lock-free shared memory, and threads made without pthread_create.
  */
-static _Atomic bool program_threaded;
+_Atomic bool shim_program_threaded;
 
 typedef int (*fn_obj)(void *);
 typedef int (*fn_obj2)(void *, void *);
@@ -717,21 +718,39 @@ static void *next_sym(const char *sym, const char *ver)
 	return f ? f : dlsym(RTLD_NEXT, sym);
 }
 
-#define NEXT(type, sym, ver)                                                     \
-	({                                                                       \
-		static __typeof__(type) next_;                                   \
-		__typeof__(type) f_ = __atomic_load_n(&next_, __ATOMIC_RELAXED); \
-		if (unlikely(!f_)) {                                             \
-			f_ = (__typeof__(type))next_sym(sym, ver);               \
-			__atomic_store_n(&next_, f_, __ATOMIC_RELAXED);          \
-		}                                                                \
-		f_;                                                              \
+/* Each NEXT() site registers its pointer in the section shim_next, so that init resolves
+ * them all at once with the other real functions (resolve.c), not on a first call that may
+ * come from anywhere; a call before init (another library's constructor) resolves its own. */
+struct next_reg {
+	void **slot;
+	const char *sym, *ver;
+} __attribute__((aligned(32))); /* the size is the stride: the compiler pads nothing between */
+extern const struct next_reg __start_shim_next[], __stop_shim_next[];
+
+void shim_resolve_next(void)
+{
+	for (const struct next_reg *r = __start_shim_next; r < __stop_shim_next; r++)
+		if (!__atomic_load_n(r->slot, __ATOMIC_RELAXED))
+			__atomic_store_n(r->slot, next_sym(r->sym, r->ver), __ATOMIC_RELAXED);
+}
+
+#define NEXT(type, sym_, ver_)                                                         \
+	({                                                                             \
+		static void *next_;                                                    \
+		static const struct next_reg reg_                                      \
+			__attribute__((section("shim_next"), used)) = { &next_, sym_, ver_ }; \
+		void *f_ = __atomic_load_n(&next_, __ATOMIC_RELAXED);                  \
+		if (unlikely(!f_)) {                                                   \
+			f_ = next_sym(reg_.sym, reg_.ver);                             \
+			__atomic_store_n(&next_, f_, __ATOMIC_RELAXED);                \
+		}                                                                      \
+		(__typeof__(type))f_;                                                  \
 	})
 
 static inline void sync_point(bool shared)
 {
 	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF &&
-	    (shared || atomic_load_explicit(&program_threaded, memory_order_relaxed)))
+	    (shared || atomic_load_explicit(&shim_program_threaded, memory_order_relaxed)))
 		point(-1, FLUSH_SYNC);
 }
 
@@ -760,7 +779,7 @@ SHIM_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *
 	/* From the first thread on, every lock can order this thread's sends against
 	 * another's. Batches already pending go out before the new thread runs. */
 	if (likely(!shim_guard)) {
-		atomic_store(&program_threaded, true);
+		atomic_store(&shim_program_threaded, true);
 		sync_point(true);
 	}
 	return NEXT(int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
@@ -839,6 +858,75 @@ RWLOCK_WRAP(pthread_rwlock_rdlock)
 RWLOCK_WRAP(pthread_rwlock_wrlock)
 RWLOCK_WRAP(pthread_rwlock_unlock)
 
+/* C11 threads: glibc's thrd_*, mtx_* and cnd_* reach its pthread functions internally, past
+ * the wrappers above. C11 objects are never process-shared. */
+SHIM_EXPORT int thrd_create(thrd_t *th, thrd_start_t fn, void *arg)
+{
+	if (likely(!shim_guard)) {
+		atomic_store(&shim_program_threaded, true);
+		sync_point(true);
+	}
+	return NEXT(int (*)(thrd_t *, thrd_start_t, void *), "thrd_create", "GLIBC_2.34")(th, fn,
+											   arg);
+}
+
+SHIM_EXPORT int thrd_join(thrd_t th, int *res)
+{
+	sync_point(true);
+	return NEXT(int (*)(thrd_t, int *), "thrd_join", "GLIBC_2.34")(th, res);
+}
+
+SHIM_EXPORT int mtx_lock(mtx_t *m)
+{
+	sync_point(false);
+	return NEXT(int (*)(mtx_t *), "mtx_lock", "GLIBC_2.34")(m);
+}
+
+SHIM_EXPORT int mtx_trylock(mtx_t *m)
+{
+	sync_point(false);
+	return NEXT(int (*)(mtx_t *), "mtx_trylock", "GLIBC_2.34")(m);
+}
+
+SHIM_EXPORT int mtx_timedlock(mtx_t *restrict m, const struct timespec *restrict ts)
+{
+	sync_point(false);
+	return NEXT(int (*)(mtx_t *, const struct timespec *), "mtx_timedlock", "GLIBC_2.34")(m,
+											       ts);
+}
+
+SHIM_EXPORT int mtx_unlock(mtx_t *m)
+{
+	sync_point(false);
+	return NEXT(int (*)(mtx_t *), "mtx_unlock", "GLIBC_2.34")(m);
+}
+
+SHIM_EXPORT int cnd_wait(cnd_t *c, mtx_t *m)
+{
+	sync_point(false);
+	return NEXT(int (*)(cnd_t *, mtx_t *), "cnd_wait", "GLIBC_2.34")(c, m);
+}
+
+SHIM_EXPORT int cnd_timedwait(cnd_t *restrict c, mtx_t *restrict m,
+			      const struct timespec *restrict ts)
+{
+	sync_point(false);
+	return NEXT(int (*)(cnd_t *, mtx_t *, const struct timespec *), "cnd_timedwait",
+		    "GLIBC_2.34")(c, m, ts);
+}
+
+SHIM_EXPORT int cnd_signal(cnd_t *c)
+{
+	sync_point(false);
+	return NEXT(int (*)(cnd_t *), "cnd_signal", "GLIBC_2.34")(c);
+}
+
+SHIM_EXPORT int cnd_broadcast(cnd_t *c)
+{
+	sync_point(false);
+	return NEXT(int (*)(cnd_t *), "cnd_broadcast", "GLIBC_2.34")(c);
+}
+
 /* Spin locks and barriers carry no process-shared mark: always flush points. */
 SHIM_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 {
@@ -891,7 +979,9 @@ SHIM_EXPORT int sem_clockwait(sem_t *restrict s, clockid_t clk,
 		    "GLIBC_2.34")(s, clk, ts);
 }
 
-/* A signal can tell another thread or process that this one has sent. */
+/* A signal can tell another thread or process that this one has sent. (pthread_kill is not
+ * wrapped: glibc keeps two functions under that name, with different results for a thread
+ * that has exited, and an unversioned wrapper would hand old binaries the new one.) */
 static inline void signal_point(void)
 {
 	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF)
@@ -916,12 +1006,6 @@ SHIM_EXPORT int sigqueue(pid_t pid, int sig, const union sigval val)
 	return NEXT(int (*)(pid_t, int, const union sigval), "sigqueue", NULL)(pid, sig, val);
 }
 
-SHIM_EXPORT int pthread_kill(pthread_t th, int sig)
-{
-	signal_point();
-	return NEXT(int (*)(pthread_t, int), "pthread_kill", "GLIBC_2.34")(th, sig);
-}
-
 /* ---- namespaces ----------------------------------------------------------------------------- */
 
 /* unshare(CLONE_NEWUSER) and setns into a user namespace need a single-threaded process: the
@@ -929,11 +1013,11 @@ SHIM_EXPORT int pthread_kill(pthread_t th, int sig)
  * started again by the next batch. A thread that pthread_join has seen exit can still be in
  * the thread group for a moment, so EINVAL right after stopping it is retried a bounded
  * number of times. */
-static int with_flusher_stopped(int (*fn)(int, int), int a, int b, bool two)
+static int with_flusher_stopped(int (*fn)(int, int), int a, int b, bool two, bool need)
 {
 	bool stopped = false;
 
-	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF) {
+	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF && need) {
 		point(-1, FLUSH_NAMESPACE);
 		int saved = errno;
 		shim_guard = 1;
@@ -962,18 +1046,34 @@ static int with_flusher_stopped(int (*fn)(int, int), int a, int b, bool two)
 SHIM_EXPORT int unshare(int flags)
 {
 	return with_flusher_stopped((int (*)(int, int))(void *)NEXT(int (*)(int), "unshare", NULL),
-				    flags, 0, false);
+				    flags, 0, false, (flags & CLONE_NEWUSER) != 0);
 }
 
 SHIM_EXPORT int setns(int fd, int nstype)
 {
-	return with_flusher_stopped(NEXT(int (*)(int, int), "setns", NULL), fd, nstype, true);
+	/* nstype 0 may name a user namespace */
+	return with_flusher_stopped(NEXT(int (*)(int, int), "setns", NULL), fd, nstype, true,
+				    nstype == 0 || (nstype & CLONE_NEWUSER));
 }
 
 /* ---- O_NONBLOCK ----------------------------------------------------------------------------- */
 
 /* Whether a socket blocks is cached (fdtab.c): a change through fcntl or ioctl forgets it,
- * after this thread's batch for it has gone out; a new descriptor number is forgotten too. */
+ * after this thread's batch for it has gone out, and for every other UDP descriptor, which
+ * may share the file (a dup); a new descriptor number is forgotten too. */
+static void forget_nonblock(int fd)
+{
+	if (off())
+		return;
+	int saved = errno;
+	shim_guard = 1;
+	shim_fd_forget(fd);
+	if (shim_fd_info(fd, shim_fd_peek(fd)) & FD_UDP)
+		shim_fd_forget_udp();
+	shim_guard = 0;
+	errno = saved;
+}
+
 static long fcntl_common(int (*real)(int, int, ...), int fd, int cmd, long arg)
 {
 	bool changes = cmd == F_SETFL;
@@ -982,7 +1082,7 @@ static long fcntl_common(int (*real)(int, int, ...), int fd, int cmd, long arg)
 	int r = real(fd, cmd, arg);
 	if (!shim_guard && r >= 0) {
 		if (changes)
-			forget(fd);
+			forget_nonblock(fd);
 		else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 			forget(r);
 	}
@@ -1022,7 +1122,7 @@ SHIM_EXPORT int ioctl(int fd, unsigned long req, ...)
 		point(fd, FLUSH_SOCKOPT);
 	int r = NEXT(int (*)(int, unsigned long, ...), "ioctl", NULL)(fd, req, arg);
 	if (!shim_guard && r >= 0 && changes)
-		forget(fd);
+		forget_nonblock(fd);
 	return r;
 }
 

@@ -400,6 +400,8 @@ static int open_report(const char *path, const char **why)
 		*why = "not a regular file";
 	} else if (st.st_uid != geteuid()) {
 		*why = "owned by another user";
+	} else if (st.st_nlink > 1) {
+		*why = "a file with other names (hard links)";
 	} else {
 		return f;
 	}

@@ -91,6 +91,7 @@ static void resolve_all(void)
 	R(read_chk, "__read_chk");
 	R(poll_chk, "__poll_chk");
 	R(ppoll_chk, "__ppoll_chk");
+	shim_resolve_next();
 }
 
 static void init(void)

@@ -117,6 +117,9 @@ extern SHIM_TLS int shim_guard;
 /* Resolve the real functions and read the configuration, once per process (pthread_once).
  * Call only with shim_guard set. */
 void shim_init(void);
+/* Called by init: resolve every NEXT() target of intercept.c's synchronisation, signal,
+ * namespace and fcntl wrappers. */
+void shim_resolve_next(void);
 /* Called by init: the thread-exit key and the atfork handlers (thread.c). */
 void shim_thread_setup(void);
 
@@ -242,6 +245,9 @@ static inline uint32_t shim_fd_info(int fd, struct shim_fd *e)
 /* The number may now name another file (close, dup2, socket...): forget what it was. */
 void shim_fd_forget(int fd);
 void shim_fd_forget_range(unsigned first, unsigned last);
+/* O_NONBLOCK changed on some file: every UDP descriptor may share it (dup, fork, SCM_RIGHTS),
+ * so all are classified again. */
+void shim_fd_forget_udp(void);
 /* "udp4", "tcp6", "unix", ... for the report. */
 const char *shim_fd_kind(uint32_t info);
 
@@ -456,6 +462,11 @@ void shim_after_fork_parent(void);
 
 /* In a forked child: the flusher thread is gone (batch.c). */
 void shim_batch_after_fork_child(void);
+
+/* True once the program has a second thread (pthread_create or thrd_create through the
+ * shim, or a second thread making an intercepted call): from then on a process-private lock
+ * is a flush point too (intercept.c). */
+extern _Atomic bool shim_program_threaded;
 
 /* True once the process is exiting: everything passes through from then on. */
 extern _Atomic bool shim_exiting;

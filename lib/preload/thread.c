@@ -101,6 +101,10 @@ struct shim_thread *shim_thread_new(void)
 	}
 	if (t)
 		t->in_use = true;
+	/* A second thread the shim sees: the program is threaded, however it made the thread. */
+	for (struct shim_thread *o = shim_registry; t && o; o = o->next)
+		if (o != t && o->in_use)
+			atomic_store(&shim_program_threaded, true);
 	pthread_mutex_unlock(&shim_registry_lock);
 	if (!t)
 		return NULL;

@@ -8,12 +8,14 @@ kernel picks; every datagram carries a sequence number that the receiver checks.
     patterns.py twosockets | dup | threads | processes   order (prints "order ok N")
     patterns.py refused | recverr | noroute | broadcast  errno per send (prints the list)
     patterns.py unshare                                   unshare(CLONE_NEWUSER) after sends
+    patterns.py dupnonblock                               O_NONBLOCK set through a dup
     patterns.py single N                                  N sendto to one destination
 """
 import ctypes
 import errno
 import os
 import random
+import select
 import socket
 import struct
 import sys
@@ -132,6 +134,22 @@ def processes():
     print(f"order ok {n}")
 
 
+def dupnonblock():
+    # A socket and its dup; the dup is made non-blocking (ioctl FIONBIO through
+    # setblocking): the socket, which shares the file, must stop being batched.
+    r1, r2 = receiver(), receiver()
+    d1, d2 = r1.getsockname(), r2.getsockname()
+    a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    b = socket.socket(fileno=os.dup(a.fileno()))
+    for half in (0, 1):
+        if half:
+            b.setblocking(False)
+        for seq in range(50):
+            a.sendto(msg(seq), d1)
+            a.sendto(msg(seq), d2)
+    print("sent 200")
+
+
 def closed_port():
     # A port nobody listens on: the kernel's pick, released.
     p = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -152,12 +170,31 @@ def errnos(send, count):
     return out
 
 
+def wait_error(s):
+    """Until the ICMP error of the last send has reached the socket (under load loopback's
+    softirq can run after the next send; then the results would depend on timing). The 5 s
+    are only a bound against a hang."""
+    select.select([s], [], [s], 5)
+
+
+def drain_errqueue(s):
+    while True:
+        try:
+            s.recvmsg(512, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+        except OSError:
+            return
+
+
 def refused():
     # A connected socket whose peer has no listener: the kernel reports the ICMP error on
     # the next send (ECONNREFUSED on alternate sends).
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.connect(closed_port())
-    print(" ".join(errnos(s.send, 12)))
+
+    def send(m):
+        s.send(m)
+        wait_error(s)
+    print(" ".join(errnos(send, 12)))
 
 
 def recverr():
@@ -166,8 +203,14 @@ def recverr():
     s.setsockopt(socket.IPPROTO_IP, 11, 1)  # IP_RECVERR
     dead, live = closed_port(), receiver()
     dl = live.getsockname()
+
     # a fan-out pattern, so that batch mode would batch it if it could
-    print(" ".join(errnos(lambda m: (s.sendto(m, dead), s.sendto(m, dl)), 12)))
+    def send(m):
+        drain_errqueue(s)
+        s.sendto(m, dead)
+        wait_error(s)
+        s.sendto(m, dl)
+    print(" ".join(errnos(send, 12)))
 
 
 def broadcast():
@@ -216,5 +259,5 @@ if __name__ == "__main__":
     what = sys.argv[1]
     {"twosockets": lambda: two_sockets(False), "dup": lambda: two_sockets(True),
      "threads": threads, "processes": processes, "refused": refused, "recverr": recverr,
-     "noroute": noroute, "broadcast": broadcast, "unshare": unshare,
+     "noroute": noroute, "broadcast": broadcast, "dupnonblock": dupnonblock, "unshare": unshare,
      "single": lambda: single(int(sys.argv[2]))}[what]()

@@ -409,6 +409,12 @@ patterns_test() {
 		show "$tmp/out"
 		grep -q '^unshare ok' "$tmp/out" || fail "unshare"
 		check_stats "$tmp/stats.json" "t['batched'] > 0" ;;
+	dupnonblock)
+		# 50 fan-outs of 2 before the dup is made non-blocking (the first one learns the
+		# pattern), 50 after: exactly 98 batched.
+		"$run" --mode batch --stats "$tmp/stats.json" -- "$py" "$pat" dupnonblock >"$tmp/out" 2>&1 ||
+			{ show "$tmp/out"; fail "dupnonblock: exit $?"; }
+		check_stats "$tmp/stats.json" "t['batched'] == 98" "t['calls'] == 200" ;;
 	single)
 		# One destination: every send costs at most the one system call it costs without
 		# the shim. Counted by strace over everything the process does (threads included),
@@ -431,6 +437,12 @@ patterns_test() {
 waitflush_test() {
 	"$run" --mode batch --batch-delay-us 1000000 --stats "$tmp/stats.json" -- \
 		"${TESTS_DIR:?}/shim-waitflush" >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "exit $?"; }
+	show "$tmp/out"
+	check_stats "$tmp/stats.json" "t['batched'] > 0" "f['sync'] >= 30" "f['age'] == 0"
+	# The same hand-over through C11 mtx_t/cnd_t, which glibc implements past the pthread
+	# wrappers, and a thread made with thrd_create.
+	"$run" --mode batch --batch-delay-us 1000000 --stats "$tmp/stats.json" -- \
+		"${TESTS_DIR:?}/shim-waitflush" c11 >"$tmp/out" 2>&1 || { show "$tmp/out"; fail "c11: exit $?"; }
 	show "$tmp/out"
 	check_stats "$tmp/stats.json" "t['batched'] > 0" "f['sync'] >= 30" "f['age'] == 0"
 	echo "PASS: a batch pending while its thread waits in a futex goes out at the wait"
@@ -796,6 +808,16 @@ statsfile_test() {
 		[ "$(cat "$tmp/theirs.json")" = theirs ] || fail "another user's file was written"
 		refused theirs.json 'owned by another user'
 	fi
+
+	# A hard link to a file of ours: the other name's file is not written.
+	printf 'linked\n' >"$tmp/other"
+	ln "$tmp/other" "$tmp/hard.json" || fail "ln"
+	sf "$tmp/hard.json" || { show "$tmp/out" "$tmp/err"; fail "hard link: exit $?"; }
+	[ "$(cat "$tmp/other")" = linked ] || fail "a hard-linked file was written"
+	refused hard.json 'a file with other names (hard links)'
+	"$run" --stats "$tmp/hard.json" -- true 2>"$tmp/err" && fail "multisend-run took a hard link"
+	grep -q 'hard links' "$tmp/err" || { show "$tmp/err"; fail "multisend-run: no hard-link message"; }
+	[ "$(cat "$tmp/other")" = linked ] || fail "multisend-run emptied a hard-linked file"
 
 	# /dev/null, the one device allowed: no report anywhere, no warning.
 	sf /dev/null || { show "$tmp/err"; fail "/dev/null: exit $?"; }

@@ -4,11 +4,13 @@
  * the age bound ends. A sender thread makes fan-outs of three, and after the second
  * destination of each it waits on a semaphore that the main thread posts only once it has
  * received those two datagrams. shim-test.sh runs it with a 1 s age bound and checks the
- * report: the waits flushed (sync), the age bound never did.
+ * report: the waits flushed (sync), the age bound never did. "waitflush c11" does the same
+ * with a thread made by thrd_create and a hand-over through mtx_t and cnd_t.
  */
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/time.h>
+#include <threads.h>
 
 #include "shimtest.h"
 
@@ -17,6 +19,39 @@
 static int rx[3];
 static struct sockaddr_in to[3];
 static sem_t go;
+static bool c11;
+static mtx_t mtx;
+static cnd_t cnd;
+static unsigned posted, taken;
+
+static void go_wait(void)
+{
+	if (!c11) {
+		while (sem_wait(&go) != 0)
+			if (errno != EINTR)
+				st_die("sem_wait: %s", strerror(errno));
+		return;
+	}
+	mtx_lock(&mtx);
+	while (posted == taken)
+		cnd_wait(&cnd, &mtx);
+	taken++;
+	mtx_unlock(&mtx);
+}
+
+static void go_post(void)
+{
+	if (!c11) {
+		sem_post(&go);
+		return;
+	}
+	mtx_lock(&mtx);
+	posted++;
+	cnd_signal(&cnd);
+	mtx_unlock(&mtx);
+}
+
+static int sender_c11(void *arg);
 
 static void *sender(void *arg)
 {
@@ -32,12 +67,16 @@ static void *sender(void *arg)
 				   sizeof(to[i])) != sizeof(msg))
 				st_die("sendto: %s", strerror(errno));
 			if (i == 1)
-				while (sem_wait(&go) != 0)
-					if (errno != EINTR)
-						st_die("sem_wait: %s", strerror(errno));
+				go_wait();
 		}
 	}
 	return NULL;
+}
+
+static int sender_c11(void *arg)
+{
+	sender(arg);
+	return 0;
 }
 
 static uint32_t recv_seq(int fd)
@@ -50,8 +89,9 @@ static uint32_t recv_seq(int fd)
 	return seq;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	c11 = argc > 1 && !strcmp(argv[1], "c11");
 	struct timeval tv = { .tv_sec = 20 }; /* only against a hang; the report is the check */
 	for (int i = 0; i < 3; i++) {
 		rx[i] = st_udp();
@@ -64,16 +104,23 @@ int main(void)
 			st_die("setup: %s", strerror(errno));
 	}
 	sem_init(&go, 0, 0);
+	mtx_init(&mtx, mtx_plain);
+	cnd_init(&cnd);
 	pthread_t th;
-	if (pthread_create(&th, NULL, sender, NULL))
-		st_die("pthread_create");
+	thrd_t th11;
+	if (c11 ? thrd_create(&th11, sender_c11, NULL) != thrd_success
+		: pthread_create(&th, NULL, sender, NULL) != 0)
+		st_die("cannot start the sender thread");
 	for (uint32_t seq = 0; seq < ROUNDS; seq++) {
 		for (int i = 0; i < 2; i++)
 			if (recv_seq(rx[i]) != seq)
 				st_die("receiver %d: out of order at %u", i, seq);
-		sem_post(&go);
+		go_post();
 	}
-	pthread_join(th, NULL);
+	if (c11)
+		thrd_join(th11, NULL);
+	else
+		pthread_join(th, NULL);
 	for (uint32_t seq = 0; seq < ROUNDS; seq++)
 		if (recv_seq(rx[2]) != seq)
 			st_die("receiver 2: out of order at %u", seq);
