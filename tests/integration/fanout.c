@@ -740,25 +740,7 @@ static void test_other_thread(void **state)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
-		return 2;
-	}
-	int b = ms_backend_from_name(argv[1]);
-	backend = b > 0 ? (enum ms_backend)b : MS_BACKEND_AUTO;
-	if (!backend) {
-		fprintf(stderr, "unknown backend %s\n", argv[1]);
-		return 2;
-	}
-	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
-				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
-	struct ms_ctx *probe;
-	int err = ms_ctx_new(&probe, &cfg);
-	if (err) {
-		printf("backend %s unavailable here (%s): skipped\n", argv[1], ms_strerror(err));
-		return 77;
-	}
-	ms_ctx_free(probe);
+	backend = net_backend_arg(argc, argv, (struct ms_config){ 0 }, NULL, 0);
 	net_raise_nofile(16384);
 
 	static const size_t sizes[] = { 1, 7, 1024, 1025, 3000 };

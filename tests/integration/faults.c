@@ -1358,28 +1358,10 @@ static void test_fd_number_reused(void **state)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
-		return 2;
-	}
-	int b = ms_backend_from_name(argv[1]);
-	backend = b > 0 ? (enum ms_backend)b : MS_BACKEND_AUTO;
-	if (!backend) {
-		fprintf(stderr, "unknown backend %s\n", argv[1]);
-		return 2;
-	}
-	struct ms_config cfg = config();
-	struct ms_ctx *probe;
-	int err = ms_ctx_new(&probe, &cfg);
-	if (err) {
-		printf("backend %s unavailable here (%s): skipped\n", argv[1], ms_strerror(err));
-		return 77;
-	}
 	char line[256];
-	ms_ctx_describe(probe, line, sizeof(line));
+	backend = net_backend_arg(argc, argv, config(), line, sizeof(line));
 	uring_fixed = backend == MS_BACKEND_IO_URING && strstr(line, "registered files");
 	printf("%s\n", line);
-	ms_ctx_free(probe);
 
 	static const int by_flag = 0, by_socket = 1;
 	static const enum sabotage close_it = SAB_CLOSE, dup_sock = SAB_DUP2_SOCKET,

@@ -348,3 +348,26 @@ int net_run_child(void (*fn)(void))
 		return -1;
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
+
+enum ms_backend net_backend_arg(int argc, char **argv, struct ms_config cfg, char *line,
+				size_t cap)
+{
+	int b = argc == 2 ? ms_backend_from_name(argv[1]) : -1;
+	if (b <= 0) {
+		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
+		exit(2);
+	}
+	cfg.size = sizeof(cfg);
+	cfg.backend = (enum ms_backend)b;
+	cfg.flags |= MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV;
+	struct ms_ctx *probe;
+	int err = ms_ctx_new(&probe, &cfg);
+	if (err) {
+		printf("backend %s unavailable here (%s): skipped\n", argv[1], ms_strerror(err));
+		exit(77);
+	}
+	if (line)
+		ms_ctx_describe(probe, line, cap);
+	ms_ctx_free(probe);
+	return (enum ms_backend)b;
+}

@@ -50,6 +50,12 @@ struct net {
 
 /* Raise RLIMIT_NOFILE so thousands of sockets fit (root may also raise the hard limit). */
 void net_raise_nofile(unsigned need);
+/* The backend the test program's one argument names (loop, sendmmsg, io_uring), checked to
+ * work here with cfg's other fields (its backend set, MS_CFG_NO_FALLBACK and
+ * MS_CFG_IGNORE_ENV added): exits 2 on a bad argument and 77 (skipped) when the backend is
+ * unavailable. line (cap bytes), if not NULL, gets the probe context's ms_ctx_describe. */
+enum ms_backend net_backend_arg(int argc, char **argv, struct ms_config cfg, char *line,
+				size_t cap);
 bool net_have_ipv6(void);
 
 void net_init(struct net *nt);

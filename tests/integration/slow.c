@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "multisend.h"
+#include "net.h"
 
 static enum ms_backend backend;
 
@@ -800,20 +801,7 @@ static void test_closed_with_backlog(void **state)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || ms_backend_from_name(argv[1]) <= 0) {
-		fprintf(stderr, "usage: slow loop|sendmmsg|io_uring\n");
-		return 2;
-	}
-	backend = (enum ms_backend)ms_backend_from_name(argv[1]);
-	struct ms_config c = { .size = sizeof(c),
-			       .backend = backend,
-			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
-	struct ms_ctx *probe;
-	if (ms_ctx_new(&probe, &c) < 0) {
-		printf("backend %s unavailable here: skipped\n", argv[1]);
-		return 77;
-	}
-	ms_ctx_free(probe);
+	backend = net_backend_arg(argc, argv, (struct ms_config){ 0 }, NULL, 0);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_drop),
 		cmocka_unit_test(test_queue_bounded),

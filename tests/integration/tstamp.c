@@ -603,26 +603,7 @@ static void test_bad_config(void **state)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s loop|sendmmsg|io_uring\n", argv[0]);
-		return 2;
-	}
-	int b = ms_backend_from_name(argv[1]);
-	backend = b > 0 ? (enum ms_backend)b : MS_BACKEND_AUTO;
-	if (!backend) {
-		fprintf(stderr, "unknown backend %s\n", argv[1]);
-		return 2;
-	}
-	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend, .ts_sample = 1,
-				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
-	struct ms_ctx *probe;
-	int err = ms_ctx_new(&probe, &cfg);
-	if (err) {
-		printf("backend %s with timestamps unavailable here (%s): skipped\n", argv[1],
-		       ms_strerror(err));
-		return 77;
-	}
-	ms_ctx_free(probe);
+	backend = net_backend_arg(argc, argv, (struct ms_config){ .ts_sample = 1 }, NULL, 0);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_all_shared),
 		cmocka_unit_test(test_all_connected),
