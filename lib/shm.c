@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -39,6 +40,56 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
  * parent's live-counter file (ms__own_slot), submit to its parent's io_uring ring, or count
  * on its parent's threads (lib/workers.c). */
 unsigned ms__fork_gen;
+
+/* lib/internal.h (ms__shm_epoch): the "mappings valid in this process" word, in a page of its
+ * own mapped MADV_WIPEONFORK (made with the first file; never unmapped). */
+uint64_t *ms__shm_epoch_word;
+/* The last value the word had in this process or its ancestors (inherited by any child, so
+ * that a child's own value is one its parent's pointers never had). Under files_lock. */
+static uint64_t epoch_last;
+
+/* The word, made if need be (under files_lock). 0 or -errno. */
+static int epoch_page(void)
+{
+	if (__atomic_load_n(&ms__shm_epoch_word, __ATOMIC_ACQUIRE))
+		return 0;
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	/* Without it (Linux before 4.14) a child made without atfork handlers would write into
+	 * memory it does not have: no live counters at all rather than that. */
+	if (madvise(m, 4096, MADV_WIPEONFORK) < 0) {
+		int e = -errno;
+		munmap(m, 4096);
+		return e == -EINVAL ? -EOPNOTSUPP : e;
+	}
+	*(uint64_t *)m = ++epoch_last;
+	__atomic_store_n(&ms__shm_epoch_word, (uint64_t *)m, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A child made without the atfork handlers (_Fork, syscall(SYS_fork), clone) finds the word 0:
+ * every entry of files[] is its parent's mapping, which it does not have (MADV_DONTFORK), and
+ * files_lock may have been held by another of its parent's threads. Forget them all, never
+ * touching or unmapping them (the range may hold something else of the child's by now), and
+ * give the word a value of the child's own. Called before files_lock is taken. */
+static void forget_inherited(void)
+{
+	uint64_t *w = __atomic_load_n(&ms__shm_epoch_word, __ATOMIC_ACQUIRE);
+	uint64_t zero = 0;
+
+	if (!w || __atomic_load_n(w, __ATOMIC_ACQUIRE))
+		return;
+	if (__atomic_compare_exchange_n(w, &zero, UINT64_MAX, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		pthread_mutex_init(&files_lock, NULL);
+		memset(files, 0, sizeof(files));
+		__atomic_store_n(w, ++epoch_last, __ATOMIC_RELEASE);
+		return;
+	}
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) == UINT64_MAX) /* another thread's doing it */
+		sched_yield();
+}
 
 static void after_fork_child(void)
 {
@@ -344,6 +395,7 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		goto fail;
 	}
 	ms__fork_watch();
+	forget_inherited();
 	pthread_mutex_lock(&files_lock);
 	struct shm_file *f = NULL, *free_f = NULL;
 	sweep();
@@ -359,8 +411,8 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 			goto unlock;
 		}
 		bool owner = false;
-		struct ms_shm_header *h = map_file(path, &owner, &e);
-		if (!h)
+		struct ms_shm_header *h = NULL;
+		if ((e = epoch_page()) || !(h = map_file(path, &owner, &e)))
 			goto unlock;
 		f = free_f;
 		snprintf(f->path, sizeof(f->path), "%s", path);
@@ -402,6 +454,7 @@ void ms__shm_close(struct ms_shm_slot *slot)
 {
 	if (!slot)
 		return;
+	forget_inherited(); /* a slot of our parent's is then in no entry: never touched */
 	pthread_mutex_lock(&files_lock);
 	for (unsigned k = 0; k < MAX_FILES; k++) {
 		struct shm_file *f = &files[k];

@@ -31,6 +31,14 @@
 #       tests/stat/livefile.c: no descriptor kept (a socket on "its" number survives fork,
 #       ms_ctx_free and the shim's exec), a damaged slot never stops or misleads the
 #       publisher, and the shim keeps its file when the program frees its last context.
+#   stat-test.sh rawfork LIVEEDGE SHIM STAT
+#       tests/stat/liveedge.c rawfork: children made by _Fork() (sends on the inherited
+#       context, exit) and by syscall(SYS_fork) (exec under the shim) run no atfork handler
+#       and must not touch the parent's mapping (which they do not have): both exit 0, and
+#       the parent's file ends with the parent's counts.
+#   stat-test.sh noproc LIVEEDGE               (root: a mount namespace)
+#       tests/stat/liveedge.c noproc in a mount namespace where /proc/PID/fd, then all of
+#       /proc, is a tmpfs: files are made and replaced without /proc/self/fd.
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
@@ -542,6 +550,64 @@ PY
 	echo "PASS: no descriptor kept, a damaged slot harmless, the shim's slot kept in a shared file"
 }
 
+# The preload list for the shim (an AddressSanitizer build of it needs the ASan runtime first,
+# as in tests/shim/shim-test.sh): sets $preload and $asan.
+shim_preload() {
+	preload=$1
+	asan=$(ldd "$1" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n1)
+	if [ -n "$asan" ]; then
+		preload="$asan $1"
+		export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	fi
+}
+
+rawfork_test() { # LIVEEDGE SHIM STAT
+	le=$1 shim=$2 stat=$3
+	need python3
+	need_exe "$le" "$stat"
+	[ -f "$shim" ] || skip "$shim is not built"
+	shim_preload "$shim"
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/rawfork \
+		"$le" rawfork "$tmp" >"$tmp/rawfork.out" 2>"$tmp/rawfork.err" ||
+		{ show "$tmp/rawfork.out" "$tmp/rawfork.err"; fail "liveedge rawfork"; }
+	show "$tmp/rawfork.out" "$tmp/rawfork.err"
+	grep -q 'live counters' "$tmp/rawfork.err" && fail "a warning about the live counters"
+	calls=$(sed -n 's/^liveedge rawfork: calls \([0-9]*\)$/\1/p' "$tmp/rawfork.out")
+	"$stat" --json --count 1 --interval 10 "$tmp/rawfork" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	python3 - "$tmp/out" "$calls" <<'PY' || { show "$tmp/out"; fail "the parent's file"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+names = [s["name"] for s in o["slots"]]
+assert len(names) == 2 and names[0].startswith("ctx ") and names[1] == "shim", names
+assert all(s["state"] == "closed" and s["stale"] is False for s in o["slots"]), o["slots"]
+assert o["slots"][0]["counters"]["fanouts"] == 7, o["slots"][0]["counters"]
+shim = o["slots"][1]["counters"]
+assert shim["calls"] == int(sys.argv[2]), (shim["calls"], sys.argv[2])
+PY
+	echo "PASS: children made without atfork handlers leave the parent's file alone and exit 0"
+}
+
+noproc_test() { # LIVEEDGE
+	le=$1
+	need unshare
+	need_exe "$le"
+	[ "$(id -u)" = 0 ] || skip "not root: no mount namespace"
+	unshare -m true 2>/dev/null || skip "unshare -m is not allowed here"
+	# Only this process's /proc/PID/fd hidden: the rest of /proc is there (ASan and valgrind
+	# need /proc/self/maps).
+	unshare -m sh -c 'mount -t tmpfs none /proc/$$/fd || exit 77; exec "$0" noproc "$1"' \
+		"$le" "$tmp" || fail "liveedge noproc (/proc/PID/fd hidden): exit $?"
+	# No /proc at all, unless the program is an ASan build (its runtime needs /proc).
+	if ldd "$le" 2>/dev/null | grep -q libasan; then
+		echo "(an ASan build: not run without /proc at all)"
+	else
+		unshare -m sh -c 'mount -t tmpfs none /proc || exit 77; exec "$0" noproc "$1"' \
+			"$le" "$tmp" || fail "liveedge noproc (no /proc): exit $?"
+	fi
+	echo "PASS: live-counter files made and replaced without /proc/self/fd"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -559,5 +625,9 @@ names) [ $# -eq 3 ] || fail "usage: $0 names PUBLISHER STAT"
 	names_test "$2" "$3" ;;
 livefile) [ $# -eq 4 ] || fail "usage: $0 livefile LIVEFILE SHIM STAT"
 	livefile_test "$2" "$3" "$4" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile ..." ;;
+rawfork) [ $# -eq 4 ] || fail "usage: $0 rawfork LIVEEDGE SHIM STAT"
+	rawfork_test "$2" "$3" "$4" ;;
+noproc) [ $# -eq 2 ] || fail "usage: $0 noproc LIVEEDGE"
+	noproc_test "$2" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc ..." ;;
 esac
