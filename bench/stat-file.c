@@ -332,9 +332,9 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 	json_str(out, s->program);
 	fprintf(out, ",\"lib_version\":");
 	json_str(out, s->lib_version);
-	fprintf(out, ",\"uptime_s\":%.3f,\"alive\":%s,\"slots\":[",
+	fprintf(out, ",\"uptime_s\":%.3f,\"alive\":%s,\"pid_verified\":%s,\"slots\":[",
 	       now_real > s->start_ns ? (double)(now_real - s->start_ns) / 1e9 : 0.0,
-	       s->owner_gone ? "false" : "true");
+	       s->owner_gone ? "false" : "true", s->pid_verified ? "true" : "false");
 	const char *sep = "";
 	for (uint32_t i = 0; i < s->used; i++) {
 		const struct slot_view *v = &s->slots[i];
@@ -403,7 +403,8 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 	uint64_t up = now_real > s->start_ns ? (now_real - s->start_ns) / 1000000000u : 0;
 	fprintf(out, "%s: pid %" PRId32 " (%s), up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64
 	       ", libmultisend %s%s\n", tx(s->path), s->pid, tx(s->program), up / 3600, up / 60 % 60,
-	       up % 60, tx(s->lib_version), s->owner_gone ? ", EXITED" : "");
+	       up % 60, tx(s->lib_version),
+	       s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc");
 	bool any = false;
 	for (uint32_t i = 0; i < s->used; i++) {
 		const struct slot_view *v = &s->slots[i];

@@ -17,6 +17,10 @@
  *                          /proc/PID/fd, so that an O_TMPFILE file cannot be linked): a new file
  *                          is made and a stale one replaced all the same, under their names,
  *                          locked, with no temporary name left behind.
+ *   liveedge hold FILE     publish in FILE (a context, one send-free slot), print "held PID"
+ *                          and keep the file until a line (or EOF) on stdin; then free the
+ *                          context and exit 0. (stat-test.sh pidns runs it in a PID namespace
+ *                          of its own.)
  */
 #include <dirent.h>
 #include <errno.h>
@@ -282,10 +286,25 @@ static int noproc(const char *dir)
 	return 0;
 }
 
+/* ---- hold ----------------------------------------------------------------------------------- */
+
+static int hold(const char *file)
+{
+	struct ms_ctx *ctx = new_ctx(file);
+	char line[64];
+	CHECK(write_locked(file), "%s has no live owner", file);
+	printf("held %d\n", (int)getpid());
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = '\0';
+	ms_ctx_free(ctx);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: liveedge rawfork|noproc DIR\n");
+		fprintf(stderr, "usage: liveedge rawfork|noproc DIR | hold FILE\n");
 		return 2;
 	}
 	mode = argv[1];
@@ -293,6 +312,8 @@ int main(int argc, char **argv)
 		return rawfork(argv[2]);
 	if (!strcmp(mode, "noproc"))
 		return noproc(argv[2]);
+	if (!strcmp(mode, "hold"))
+		return hold(argv[2]);
 	fprintf(stderr, "liveedge: unknown mode %s\n", mode);
 	return 2;
 }

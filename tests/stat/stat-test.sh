@@ -39,6 +39,10 @@
 #   stat-test.sh noproc LIVEEDGE               (root: a mount namespace)
 #       tests/stat/liveedge.c noproc in a mount namespace where /proc/PID/fd, then all of
 #       /proc, is a tmpfs: files are made and replaced without /proc/self/fd.
+#   stat-test.sh pidns LIVEEDGE STAT          (root: a PID namespace)
+#       a publisher in a PID namespace of its own (liveedge hold): multisend-stat outside it
+#       shows it alive (its write lock) though /proc does not show the pid it names
+#       ("pid_verified": false); once it has let the file go, not alive.
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
@@ -445,7 +449,10 @@ os.unlink(sys.argv[2])' "$tmp/genuine" "$planted" "$victim"
 	rc=$?
 	release planter
 	[ "$rc" = 0 ] || { show "$tmp/err"; fail "multisend-stat $planted: exit $rc"; }
-	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $victim" "j[0]['alive'] is False"
+	# Read by its name, it is a file with a live owner (the second user's lock), but not the
+	# victim's: /proc shows the victim running as another user than the file's.
+	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $victim" "j[0]['alive'] is True" \
+		"j[0]['pid_verified'] is False"
 	kill "$victim"
 	echo "PASS: a file planted by another user is not shown as a process's live counters"
 }
@@ -608,6 +615,27 @@ noproc_test() { # LIVEEDGE
 	echo "PASS: live-counter files made and replaced without /proc/self/fd"
 }
 
+pidns_test() { # LIVEEDGE STAT
+	le=$1 stat=$2
+	need unshare python3
+	need_exe "$le" "$stat"
+	[ "$(id -u)" = 0 ] || skip "not root: no PID namespace"
+	unshare --pid --fork true 2>/dev/null || skip "unshare --pid is not allowed here"
+	hold nspub unshare --pid --fork --kill-child "$le" hold "$tmp/ns"
+	"$stat" --json --count 1 --interval 10 "$tmp/ns" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/err"
+	[ "$rc" = 0 ] || { release nspub; fail "multisend-stat: exit $rc"; }
+	inner=$(sed -n 's/^held \([0-9]*\)$/\1/p' "$tmp/nspub.out")
+	( check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $inner" "j[0]['alive'] is True" \
+		"j[0]['pid_verified'] is False" "st == ['live']" ) || { release nspub; exit 1; }
+	release nspub || { show "$tmp/nspub.out"; fail "the publisher in the PID namespace failed"; }
+	"$stat" --json --count 1 --interval 10 "$tmp/ns" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat after: exit $?"; }
+	check "$tmp/out" "len(j) == 1" "j[0]['alive'] is False" "st == ['closed']"
+	echo "PASS: a publisher in another PID namespace is shown alive (pid $inner there)"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -629,5 +657,7 @@ rawfork) [ $# -eq 4 ] || fail "usage: $0 rawfork LIVEEDGE SHIM STAT"
 	rawfork_test "$2" "$3" "$4" ;;
 noproc) [ $# -eq 2 ] || fail "usage: $0 noproc LIVEEDGE"
 	noproc_test "$2" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc ..." ;;
+pidns) [ $# -eq 3 ] || fail "usage: $0 pidns LIVEEDGE STAT"
+	pidns_test "$2" "$3" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns ..." ;;
 esac
