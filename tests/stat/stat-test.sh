@@ -86,6 +86,18 @@ for cond in sys.argv[2:]:
 PY
 }
 
+# wait_count FILE N PID SECONDS: until FILE has N lines or more (false if PID is gone first or
+# SECONDS pass: a hang, never a pace).
+wait_count() {
+	_wc_left=$(($4 * 20))
+	while [ "$(wc -l <"$1")" -lt "$2" ]; do
+		kill -0 "$3" 2>/dev/null || return 1
+		[ "$_wc_left" -gt 0 ] || return 1
+		sleep 0.05
+		_wc_left=$((_wc_left - 1))
+	done
+}
+
 # start_md PUBLISHER SUBSCRIBER COUNT RATE [publisher options]: a publisher with one
 # subscriber, publishing its live counters in $tmp/md-PID; sets $pubpid, $subpid, $file.
 start_md() {
@@ -292,22 +304,29 @@ replace_test() { # PUBLISHER STAT
 	set -- "$tmp"/f1-* "$tmp"/f2-* "$tmp"/f3-*
 	[ $# = 3 ] || fail "expected three live-counter files: $*"
 	f1=$1 f2=$2 f3=$3
+	p1=${f1##*-} p2=${f2##*-} p3=${f3##*-}
+	# Each change waits until the reader has shown the state before it: no step depends on
+	# how fast anything runs. (--count keeps it from stopping at the first whole file of a
+	# publisher that is gone; SIGTERM ends it, which must be a clean end.)
 	cp "$f1" "$tmp/watched"
-	bg "$stat" --json --interval 50 --count 40 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
+	bg "$stat" --json --interval 50 --count 1000000 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
 	statpid=$bgpid
-	wait_line "$tmp/out" '"pid"' "$statpid" 10 ||
+	wait_line "$tmp/out" "\"pid\":$p1," "$statpid" 30 ||
 		{ show "$tmp/err"; fail "multisend-stat did not start"; }
-	sleep 0.2
 	: >"$tmp/watched"          # truncated under it
-	sleep 0.3
+	wait_line "$tmp/out" '"error"' "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not see the file truncated"; }
 	cat "$f2" >"$tmp/watched"  # the same file, a new owner
-	sleep 0.3
+	wait_line "$tmp/out" "\"pid\":$p2," "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not see the new owner"; }
 	cp "$f3" "$tmp/new"
 	mv "$tmp/new" "$tmp/watched" # another file under the same name
+	wait_line "$tmp/out" "\"pid\":$p3," "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not follow the renamed file"; }
+	kill -TERM "$statpid"
 	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat: exit $?"; }
-	p1=${f1##*-} p3=${f3##*-}
-	check "$tmp/out" "len(j) == 40" "j[0]['pid'] == $p1" "j[-1]['pid'] == $p3" \
-		"st[-1] == 'closed'" "any('error' in o for o in j)"
+	check "$tmp/out" "j[0]['pid'] == $p1" "j[-1]['pid'] == $p3" "st[-1] == 'closed'" \
+		"any('error' in o for o in j)" "any(o.get('pid') == $p2 for o in j)"
 
 	# Then as fast as it can be done, read every 10 ms: cut to nothing, to a page, rewritten.
 	cp "$f1" "$tmp/watched"
@@ -323,10 +342,13 @@ replace_test() { # PUBLISHER STAT
 		head -c 5000 "$f2" >"$tmp/watched"
 		cat "$f2" >"$tmp/watched"
 	done
-	sleep 0.2
+	# Two more lines: the last is a read begun after the last rewrite (and at least 20).
+	_n=$(($(wc -l <"$tmp/out") + 2))
+	[ "$_n" -ge 20 ] || _n=20
+	wait_count "$tmp/out" "$_n" "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat, hammered, stopped writing lines"; }
 	kill -TERM "$statpid"
 	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat, hammered: exit $?"; }
-	p2=${f2##*-}
 	check "$tmp/out" "len(j) >= 20" "j[-1]['pid'] == $p2" "any('error' in o for o in j)"
 	echo "PASS: multisend-stat follows a file truncated, rewritten and replaced"
 }
