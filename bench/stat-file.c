@@ -129,9 +129,32 @@ static void json_str(FILE *out, const char *p)
 
 /* ---- the header --------------------------------------------------------------------------- */
 
+/* The bytes are a mapping (page aligned) or a caller's buffer, of which only 8-byte alignment
+ * is promised (the fuzz target's): nothing here may need more. The header and slots are
+ * uint64_t and uint32_t fields (alignment 8 at most) and the header's size keeps the slots
+ * 8-aligned; bytes not 8-aligned are refused, never read through a misaligned pointer. */
+#define STAT_ALIGN 8u
+_Static_assert(_Alignof(struct ms_shm_header) <= STAT_ALIGN &&
+		       _Alignof(struct ms_shm_slot) <= STAT_ALIGN &&
+		       sizeof(struct ms_shm_header) % STAT_ALIGN == 0 &&
+		       sizeof(struct ms_shm_slot) % STAT_ALIGN == 0,
+	       "the file's structures need no more than 8-byte alignment");
+
+static bool misaligned(const struct source *s, const unsigned char *map, char *why,
+		       size_t whylen)
+{
+	if (!((uintptr_t)map % STAT_ALIGN))
+		return false;
+	snprintf(why, whylen, "%s: the bytes to read are not %u-byte aligned", tx(s->path),
+		 STAT_ALIGN);
+	return true;
+}
+
 int stat_check_header(const struct source *s, const unsigned char *map, size_t len, char *why,
 		      size_t whylen)
 {
+	if (misaligned(s, map, why, whylen))
+		return 1;
 	const struct ms_shm_header *h = (const struct ms_shm_header *)map;
 
 	if (len < sizeof(*h)) {
@@ -233,6 +256,8 @@ void stat_forget(struct source *s)
 int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned tries,
 	      uint64_t now_mono, char *why, size_t whylen)
 {
+	if (misaligned(s, map, why, whylen))
+		return 1;
 	const struct ms_shm_header *h = (const struct ms_shm_header *)map;
 
 	s->stale = 0;
