@@ -63,8 +63,9 @@ static void init_source(struct source *s)
 
 static void read_at(size_t off, bool ok)
 {
-	unsigned char *buf = aligned_alloc(64, MS_SHM_FILE_SIZE + 128);
-	assert_non_null(buf);
+	void *mem = NULL;
+	assert_int_equal(posix_memalign(&mem, 64, MS_SHM_FILE_SIZE + 128), 0);
+	unsigned char *buf = mem;
 	unsigned char *p = image(buf, off);
 	struct source s;
 	char why[PATH_MAX + 256] = "";
