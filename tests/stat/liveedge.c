@@ -129,7 +129,7 @@ static int rawfork(const char *dir)
 	snprintf(path, sizeof(path), "%s/rawfork", dir);
 	const char *env = getenv("MULTISEND_STATS_SHM");
 	CHECK(env && !strcmp(env, path), "run with MULTISEND_STATS_SHM=%s", path);
-	bool shim = getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "preload");
+	bool shim = getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "libmultisend-preload");
 	struct sockaddr_in a;
 	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	unsigned long calls = 0;
