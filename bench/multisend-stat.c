@@ -386,12 +386,16 @@ static void refresh(struct source *s, char *why, size_t whylen)
 	}
 	bus_armed = 1;
 	/* The owner's liveness first: a slot read after it is found gone is final. Alive: the
-	 * file has a live owner (a write lock, which only its owner or root can take), and the
-	 * process it names is there, is the one that made it, and runs as the file's owner. */
+	 * file has a live owner (a write lock, which only its owner or root can take). That
+	 * alone: the process the file names may be out of our sight (another PID namespace,
+	 * /proc mounted hidepid) and alive all the same. Whether /proc shows that process (there,
+	 * the one that made the file, running as the file's owner) is said apart (pid_verified),
+	 * and used to resolve a PID argument and to word messages, never for liveness. */
 	int32_t pid = h->pid;
 	uint64_t pid_start = h->pid_start;
 	uid_t puid;
-	bool gone = !write_locked(s->fd) || owner_of(pid, pid_start, st.st_uid, &puid) != OWNER_OK;
+	bool gone = !write_locked(s->fd);
+	s->pid_verified = owner_of(pid, pid_start, st.st_uid, &puid) == OWNER_OK;
 	int rc = check_pid_owner(s, pid, pid_start, why, whylen);
 	if (!rc)
 		rc = stat_read(s, (const unsigned char *)s->map, MS_SHM_FILE_SIZE, READ_TRIES,

@@ -129,9 +129,32 @@ static void json_str(FILE *out, const char *p)
 
 /* ---- the header --------------------------------------------------------------------------- */
 
+/* The bytes are a mapping (page aligned) or a caller's buffer, of which only 8-byte alignment
+ * is promised (the fuzz target's): nothing here may need more. The header and slots are
+ * uint64_t and uint32_t fields (alignment 8 at most) and the header's size keeps the slots
+ * 8-aligned; bytes not 8-aligned are refused, never read through a misaligned pointer. */
+#define STAT_ALIGN 8u
+_Static_assert(_Alignof(struct ms_shm_header) <= STAT_ALIGN &&
+		       _Alignof(struct ms_shm_slot) <= STAT_ALIGN &&
+		       sizeof(struct ms_shm_header) % STAT_ALIGN == 0 &&
+		       sizeof(struct ms_shm_slot) % STAT_ALIGN == 0,
+	       "the file's structures need no more than 8-byte alignment");
+
+static bool misaligned(const struct source *s, const unsigned char *map, char *why,
+		       size_t whylen)
+{
+	if (!((uintptr_t)map % STAT_ALIGN))
+		return false;
+	snprintf(why, whylen, "%s: the bytes to read are not %u-byte aligned", tx(s->path),
+		 STAT_ALIGN);
+	return true;
+}
+
 int stat_check_header(const struct source *s, const unsigned char *map, size_t len, char *why,
 		      size_t whylen)
 {
+	if (misaligned(s, map, why, whylen))
+		return 1;
 	const struct ms_shm_header *h = (const struct ms_shm_header *)map;
 
 	if (len < sizeof(*h)) {
@@ -233,6 +256,8 @@ void stat_forget(struct source *s)
 int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned tries,
 	      uint64_t now_mono, char *why, size_t whylen)
 {
+	if (misaligned(s, map, why, whylen))
+		return 1;
 	const struct ms_shm_header *h = (const struct ms_shm_header *)map;
 
 	s->stale = 0;
@@ -332,9 +357,9 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 	json_str(out, s->program);
 	fprintf(out, ",\"lib_version\":");
 	json_str(out, s->lib_version);
-	fprintf(out, ",\"uptime_s\":%.3f,\"alive\":%s,\"slots\":[",
+	fprintf(out, ",\"uptime_s\":%.3f,\"alive\":%s,\"pid_verified\":%s,\"slots\":[",
 	       now_real > s->start_ns ? (double)(now_real - s->start_ns) / 1e9 : 0.0,
-	       s->owner_gone ? "false" : "true");
+	       s->owner_gone ? "false" : "true", s->pid_verified ? "true" : "false");
 	const char *sep = "";
 	for (uint32_t i = 0; i < s->used; i++) {
 		const struct slot_view *v = &s->slots[i];
@@ -403,7 +428,8 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 	uint64_t up = now_real > s->start_ns ? (now_real - s->start_ns) / 1000000000u : 0;
 	fprintf(out, "%s: pid %" PRId32 " (%s), up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64
 	       ", libmultisend %s%s\n", tx(s->path), s->pid, tx(s->program), up / 3600, up / 60 % 60,
-	       up % 60, tx(s->lib_version), s->owner_gone ? ", EXITED" : "");
+	       up % 60, tx(s->lib_version),
+	       s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc");
 	bool any = false;
 	for (uint32_t i = 0; i < s->used; i++) {
 		const struct slot_view *v = &s->slots[i];

@@ -51,7 +51,11 @@ struct source {
 	char lib_version[sizeof(((struct ms_shm_header *)0)->lib_version) + 1];
 	uint32_t used;
 	const char *problem; /* why nothing can be shown right now, or NULL */
-	bool owner_gone;     /* the publisher process is not (or no longer) there */
+	bool owner_gone;     /* the file has no live owner (no write lock): the publisher is gone
+	                        or let the file go */
+	bool pid_verified;   /* /proc shows the process the file names: there, the one that made
+	                        the file, the file's user (false also when it is out of sight:
+	                        another PID namespace, hidepid) */
 	bool done;           /* gone, and every slot read after it was gone */
 	bool said_done;
 	unsigned unclosed;   /* slots still LIVE once the owner was gone */

@@ -708,15 +708,19 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * kept for it: the program may close and reuse any descriptor number. While a process
  * publishes there the file has a live owner, an open-file-description write lock held by the
  * process's mapping of it (only the owner or root can take one; a reader's lock of any kind
- * never stops a publisher). A file without a live owner is replaced by a new one, renamed over
- * it (never truncated or rewritten in place), provided it is a regular file, empty or a
+ * never stops a publisher). A file without a live owner is replaced by a new one put in its
+ * place (never truncated or rewritten in place; when two processes replace the same stale file
+ * at once, one keeps the name and the other publishes nowhere), provided it is a regular file, empty or a
  * live-counter file, belongs to this user and is not writable by others (a missing one is
  * created, mode 0644); a file with a live owner in another process, and any other file, is
  * left alone and the context publishes nowhere (one warning on stderr). The LD_PRELOAD shim
  * and the program's own libmultisend share the file, which keeps its owner while any of the
  * process's slots is live. The file stays until deleted. A forked child that keeps using a
  * context publishes only into its private memory, never into its parent's file (nor does it
- * hold the parent's lock). Truncating the file under a running publisher (only its owner or
+ * hold the parent's lock), however it was made: fork(), _Fork(), syscall(SYS_fork) or clone()
+ * (a child that ran no atfork handler finds the mappings gone by a MADV_WIPEONFORK page: Linux
+ * 4.14 or later, else no live counters). /proc is not needed (without it the new file gets a
+ * temporary name first). Truncating the file under a running publisher (only its owner or
  * root can) still kills the publisher with SIGBUS on its next send: delete or rename the
  * file instead. multisend-stat reads it live; the format and the protocol are
  * lib/shm-format.h.

@@ -181,10 +181,13 @@ static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
 {
-	if (unlikely(ctx->pub && ctx->slot_gen != __atomic_load_n(&ms__fork_gen,
-								   __ATOMIC_RELAXED)))
+	if (unlikely(ctx->pub &&
+		     (ctx->slot_gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED) ||
+		      !ms__shm_here(ctx->pub_epoch))))
 		/* A forked child using its parent's context: it never writes into its parent's
-		 * file (which it does not even map: MADV_DONTFORK). */
+		 * file (which it does not even map: MADV_DONTFORK). fork(3) bumps ms__fork_gen;
+		 * a child of _Fork(), syscall(SYS_fork) or clone() runs no atfork handler, and
+		 * finds the epoch word wiped (lib/internal.h). */
 		ctx->pub = NULL;
 	return ctx->own;
 }
@@ -300,6 +303,7 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 		if (sl) {
 			ctx->pub = sl;
 			ctx->slot_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+			ctx->pub_epoch = ms__shm_epoch();
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
 			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
 				err == -EBUSY ? "another running process publishes there"

@@ -332,6 +332,7 @@ struct ms_ctx {
 	struct ms_shm_slot *pub;
 	uint64_t pub_seq;        /* pub's sequence word, as we last wrote it */
 	unsigned slot_gen;       /* ms__fork_gen when pub was opened */
+	uint64_t pub_epoch;      /* ms__shm_epoch() when pub was opened */
 	struct ms__pool *pool;   /* workers and offload (lib/workers.c); NULL: neither */
 };
 
@@ -401,8 +402,26 @@ int ms__shm_expand(char *out, size_t cap, const char *tmpl);
 struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 				 const char *const *counters, unsigned nc,
 				 const char *const *hists, unsigned nh, int *err);
-/* Mark the slot closed and drop the file's mapping when its last slot closes. */
+/* Mark the slot closed and drop the file's mapping when its last slot closes. A slot opened
+ * in another process (a child made without the atfork handlers) is never touched. */
 void ms__shm_close(struct ms_shm_slot *slot);
+/* The files' mappings are MADV_DONTFORK: a child does not have them. A child made by fork(3)
+ * learns it from the atfork handler, but one made by _Fork(), syscall(SYS_fork), vfork-less
+ * clone() runs no handler, and still holds its parent's pointers. So this word, in a page of
+ * its own mapped MADV_WIPEONFORK, names the mappings valid in this process: nonzero once a file
+ * was mapped here, zero in any child however it was made (until the child maps a file of its
+ * own: then a value its parent never had). A pointer into a file is usable only while
+ * ms__shm_epoch() is the value it was when the pointer was obtained (ms__shm_here). */
+extern uint64_t *ms__shm_epoch_word;
+static inline uint64_t ms__shm_epoch(void)
+{
+	uint64_t *w = __atomic_load_n(&ms__shm_epoch_word, __ATOMIC_ACQUIRE);
+	return w ? __atomic_load_n(w, __ATOMIC_ACQUIRE) : 0;
+}
+static inline bool ms__shm_here(uint64_t epoch)
+{
+	return epoch && epoch != UINT64_MAX && ms__shm_epoch() == epoch;
+}
 /* The writer's side of a slot's seqlock: values change only between begin and end. */
 static inline void ms__shm_begin(uint64_t *seq)
 {

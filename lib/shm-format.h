@@ -30,7 +30,11 @@
  *     under the path (link: never over a file that appeared meanwhile);
  *   - a path with a file that has no live owner: if it is a regular file of this user, not
  *     writable by group or others, and empty or a live-counter file, a new file made the same
- *     way replaces it by rename(2); anything else is left alone. An existing file is never
+ *     way replaces it: renameat2(RENAME_EXCHANGE) with its temporary name, then the file that
+ *     was displaced is looked at; unless it is the stale file judged (another writer replaced
+ *     it first), it gets its name back and the path is looked at again (without exchange: the
+ *     path checked before a rename(2) and after it). Anything else is left alone. (Without
+ *     /proc, an O_TMPFILE file cannot be linked: a temporary name from the start.) An existing file is never
  *     truncated, rewritten or resized in place, so a process still mapping an old file (one
  *     that lost its name) is never hurt by the replacement;
  *   - a path whose file has a live owner: taken only by another copy of this code in the same
@@ -39,9 +43,15 @@
  *     on one byte past the end (if a reader's read lock prevents that, it publishes all the
  *     same) and takes a slot. A copy that holds a lock keeps its mapping while any slot of
  *     the file is still LIVE, so the file keeps its owner while any copy publishes there.
+ * A child made without the atfork handlers (_Fork, syscall(SYS_fork), clone) still holds its
+ * parent's pointers into mappings it does not have: a word in a MADV_WIPEONFORK page (zero in
+ * any child) names the mappings valid in this process, and a writer checks it before every
+ * store into the file (lib/internal.h, ms__shm_epoch).
  * pid and pid_start (the process's start time, field 22 of /proc/PID/stat) name the process
  * that created the file; a reader that finds a live owner can check that /proc/PID is that
- * process (same start time, same uid as the file's owner) before calling the file PID's.
+ * process (same start time, same uid as the file's owner) before calling the file PID's. The
+ * lock alone says the owner is alive: the process may be out of the reader's sight (another
+ * PID namespace, /proc mounted hidepid).
  *
  * Truncation: a writer stores into its shared mapping of the file, so truncating the file
  * while a writer runs (which takes write access: the owner or root) makes the writer's next

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -39,6 +40,56 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
  * parent's live-counter file (ms__own_slot), submit to its parent's io_uring ring, or count
  * on its parent's threads (lib/workers.c). */
 unsigned ms__fork_gen;
+
+/* lib/internal.h (ms__shm_epoch): the "mappings valid in this process" word, in a page of its
+ * own mapped MADV_WIPEONFORK (made with the first file; never unmapped). */
+uint64_t *ms__shm_epoch_word;
+/* The last value the word had in this process or its ancestors (inherited by any child, so
+ * that a child's own value is one its parent's pointers never had). Under files_lock. */
+static uint64_t epoch_last;
+
+/* The word, made if need be (under files_lock). 0 or -errno. */
+static int epoch_page(void)
+{
+	if (__atomic_load_n(&ms__shm_epoch_word, __ATOMIC_ACQUIRE))
+		return 0;
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	/* Without it (Linux before 4.14) a child made without atfork handlers would write into
+	 * memory it does not have: no live counters at all rather than that. */
+	if (madvise(m, 4096, MADV_WIPEONFORK) < 0) {
+		int e = -errno;
+		munmap(m, 4096);
+		return e == -EINVAL ? -EOPNOTSUPP : e;
+	}
+	*(uint64_t *)m = ++epoch_last;
+	__atomic_store_n(&ms__shm_epoch_word, (uint64_t *)m, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* A child made without the atfork handlers (_Fork, syscall(SYS_fork), clone) finds the word 0:
+ * every entry of files[] is its parent's mapping, which it does not have (MADV_DONTFORK), and
+ * files_lock may have been held by another of its parent's threads. Forget them all, never
+ * touching or unmapping them (the range may hold something else of the child's by now), and
+ * give the word a value of the child's own. Called before files_lock is taken. */
+static void forget_inherited(void)
+{
+	uint64_t *w = __atomic_load_n(&ms__shm_epoch_word, __ATOMIC_ACQUIRE);
+	uint64_t zero = 0;
+
+	if (!w || __atomic_load_n(w, __ATOMIC_ACQUIRE))
+		return;
+	if (__atomic_compare_exchange_n(w, &zero, UINT64_MAX, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		pthread_mutex_init(&files_lock, NULL);
+		memset(files, 0, sizeof(files));
+		__atomic_store_n(w, ++epoch_last, __ATOMIC_RELEASE);
+		return;
+	}
+	while (__atomic_load_n(w, __ATOMIC_ACQUIRE) == UINT64_MAX) /* another thread's doing it */
+		sched_yield();
+}
 
 static void after_fork_child(void)
 {
@@ -134,30 +185,105 @@ static struct ms_shm_header *map_fd(int fd, int *err)
 	return m;
 }
 
-/* A new live-counter file under path: made without a name (or under a fresh temporary one),
- * locked, mapped and filled in before it gets the path, by rename over the stale file `replace`
- * says is there, else by link (which fails with -EEXIST if a file appeared meanwhile). The
- * descriptor is closed before returning: the mapping holds the lock. */
-static struct ms_shm_header *create_file(const char *path, mode_t mode, bool replace, int *err)
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* renameat2(RENAME_EXCHANGE) said EINVAL once: this file system has no exchange (tests set it
+ * to take the other way). */
+static bool no_exchange;
+
+/* The new file (named tmp, open as fd) takes path from the stale file `stale` that the caller
+ * judged replaceable. Another writer may have judged the same file stale and replaced it
+ * first: its file must keep the path. With an atomic exchange, what we displaced is looked
+ * at, and given back unless it is the stale file; without one, the path is checked before and
+ * after the rename. 0; -EAGAIN: the path names another file now (look again); -EBUSY: our
+ * file lost the path to another one right after the rename; or the system's error. tmp is
+ * gone on return, whatever happened (unless it names another's file we could not give
+ * back, which is left as it is). */
+static int replace_stale(const char *tmp, const char *path, const struct stat *stale, int fd)
+{
+	struct stat mine, there;
+
+	if (fstat(fd, &mine) < 0) {
+		int e = -errno;
+		unlink(tmp);
+		return e;
+	}
+	if (!__atomic_load_n(&no_exchange, __ATOMIC_RELAXED)) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+			/* tmp names what path named: the stale file, or one that took its place. */
+			if (lstat(tmp, &there) == 0 && same_file(&there, stale)) {
+				unlink(tmp);
+				return 0;
+			}
+			/* Not the file we judged: give it its name back. */
+			if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0 &&
+			    lstat(tmp, &there) == 0 && same_file(&there, &mine))
+				unlink(tmp);
+			return -EAGAIN;
+		}
+		int e = errno;
+		if (e == ENOENT) { /* the stale file went meanwhile */
+			unlink(tmp);
+			return -EAGAIN;
+		}
+		if (e != EINVAL && e != ENOSYS && e != EOPNOTSUPP) {
+			unlink(tmp);
+			return -e;
+		}
+		__atomic_store_n(&no_exchange, true, __ATOMIC_RELAXED);
+	}
+	/* No exchange here: is the path still the stale file? Rename; is it ours now? (Only a
+	 * replacement between the check and the rename can still be lost; the later check tells
+	 * the loser, which then publishes nowhere rather than under a name that is not its.) */
+	if (lstat(path, &there) < 0 || !same_file(&there, stale)) {
+		unlink(tmp);
+		return -EAGAIN;
+	}
+	if (rename(tmp, path) < 0) {
+		int e = -errno;
+		unlink(tmp);
+		return e;
+	}
+	if (stat(path, &there) < 0 || !same_file(&there, &mine))
+		return -EBUSY;
+	return 0;
+}
+
+static void tmp_name(char *tmp, size_t cap, const char *dir, unsigned k)
+{
+	snprintf(tmp, cap, "%s/.multisend-new-%d-%llu-%u", dir, (int)getpid(),
+		 (unsigned long long)ms__realtime_ns(), k);
+}
+
+/* create_file's work, with O_TMPFILE (which needs /proc/self/fd to be given a name) or with
+ * a temporary name from the start. *noproc: the O_TMPFILE file could not be named. */
+static struct ms_shm_header *create_file1(const char *path, mode_t mode,
+					  const struct stat *stale, bool tmpfile, int *err,
+					  bool *noproc)
 {
 	char dir[4096], tmp[4096 + 64], fdpath[64];
 	const char *slash = strrchr(path, '/');
 	struct ms_shm_header *h = NULL;
 	bool named = false;
-	int fd;
+	int fd = -1;
 
 	if (slash)
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path + (slash == path)), path);
 	else
 		snprintf(dir, sizeof(dir), ".");
-	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+	if (tmpfile)
+		fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+	else
+		errno = EOPNOTSUPP;
 	for (unsigned k = 0; fd < 0 && k < 16; k++) {
 		/* No O_TMPFILE here: a temporary name nobody can have opened yet (O_EXCL), so
 		 * that nobody can hold a lock on it before ours. */
 		if (errno != EOPNOTSUPP && errno != EISDIR && errno != EEXIST && errno != EINVAL)
 			break;
-		snprintf(tmp, sizeof(tmp), "%s/.multisend-new-%d-%llu-%u", dir, (int)getpid(),
-			 (unsigned long long)ms__realtime_ns(), k);
+		tmp_name(tmp, sizeof(tmp), dir, k);
 		fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		named = fd >= 0;
 	}
@@ -186,32 +312,34 @@ static struct ms_shm_header *create_file(const char *path, mode_t mode, bool rep
 	__atomic_store_n(&h->magic, MS_SHM_MAGIC, __ATOMIC_RELEASE);
 
 	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
-	if (!named && !replace) {
+	if (!named && !stale) {
 		if (linkat(AT_FDCWD, fdpath, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
 			*err = -errno;
+			*noproc = errno == ENOENT || errno == EACCES;
 			goto fail;
 		}
-	} else {
-		for (unsigned k = 0; !named; k++) {
-			snprintf(tmp, sizeof(tmp), "%s/.multisend-new-%d-%llu-%u", dir, (int)getpid(),
-				 (unsigned long long)ms__realtime_ns(), k);
-			if (linkat(AT_FDCWD, fdpath, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
-				named = true;
-			else if (errno != EEXIST || k >= 16) {
-				*err = -errno;
-				goto fail;
-			}
-		}
-		int rc = replace ? rename(tmp, path) : link(tmp, path);
-		int e = errno;
-		if (rc < 0 || !replace)
-			unlink(tmp);
-		named = false;
-		if (rc < 0) {
-			*err = -e;
+		close(fd);
+		return h;
+	}
+	for (unsigned k = 0; !named; k++) {
+		tmp_name(tmp, sizeof(tmp), dir, k);
+		if (linkat(AT_FDCWD, fdpath, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) {
+			named = true;
+		} else if (errno != EEXIST || k >= 16) {
+			*err = -errno;
+			*noproc = errno == ENOENT || errno == EACCES;
 			goto fail;
 		}
 	}
+	named = false; /* from here on, tmp is dealt with below */
+	if (stale) {
+		*err = replace_stale(tmp, path, stale, fd);
+	} else {
+		*err = link(tmp, path) < 0 ? -errno : 0;
+		unlink(tmp);
+	}
+	if (*err)
+		goto fail;
 	close(fd);
 	return h;
 fail:
@@ -221,6 +349,22 @@ fail:
 		munmap(h, MS_SHM_FILE_SIZE);
 	close(fd);
 	return NULL;
+}
+
+/* A new live-counter file under path: made without a name (or under a fresh temporary one),
+ * locked, mapped and filled in before it gets the path, by replacing the stale file `stale`
+ * (replace_stale), else by link (which fails with -EEXIST if a file appeared meanwhile).
+ * Without /proc (a chroot, a minimal root), an O_TMPFILE file cannot be given a name: then a
+ * temporary name from the start. The descriptor is closed before returning: the mapping holds
+ * the lock. */
+static struct ms_shm_header *create_file(const char *path, mode_t mode, const struct stat *stale,
+					 int *err)
+{
+	bool noproc = false;
+	struct ms_shm_header *h = create_file1(path, mode, stale, true, err, &noproc);
+	if (!h && noproc)
+		h = create_file1(path, mode, stale, false, err, &noproc);
+	return h;
 }
 
 /*
@@ -241,8 +385,8 @@ static struct ms_shm_header *map_file(const char *path, bool *owner, int *err)
 				return NULL;
 			}
 			*owner = true;
-			struct ms_shm_header *h = create_file(path, 0644, false, err);
-			if (h || *err != -EEXIST)
+			struct ms_shm_header *h = create_file(path, 0644, NULL, err);
+			if (h || (*err != -EEXIST && *err != -EAGAIN))
 				return h;
 			continue; /* somebody made it meanwhile: look at it */
 		}
@@ -291,7 +435,11 @@ static struct ms_shm_header *map_file(const char *path, bool *owner, int *err)
 		/* Stale (or empty): a new file takes its name; whoever still maps the old one
 		 * keeps an intact file. */
 		*owner = true;
-		h = create_file(path, st.st_mode & 0755, true, err);
+		h = create_file(path, st.st_mode & 0755, &st, err);
+		if (!h && *err == -EAGAIN) {
+			close(fd);
+			continue; /* another file has the path now: look at it */
+		}
 	done:
 		close(fd);
 		return h;
@@ -344,6 +492,7 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		goto fail;
 	}
 	ms__fork_watch();
+	forget_inherited();
 	pthread_mutex_lock(&files_lock);
 	struct shm_file *f = NULL, *free_f = NULL;
 	sweep();
@@ -359,8 +508,8 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 			goto unlock;
 		}
 		bool owner = false;
-		struct ms_shm_header *h = map_file(path, &owner, &e);
-		if (!h)
+		struct ms_shm_header *h = NULL;
+		if ((e = epoch_page()) || !(h = map_file(path, &owner, &e)))
 			goto unlock;
 		f = free_f;
 		snprintf(f->path, sizeof(f->path), "%s", path);
@@ -402,6 +551,7 @@ void ms__shm_close(struct ms_shm_slot *slot)
 {
 	if (!slot)
 		return;
+	forget_inherited(); /* a slot of our parent's is then in no entry: never touched */
 	pthread_mutex_lock(&files_lock);
 	for (unsigned k = 0; k < MAX_FILES; k++) {
 		struct shm_file *f = &files[k];

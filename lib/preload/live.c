@@ -66,6 +66,7 @@ static int live_state;             /* under `busy` */
 static struct ms_shm_slot *slot;   /* under `busy`; NULL until the first publication */
 static uint64_t slot_seq;          /* under `busy`: the slot's sequence word as we last wrote
                                       it (the file's is never read back: lib/shm-format.h) */
+static uint64_t slot_epoch;        /* under `busy`: ms__shm_epoch() when slot was opened */
 static bool forked, warned;
 static _Atomic bool sent;          /* this process made a send: a file is worth making */
 static _Atomic bool busy;          /* someone is writing the slot, or retiring a thread */
@@ -185,6 +186,7 @@ static void open_slot(void)
 
 	slot = ms__shm_open(shim_cfg.stats_shm, "shim", names, L_N, NULL, 0, &err);
 	slot_seq = 0; /* a new slot's word starts at zero */
+	slot_epoch = ms__shm_epoch();
 	if (slot)
 		return;
 	live_state = LIVE_OFF;
@@ -205,6 +207,15 @@ static void write_slot(void)
 {
 	uint64_t v[L_N];
 
+	if (slot && !ms__shm_here(slot_epoch)) {
+		/* A child made without the atfork handlers (_Fork, syscall(SYS_fork), clone):
+		 * the slot is in its parent's mapping, which it does not have (MADV_DONTFORK).
+		 * Never touch it; and the totals it would publish are its parent's: none. */
+		slot = NULL;
+		live_state = LIVE_OFF;
+		__atomic_store_n(&shim_live_enabled, false, __ATOMIC_RELAXED);
+		return;
+	}
 	if (live_state != LIVE_ON)
 		return;
 	if (!slot)

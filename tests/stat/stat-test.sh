@@ -31,6 +31,18 @@
 #       tests/stat/livefile.c: no descriptor kept (a socket on "its" number survives fork,
 #       ms_ctx_free and the shim's exec), a damaged slot never stops or misleads the
 #       publisher, and the shim keeps its file when the program frees its last context.
+#   stat-test.sh rawfork LIVEEDGE SHIM STAT
+#       tests/stat/liveedge.c rawfork: children made by _Fork() (sends on the inherited
+#       context, exit) and by syscall(SYS_fork) (exec under the shim) run no atfork handler
+#       and must not touch the parent's mapping (which they do not have): both exit 0, and
+#       the parent's file ends with the parent's counts.
+#   stat-test.sh noproc LIVEEDGE               (root: a mount namespace)
+#       tests/stat/liveedge.c noproc in a mount namespace where /proc/PID/fd, then all of
+#       /proc, is a tmpfs: files are made and replaced without /proc/self/fd.
+#   stat-test.sh pidns LIVEEDGE STAT          (root: a PID namespace)
+#       a publisher in a PID namespace of its own (liveedge hold): multisend-stat outside it
+#       shows it alive (its write lock) though /proc does not show the pid it names
+#       ("pid_verified": false); once it has let the file go, not alive.
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
@@ -72,6 +84,18 @@ for cond in sys.argv[2:]:
     if not eval(cond):
         sys.exit("failed: " + cond)
 PY
+}
+
+# wait_count FILE N PID SECONDS: until FILE has N lines or more (false if PID is gone first or
+# SECONDS pass: a hang, never a pace).
+wait_count() {
+	_wc_left=$(($4 * 20))
+	while [ "$(wc -l <"$1")" -lt "$2" ]; do
+		kill -0 "$3" 2>/dev/null || return 1
+		[ "$_wc_left" -gt 0 ] || return 1
+		sleep 0.05
+		_wc_left=$((_wc_left - 1))
+	done
 }
 
 # start_md PUBLISHER SUBSCRIBER COUNT RATE [publisher options]: a publisher with one
@@ -280,22 +304,29 @@ replace_test() { # PUBLISHER STAT
 	set -- "$tmp"/f1-* "$tmp"/f2-* "$tmp"/f3-*
 	[ $# = 3 ] || fail "expected three live-counter files: $*"
 	f1=$1 f2=$2 f3=$3
+	p1=${f1##*-} p2=${f2##*-} p3=${f3##*-}
+	# Each change waits until the reader has shown the state before it: no step depends on
+	# how fast anything runs. (--count keeps it from stopping at the first whole file of a
+	# publisher that is gone; SIGTERM ends it, which must be a clean end.)
 	cp "$f1" "$tmp/watched"
-	bg "$stat" --json --interval 50 --count 40 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
+	bg "$stat" --json --interval 50 --count 1000000 "$tmp/watched" >"$tmp/out" 2>"$tmp/err"
 	statpid=$bgpid
-	wait_line "$tmp/out" '"pid"' "$statpid" 10 ||
+	wait_line "$tmp/out" "\"pid\":$p1," "$statpid" 30 ||
 		{ show "$tmp/err"; fail "multisend-stat did not start"; }
-	sleep 0.2
 	: >"$tmp/watched"          # truncated under it
-	sleep 0.3
+	wait_line "$tmp/out" '"error"' "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not see the file truncated"; }
 	cat "$f2" >"$tmp/watched"  # the same file, a new owner
-	sleep 0.3
+	wait_line "$tmp/out" "\"pid\":$p2," "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not see the new owner"; }
 	cp "$f3" "$tmp/new"
 	mv "$tmp/new" "$tmp/watched" # another file under the same name
+	wait_line "$tmp/out" "\"pid\":$p3," "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat did not follow the renamed file"; }
+	kill -TERM "$statpid"
 	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat: exit $?"; }
-	p1=${f1##*-} p3=${f3##*-}
-	check "$tmp/out" "len(j) == 40" "j[0]['pid'] == $p1" "j[-1]['pid'] == $p3" \
-		"st[-1] == 'closed'" "any('error' in o for o in j)"
+	check "$tmp/out" "j[0]['pid'] == $p1" "j[-1]['pid'] == $p3" "st[-1] == 'closed'" \
+		"any('error' in o for o in j)" "any(o.get('pid') == $p2 for o in j)"
 
 	# Then as fast as it can be done, read every 10 ms: cut to nothing, to a page, rewritten.
 	cp "$f1" "$tmp/watched"
@@ -311,10 +342,13 @@ replace_test() { # PUBLISHER STAT
 		head -c 5000 "$f2" >"$tmp/watched"
 		cat "$f2" >"$tmp/watched"
 	done
-	sleep 0.2
+	# Two more lines: the last is a read begun after the last rewrite (and at least 20).
+	_n=$(($(wc -l <"$tmp/out") + 2))
+	[ "$_n" -ge 20 ] || _n=20
+	wait_count "$tmp/out" "$_n" "$statpid" 30 ||
+		{ show "$tmp/err"; fail "multisend-stat, hammered, stopped writing lines"; }
 	kill -TERM "$statpid"
 	wait "$statpid" || { show "$tmp/err"; fail "multisend-stat, hammered: exit $?"; }
-	p2=${f2##*-}
 	check "$tmp/out" "len(j) >= 20" "j[-1]['pid'] == $p2" "any('error' in o for o in j)"
 	echo "PASS: multisend-stat follows a file truncated, rewritten and replaced"
 }
@@ -437,7 +471,10 @@ os.unlink(sys.argv[2])' "$tmp/genuine" "$planted" "$victim"
 	rc=$?
 	release planter
 	[ "$rc" = 0 ] || { show "$tmp/err"; fail "multisend-stat $planted: exit $rc"; }
-	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $victim" "j[0]['alive'] is False"
+	# Read by its name, it is a file with a live owner (the second user's lock), but not the
+	# victim's: /proc shows the victim running as another user than the file's.
+	check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $victim" "j[0]['alive'] is True" \
+		"j[0]['pid_verified'] is False"
 	kill "$victim"
 	echo "PASS: a file planted by another user is not shown as a process's live counters"
 }
@@ -542,6 +579,85 @@ PY
 	echo "PASS: no descriptor kept, a damaged slot harmless, the shim's slot kept in a shared file"
 }
 
+# The preload list for the shim (an AddressSanitizer build of it needs the ASan runtime first,
+# as in tests/shim/shim-test.sh): sets $preload and $asan.
+shim_preload() {
+	preload=$1
+	asan=$(ldd "$1" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n1)
+	if [ -n "$asan" ]; then
+		preload="$asan $1"
+		export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	fi
+}
+
+rawfork_test() { # LIVEEDGE SHIM STAT
+	le=$1 shim=$2 stat=$3
+	need python3
+	need_exe "$le" "$stat"
+	[ -f "$shim" ] || skip "$shim is not built"
+	shim_preload "$shim"
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/rawfork \
+		"$le" rawfork "$tmp" >"$tmp/rawfork.out" 2>"$tmp/rawfork.err" ||
+		{ show "$tmp/rawfork.out" "$tmp/rawfork.err"; fail "liveedge rawfork"; }
+	show "$tmp/rawfork.out" "$tmp/rawfork.err"
+	grep -q 'live counters' "$tmp/rawfork.err" && fail "a warning about the live counters"
+	calls=$(sed -n 's/^liveedge rawfork: calls \([0-9]*\)$/\1/p' "$tmp/rawfork.out")
+	"$stat" --json --count 1 --interval 10 "$tmp/rawfork" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	python3 - "$tmp/out" "$calls" <<'PY' || { show "$tmp/out"; fail "the parent's file"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+names = [s["name"] for s in o["slots"]]
+assert len(names) == 2 and names[0].startswith("ctx ") and names[1] == "shim", names
+assert all(s["state"] == "closed" and s["stale"] is False for s in o["slots"]), o["slots"]
+assert o["slots"][0]["counters"]["fanouts"] == 7, o["slots"][0]["counters"]
+shim = o["slots"][1]["counters"]
+assert shim["calls"] == int(sys.argv[2]), (shim["calls"], sys.argv[2])
+PY
+	echo "PASS: children made without atfork handlers leave the parent's file alone and exit 0"
+}
+
+noproc_test() { # LIVEEDGE
+	le=$1
+	need unshare
+	need_exe "$le"
+	[ "$(id -u)" = 0 ] || skip "not root: no mount namespace"
+	unshare -m true 2>/dev/null || skip "unshare -m is not allowed here"
+	# Only this process's /proc/PID/fd hidden: the rest of /proc is there (ASan and valgrind
+	# need /proc/self/maps).
+	unshare -m sh -c 'mount -t tmpfs none /proc/$$/fd || exit 77; exec "$0" noproc "$1"' \
+		"$le" "$tmp" || fail "liveedge noproc (/proc/PID/fd hidden): exit $?"
+	# No /proc at all, unless the program is an ASan build (its runtime needs /proc).
+	if ldd "$le" 2>/dev/null | grep -q libasan; then
+		echo "(an ASan build: not run without /proc at all)"
+	else
+		unshare -m sh -c 'mount -t tmpfs none /proc || exit 77; exec "$0" noproc "$1"' \
+			"$le" "$tmp" || fail "liveedge noproc (no /proc): exit $?"
+	fi
+	echo "PASS: live-counter files made and replaced without /proc/self/fd"
+}
+
+pidns_test() { # LIVEEDGE STAT
+	le=$1 stat=$2
+	need unshare python3
+	need_exe "$le" "$stat"
+	[ "$(id -u)" = 0 ] || skip "not root: no PID namespace"
+	unshare --pid --fork true 2>/dev/null || skip "unshare --pid is not allowed here"
+	hold nspub unshare --pid --fork --kill-child "$le" hold "$tmp/ns"
+	"$stat" --json --count 1 --interval 10 "$tmp/ns" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	show "$tmp/err"
+	[ "$rc" = 0 ] || { release nspub; fail "multisend-stat: exit $rc"; }
+	inner=$(sed -n 's/^held \([0-9]*\)$/\1/p' "$tmp/nspub.out")
+	( check "$tmp/out" "len(j) == 1" "j[0]['pid'] == $inner" "j[0]['alive'] is True" \
+		"j[0]['pid_verified'] is False" "st == ['live']" ) || { release nspub; exit 1; }
+	release nspub || { show "$tmp/nspub.out"; fail "the publisher in the PID namespace failed"; }
+	"$stat" --json --count 1 --interval 10 "$tmp/ns" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat after: exit $?"; }
+	check "$tmp/out" "len(j) == 1" "j[0]['alive'] is False" "st == ['closed']"
+	echo "PASS: a publisher in another PID namespace is shown alive (pid $inner there)"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -559,5 +675,11 @@ names) [ $# -eq 3 ] || fail "usage: $0 names PUBLISHER STAT"
 	names_test "$2" "$3" ;;
 livefile) [ $# -eq 4 ] || fail "usage: $0 livefile LIVEFILE SHIM STAT"
 	livefile_test "$2" "$3" "$4" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile ..." ;;
+rawfork) [ $# -eq 4 ] || fail "usage: $0 rawfork LIVEEDGE SHIM STAT"
+	rawfork_test "$2" "$3" "$4" ;;
+noproc) [ $# -eq 2 ] || fail "usage: $0 noproc LIVEEDGE"
+	noproc_test "$2" ;;
+pidns) [ $# -eq 3 ] || fail "usage: $0 pidns LIVEEDGE STAT"
+	pidns_test "$2" "$3" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns ..." ;;
 esac
