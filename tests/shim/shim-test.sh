@@ -418,7 +418,8 @@ patterns_test() {
 	single)
 		# One destination: every send costs at most the one system call it costs without
 		# the shim. Counted by strace over everything the process does (threads included),
-		# as the difference between 1 and 20001 sends, so start-up cancels out.
+		# as the difference between 1 and 20001 sends, so start-up cancels out (the previous
+		# shim: 46512 more).
 		need strace
 		for k in 1 20001; do
 			strace -f -c -o "$tmp/strace.$k" "$run" --mode batch -- "$py" "$pat" single "$k" \
@@ -428,7 +429,9 @@ patterns_test() {
 		c2=$(awk '$NF == "total" { print $4 }' "$tmp/strace.20001")
 		echo "system calls: $c1 for 1 send, $c2 for 20001 sends"
 		[ -n "$c1" ] && [ -n "$c2" ] || { show "$tmp/strace.1"; fail "no strace total"; }
-		[ $((c2 - c1)) -le 20000 ] || { show "$tmp/strace.20001"; fail "more than one system call per send"; } ;;
+		# Start-up varies by a few calls from run to run (the interpreter's memory layout);
+		# one more call per send would add 20000.
+		[ $((c2 - c1)) -le 20016 ] || { show "$tmp/strace.20001"; fail "more than one system call per send"; } ;;
 	*) fail "patterns: $1?" ;;
 	esac
 	echo "PASS: patterns $1: nothing the program can observe changed under batch mode"
