@@ -41,34 +41,8 @@
 
 #include "shm-format.h"
 
-static const char *mode = "";
-
-#define CHECK(c, ...)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "liveedge %s: FAIL: %s (line %d): ", mode, #c,  \
-				__LINE__);                                             \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
-
-/* A UDP receiver on 127.0.0.1 (an ephemeral port) and its address. */
-static int receiver(struct sockaddr_in *a)
-{
-	socklen_t len = sizeof(*a);
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)a, sizeof(*a)) == 0 &&
-		      getsockname(fd, (struct sockaddr *)a, &len) == 0,
-	      "receiver: %s", strerror(errno));
-	int big = 1 << 22;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-	return fd;
-}
+#define LIVETEST_NAME "liveedge"
+#include "livetest.h"
 
 /* A read-only copy of the file's header and slots. */
 static void read_file(const char *path, struct ms_shm_header *h, struct ms_shm_slot *slots)
@@ -92,23 +66,6 @@ static const struct ms_shm_slot *named(const struct ms_shm_header *h,
 		if (!strncmp(slots[i].name, name, strlen(name)))
 			return &slots[i];
 	return NULL;
-}
-
-/* Does an open file description hold a write lock on path? */
-static bool write_locked(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
-	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
-	CHECK(fcntl(fd, F_OFD_GETLK, &l) == 0, "F_OFD_GETLK: %s", strerror(errno));
-	close(fd);
-	return l.l_type != F_UNLCK;
-}
-
-static void send_n(struct ms_group *g, int n)
-{
-	for (int k = 0; k < n; k++)
-		CHECK(ms_send(g, "edge", 4, 0, NULL) == 1, "ms_send");
 }
 
 static void wait_ok(pid_t pid, const char *what)

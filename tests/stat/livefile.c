@@ -40,18 +40,8 @@
 
 #include "shm-format.h"
 
-static const char *mode = "";
-
-#define CHECK(c, ...)                                                                  \
-	do {                                                                           \
-		if (!(c)) {                                                            \
-			fprintf(stderr, "livefile %s: FAIL: %s (line %d): ", mode, #c,  \
-				__LINE__);                                             \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			exit(1);                                                       \
-		}                                                                      \
-	} while (0)
+#define LIVETEST_NAME "livefile"
+#include "livetest.h"
 
 static int count_fds(void)
 {
@@ -80,22 +70,6 @@ static bool is_udp_socket(int fd)
 	socklen_t len = sizeof(type);
 	return fcntl(fd, F_GETFD) >= 0 &&
 	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_DGRAM;
-}
-
-/* A UDP receiver on 127.0.0.1 (an ephemeral port) and its address. */
-static int receiver(struct sockaddr_in *a)
-{
-	socklen_t len = sizeof(*a);
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	memset(a, 0, sizeof(*a));
-	a->sin_family = AF_INET;
-	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)a, sizeof(*a)) == 0 &&
-		      getsockname(fd, (struct sockaddr *)a, &len) == 0,
-	      "receiver: %s", strerror(errno));
-	int big = 1 << 22;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-	return fd;
 }
 
 static struct ms_ctx *new_ctx(const char *path, uint32_t flags)
@@ -134,23 +108,6 @@ static struct ms_shm_slot *slot_named(struct ms_shm_header *h, const char *name)
 		if (!strncmp(slot_at(h, i)->name, name, MS_SHM_NAME))
 			return slot_at(h, i);
 	return NULL;
-}
-
-/* Does an open file description hold a write lock on path? */
-static bool write_locked(const char *path)
-{
-	int fd = open(path, O_RDONLY);
-	CHECK(fd >= 0, "open %s: %s", path, strerror(errno));
-	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };
-	CHECK(fcntl(fd, F_OFD_GETLK, &l) == 0, "F_OFD_GETLK: %s", strerror(errno));
-	close(fd);
-	return l.l_type != F_UNLCK;
-}
-
-static void send_n(struct ms_group *g, int n)
-{
-	for (int k = 0; k < n; k++)
-		CHECK(ms_send(g, "live", 4, 0, NULL) == 1, "ms_send");
 }
 
 /* ---- fds ------------------------------------------------------------------------------------ */
