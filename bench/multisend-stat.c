@@ -98,6 +98,7 @@ static void usage(FILE *f)
 		"  --json         one JSON object per file and interval, one per line (the default\n"
 		"                 when standard output is not a terminal; on a terminal the screen\n"
 		"                 is redrawn every interval)\n"
+		"  --version      the versions of this program's format and of the library\n"
 		"  --help\n"
 		"\n"
 		"Exit status: 0 done, 1 a file cannot be opened, 2 a file that is not a\n"
@@ -427,13 +428,14 @@ int main(int argc, char **argv)
 		{ "count", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
 	uint64_t interval_ms = 1000, count = 0;
 	bool json = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "i:c:jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:c:jhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			if (parse_u64(optarg, 10, 3600000, &interval_ms) < 0) {
@@ -451,6 +453,10 @@ int main(int argc, char **argv)
 			break;
 		case 'j': json = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
+		case 'V':
+			printf(ME " (libmultisend %s), live-counter file format %u\n",
+			       ms_version_string(), (unsigned)MS_SHM_VERSION);
+			return EXIT_OK;
 		default: usage(stderr); return EXIT_FORMAT;
 		}
 	}

@@ -248,6 +248,10 @@ refuse_test() { # PUBLISHER STAT
 	pub=$1 stat=$2
 	need python3 cmp
 	need_exe "$pub" "$stat"
+	# --version: the library's version and the file format this reader takes.
+	"$stat" --version >"$tmp/version" || fail "--version exited with $?"
+	grep -q '^multisend-stat (libmultisend [0-9][0-9.]*), live-counter file format [0-9][0-9]*$' \
+		"$tmp/version" || { show "$tmp/version"; fail "--version printed something else"; }
 	# A genuine file, from a publisher that is gone.
 	"$pub" --control 0 --count 10 --rate 0 --stats-shm "$tmp/real" >"$tmp/pub" 2>&1 ||
 		{ show "$tmp/pub"; fail "md-publisher exited with $?"; }
