@@ -19,9 +19,9 @@
  * sends one payload to every member, whereas a batch holds whatever the program sent,
  * different payloads included, to destinations it names call by call.
  *
- * Order: one socket's messages keep their order; sockets go out in the order they first
- * appear in the batch. A group of one message is sent with sendto, which costs the kernel
- * less than a sendmmsg of one.
+ * Order: messages go out in the order the thread sent them, each run of consecutive messages
+ * on one socket as one sendmmsg. A run of one message is sent with sendto, which costs the
+ * kernel less than a sendmmsg of one.
  *
  * Locking: each batch has a mutex. The owner takes it to append and flush; another thread
  * takes it only to flush (it is about to use a socket the batch has data for, or it is the

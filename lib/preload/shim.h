@@ -337,7 +337,6 @@ struct shim_plan {
 	uint32_t n;
 	uint32_t nfds;
 	int fds[SHIM_BATCH_FDS];
-	uint32_t fdcount[SHIM_BATCH_FDS];
 	uint64_t cycle_first;         /* first destination of the current cycle (a key) */
 	uint64_t pred_last;           /* last destination of the previous cycle */
 	uint64_t last_seen;           /* the latest destination */
@@ -592,21 +591,14 @@ static inline void shim_plan_observe(struct shim_plan *p, uint64_t key)
 static inline bool shim_plan_take(struct shim_plan *p, int fd, uint64_t key, unsigned batch_max,
 				  enum shim_reason *why)
 {
-	uint32_t k = 0;
-
-	if (likely(p->nfds == 1 && p->fds[0] == fd)) {
-		/* one socket: the common case */
-	} else {
+	if (unlikely(p->nfds != 1 || p->fds[0] != fd)) { /* one socket is the common case */
+		uint32_t k;
 		for (k = 0; k < p->nfds; k++)
 			if (p->fds[k] == fd)
 				break;
-		if (k == p->nfds) {
-			p->fds[k] = fd;
-			p->fdcount[k] = 0;
-			p->nfds++;
-		}
+		if (k == p->nfds)
+			p->fds[p->nfds++] = fd;
 	}
-	p->fdcount[k]++;
 	p->n++;
 	if (shim_cfg.fanout_end && p->pred_len && p->cycle_len == p->pred_len &&
 	    key == p->pred_last) {
