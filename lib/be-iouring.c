@@ -36,8 +36,8 @@
  *   blocking send to one goes with MSG_DONTWAIT, and if that says -EAGAIN the library sends it
  *   again itself with a plain blocking sendmsg, before the fan-out returns.
  * - A forked child must not touch its parent's ring (the mapping and the kernel object are
- *   shared): there, a context made before the fork sends with the plain loop and leaves the
- *   file table alone.
+ *   shared): MS__CAP_FORK_UNSAFE, so there the core sends with the plain loop and does not
+ *   call the file-table hooks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,10 +55,8 @@
 
 #define FILE_TABLE_MAX 65536u /* slots; fds above use plain lookups (a slot costs kernel memory) */
 
-/* A request's user_data: the destination's index in group order, or, for a destination a
- * slow-consumer policy manages (whose status goes to its bucket), the bucket tagged. UD_SKIP
- * marks a request that completes only on failure (it is never a bucket's). */
-#define UD_BUCKET (1ull << 63)
+/* A request's user_data: the destination's position in the plan, tagged. UD_SKIP marks a
+ * request that completes only on failure. */
 #define UD_SKIP (1ull << 62)
 #define UD_ZC (1ull << 61)     /* a SEND_ZC request; its buffer in the bits from ZC_SHIFT */
 #define UD_BLOCK (1ull << 60)  /* AF_UNIX, blocking: -EAGAIN means send again, blocking */
@@ -82,15 +80,14 @@ struct uring_state {
 	uint64_t *retry;    /* user_data of requests to submit again after -EINTR (depth) */
 	uint64_t *bretry;   /* positions of UD_BLOCK requests that said -EAGAIN (depth) */
 	unsigned nblock;
-	unsigned gen;       /* ms__fork_gen when the ring was made: another one is a child's */
 	bool skip_ok;       /* IOSQE_CQE_SKIP_SUCCESS is available */
 	unsigned qskip;     /* requests queued since the last flush that complete only on failure */
 	uint64_t skip_prepped, skip_reported; /* this fan-out's such requests, and their CQEs */
-	/* Per class of destination (MS__FLAT_*), for a call without and with MSG_DONTWAIT: its
+	/* Per class of destination (MS__PLAN_*), for a call without and with MSG_DONTWAIT: its
 	 * send flags, entry flags and user_data tag (set_classes). */
-	unsigned msgf[2][MS__FLAT_CLASSES];
-	uint8_t sqef[2][MS__FLAT_CLASSES];
-	uint64_t tag[2][MS__FLAT_CLASSES];
+	unsigned msgf[2][MS__PLAN_CLASSES];
+	uint8_t sqef[2][MS__PLAN_CLASSES];
+	uint64_t tag[2][MS__PLAN_CLASSES];
 	/* Zero copy: zc_min > 0 while it is on; ZC_BUFS buffers of ZC_MAX bytes registered as
 	 * one (index 0); notifications outstanding per buffer; the buffer of the next fan-out. */
 	uint32_t zc_min;
@@ -105,18 +102,18 @@ struct uring_state {
 static void set_classes(struct uring_state *st)
 {
 	for (unsigned w = 0; w < 2; w++)
-		for (unsigned c = 0; c < MS__FLAT_CLASSES; c++) {
+		for (unsigned c = 0; c < MS__PLAN_CLASSES; c++) {
 			/* what lib/send.c passes: MSG_NOSIGNAL, and MSG_DONTWAIT if asked */
-			int fl = MSG_NOSIGNAL | (w || (c & MS__FLAT_NOWAIT) ? MSG_DONTWAIT : 0);
-			bool dgram = c & MS__FLAT_DGRAM;
-			bool block = (c & MS__FLAT_UNIXMSG) && !(fl & MSG_DONTWAIT);
+			int fl = MSG_NOSIGNAL | (w || (c & MS__PLAN_NOWAIT) ? MSG_DONTWAIT : 0);
+			bool dgram = c & MS__PLAN_DGRAM;
+			bool block = (c & MS__PLAN_UNIXMSG) && !(fl & MSG_DONTWAIT);
 			bool skip = dgram && (fl & MSG_DONTWAIT) && st->skip_ok;
 			if (block)
 				fl |= MSG_DONTWAIT; /* see the top of this file */
 			if (!dgram && !(fl & MSG_DONTWAIT))
 				fl |= MSG_WAITALL;
 			st->msgf[w][c] = (unsigned)fl;
-			st->sqef[w][c] = (uint8_t)((c & MS__FLAT_FIXED && st->files_ok ? IOSQE_FIXED_FILE
+			st->sqef[w][c] = (uint8_t)((c & MS__PLAN_FIXED && st->files_ok ? IOSQE_FIXED_FILE
 										: 0) |
 						   (skip ? IOSQE_CQE_SKIP_SUCCESS : 0));
 			st->tag[w][c] = skip ? UD_SKIP : block ? UD_BLOCK : 0;
@@ -208,7 +205,6 @@ static int ring_open(struct uring_state *st, unsigned depth)
 		st->depth = p.sq_entries;
 		st->skip_ok = p.features & IORING_FEAT_CQE_SKIP;
 		st->ready = false;
-		st->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 		return 0;
 	}
 	return err;
@@ -321,18 +317,13 @@ static void uring_ctx_fini(struct ms_ctx *ctx)
 	ctx->be_state = NULL;
 }
 
-static inline bool forked(const struct uring_state *st)
-{
-	return st->gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
-}
-
 static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 {
 	struct uring_state *st = ctx->be_state;
 	uint32_t fd = (uint32_t)b->fd;
 
 	b->fixed = false;
-	if (fd >= st->nfiles || forked(st))
+	if (fd >= st->nfiles)
 		return 0;
 	if (fd >= st->nrefs) {
 		uint32_t n = st->nrefs ? st->nrefs : 64;
@@ -374,7 +365,7 @@ static void uring_bucket_removed(struct ms_ctx *ctx, struct ms__bucket *b)
 	if (!b->fixed)
 		return;
 	uint32_t fd = (uint32_t)b->fd;
-	if (--st->refs[fd] == 0 && st->files_ok && !forked(st)) {
+	if (--st->refs[fd] == 0 && st->files_ok) {
 		int v = -1;
 		/* Drops the ring's reference to the socket. */
 		(void)io_uring_register_files_update(&st->ring, fd, &v, 1);
@@ -399,36 +390,34 @@ static int make_ready(struct uring_state *st)
 }
 
 
-static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *b, uint32_t j,
-		 size_t i)
+/* Position i as one request, any case (a gathered message, control messages, an address
+ * before Linux 6.1, a request sent again after -EINTR). */
+static void prep(struct uring_state *st, struct ms__batch *b, size_t i)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&st->ring);
-	const struct ms__dest *d = &b->dests[j];
-	int flags = s->msg_flags | b->xflags;
-	const bool block = b->family == AF_UNIX && b->type != SOCK_STREAM && !(flags & MSG_DONTWAIT);
+	const struct ms__plan_entry *e = &b->plan[i];
+	const struct msghdr *h = &e->mm->msg_hdr;
+	const unsigned c = e->cls;
+	int flags = b->msg_flags | e->xflags;
+	const bool block = (c & MS__PLAN_UNIXMSG) && !(flags & MSG_DONTWAIT);
 
 	if (block)
 		flags |= MSG_DONTWAIT; /* see the top of this file */
 	/* send(2) on a blocking stream socket returns when all is sent; io_uring does the same
 	 * only with MSG_WAITALL (otherwise it may complete short). */
-	if (b->type != SOCK_DGRAM && !(flags & MSG_DONTWAIT))
+	if (!(c & MS__PLAN_DGRAM) && !(flags & MSG_DONTWAIT))
 		flags |= MSG_WAITALL;
-	if (s->iovcnt == 1 && (!d->addrlen || g_send_addr) &&
-	    (likely(!s->ts_armed) || !b->msgs[j].msg_hdr.msg_control)) {
-		io_uring_prep_send(sqe, b->fd, s->iov[0].iov_base, s->iov[0].iov_len, flags);
-		if (d->addrlen)
-			io_uring_prep_send_set_addr(sqe, (const struct sockaddr *)&d->addr,
-						    (uint16_t)d->addrlen);
+	if (b->iovcnt == 1 && b->len <= UINT32_MAX && (!e->namelen || g_send_addr) &&
+	    !h->msg_control) {
+		io_uring_prep_send(sqe, e->fd, b->iov[0].iov_base, b->iov[0].iov_len, flags);
+		if (e->namelen)
+			io_uring_prep_send_set_addr(sqe, e->name, (uint16_t)e->namelen);
 	} else {
-		io_uring_prep_sendmsg(sqe, b->fd, &b->msgs[j].msg_hdr, (unsigned)flags);
+		io_uring_prep_sendmsg(sqe, e->fd, h, (unsigned)flags);
 	}
-	if (b->fixed && st->files_ok)
+	if ((c & MS__PLAN_FIXED) && st->files_ok)
 		sqe->flags |= IOSQE_FIXED_FILE;
-	if (s->managed && b->managed) {
-		sqe->user_data = (uint64_t)(uintptr_t)b | UD_BUCKET;
-		return;
-	}
-	bool skip = b->type == SOCK_DGRAM && (flags & MSG_DONTWAIT) && st->skip_ok && !block;
+	bool skip = (c & MS__PLAN_DGRAM) && (flags & MSG_DONTWAIT) && st->skip_ok && !block;
 	sqe->user_data = i | (block ? UD_BLOCK : 0);
 	if (skip) {
 		sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
@@ -436,39 +425,31 @@ static void prep(struct uring_state *st, struct ms__send *s, struct ms__bucket *
 		st->qskip++;
 		st->skip_prepped++;
 	}
-	if (s->res) {
-		s->res[i].id = d->id;
-		s->res[i].status = skip ? (int)s->len : 0; /* a failure's CQE overwrites it */
-		s->res[i].flags = 0;
-		s->res[i].backlog = 0;
-	}
+	if (b->res) /* a failure's CQE overwrites the status */
+		b->res[i] = (struct ms_result){ .id = e->id, .status = skip ? (int)b->len : 0 };
 }
 
-static void record_status(struct uring_state *st, struct ms__send *s, uint64_t ud, int status)
+static void record_status(struct uring_state *st, struct ms__batch *b, uint64_t ud, int status)
 {
 	if (ud & UD_SKIP) {
 		st->skip_reported++;
 		ud &= ~UD_SKIP;
 	}
 	ud &= ~(UD_ZC | (1ull << ZC_SHIFT) | UD_BLOCK);
-	if (ud & UD_BUCKET) {
-		((struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET))->st = status;
-		return;
-	}
-	if (s->res)
-		s->res[ud].status = status; /* the id was written by prep */
-	ms__account(s, status);
+	if (b->res)
+		b->res[ud].status = status; /* the id was written by prep */
+	ms__tally_status(&b->t, b->len, status);
 }
 
 /* The requests the kernel did not take get err and leave the submission queue: the kernel
  * reads only up to the tail we publish, so moving the tail back to its head withdraws them,
  * and the ring stays usable (liburing has no call for this; its ring fields are public). */
-static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int err)
+static void withdraw_unsubmitted(struct uring_state *st, struct ms__batch *b, int err)
 {
 	struct io_uring_sq *sq = &st->ring.sq;
 	unsigned head = io_uring_smp_load_acquire(sq->khead);
 	for (unsigned k = head; k != sq->sqe_tail; k++)
-		record_status(st, s, sq->sqes[k & *sq->kring_mask].user_data, err);
+		record_status(st, b, sq->sqes[k & *sq->kring_mask].user_data, err);
 	sq->sqe_head = sq->sqe_tail = head;
 	io_uring_smp_store_release(sq->ktail, head);
 }
@@ -476,25 +457,25 @@ static void withdraw_unsubmitted(struct uring_state *st, struct ms__send *s, int
 /* A zero-copy request's notification: its buffer is free again; REPORT_USAGE says whether
  * the kernel copied the data anyway, and then zero copy only costs (two completions instead
  * of none or one): off for this ring. */
-static void zc_notified(struct uring_state *st, struct ms__send *s, uint64_t ud, int res)
+static void zc_notified(struct uring_state *st, struct ms__batch *b, uint64_t ud, int res)
 {
 	st->zpending[UD_ZC_BUF(ud)]--;
 	if ((unsigned)res & IORING_NOTIF_USAGE_ZC_COPIED) {
-		s->zc_copied++;
+		b->t.zc_copied++;
 		st->zc_min = 0;
 	}
 }
 
 /* Read the notifications already posted (outside flush, the completion queue holds nothing
  * else). */
-static void zc_reap(struct uring_state *st, struct ms__send *s)
+static void zc_reap(struct uring_state *st, struct ms__batch *b)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, n = 0;
 	io_uring_for_each_cqe(&st->ring, head, cqe) {
 		n++;
 		if (cqe->flags & IORING_CQE_F_NOTIF)
-			zc_notified(st, s, cqe->user_data, cqe->res);
+			zc_notified(st, b, cqe->user_data, cqe->res);
 	}
 	io_uring_cq_advance(&st->ring, n);
 }
@@ -515,7 +496,7 @@ static unsigned count_completing(const struct uring_state *st, unsigned first, u
  * interrupted sends are appended to st->retry. Returns 0, or -errno when the ring refused
  * (part of) the batch: the refused requests are recorded with that error and withdrawn.
  */
-static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, unsigned *nretry)
+static int flush(struct uring_state *st, struct ms__batch *b, unsigned queued, unsigned *nretry)
 {
 	unsigned submitted = 0, seen = 0, busy = 0, skips = st->qskip;
 	uint64_t ok = 0;
@@ -525,7 +506,7 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 	st->qskip = 0;
 	/* One call normally does it all (SUBMIT_ALL); a short submission returns at once. */
 	while (submitted < queued) {
-		s->syscalls++;
+		b->t.syscalls++;
 		r = submitted ? io_uring_submit(&st->ring)
 			      : io_uring_submit_and_wait(&st->ring, queued - skips);
 		if (r == -EINTR || ((r == -EAGAIN || r == -EBUSY) && ++busy < 1000))
@@ -538,8 +519,8 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 	}
 	unsigned expect = submitted == queued ? queued - skips
 					      : count_completing(st, first, submitted);
-	struct ms_result *const res = s->res;
-	const size_t len = s->len;
+	struct ms_result *const res = b->res;
+	const size_t len = b->len;
 	struct io_uring_cq *const cq = &st->ring.cq;
 	const struct io_uring_cqe *const cqes = cq->cqes;
 	const unsigned cmask = *cq->kring_mask; /* 16-byte entries: no IORING_SETUP_CQE32 */
@@ -552,7 +533,7 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 			uint64_t ud = c->user_data;
 			int cr = c->res;
 			/* The common case: a destination that took the whole message. */
-			if (likely(!(ud & (UD_SKIP | UD_BUCKET | UD_ZC | UD_BLOCK)) && cr >= 0 && (size_t)cr == len)) {
+			if (likely(!(ud & (UD_SKIP | UD_ZC | UD_BLOCK)) && cr >= 0 && (size_t)cr == len)) {
 				ok++;
 				if (res)
 					res[ud].status = cr; /* the id was written when prepared */
@@ -567,13 +548,13 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 			}
 			if (unlikely(ud & UD_ZC)) {
 				if (c->flags & IORING_CQE_F_NOTIF) {
-					zc_notified(st, s, ud, cr);
+					zc_notified(st, b, ud, cr);
 					quiet++; /* not among the completions waited for */
 					continue;
 				}
 				if (c->flags & IORING_CQE_F_MORE)
 					st->zpending[UD_ZC_BUF(ud)]++; /* its notification will come */
-				s->zc_sends++;
+				b->t.zc_sends++;
 				if (cr == -EINVAL || cr == -EOPNOTSUPP) {
 					/* A kernel without REPORT_USAGE (before 6.2) or a socket
 					 * without zero copy: off, and this one again, plainly. */
@@ -594,7 +575,7 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 					st->skip_reported++; /* prepared again, counted again */
 				st->retry[(*nretry)++] = ud & ~UD_SKIP;
 			} else {
-				record_status(st, s, ud, cr);
+				record_status(st, b, ud, cr);
 			}
 		}
 		io_uring_cq_advance(&st->ring, n);
@@ -602,99 +583,75 @@ static int flush(struct uring_state *st, struct ms__send *s, unsigned queued, un
 		if (seen >= expect)
 			break;
 		/* Requests that had to wait for socket space still use the buffer: wait. */
-		s->syscalls++;
+		b->t.syscalls++;
 		r = io_uring_wait_cqe_nr(&st->ring, &cqe, expect - seen);
 		if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && !err)
 			err = r; /* cannot happen short of a broken ring; keep waiting regardless */
 	}
-	s->accepted += (uint32_t)ok;
-	s->bytes += ok * len;
+	b->t.accepted += (uint32_t)ok;
+	b->t.bytes += ok * len;
 	if (err)
-		withdraw_unsubmitted(st, s, err);
+		withdraw_unsubmitted(st, b, err);
 	return err;
-}
-
-/* The destination a request was for (rare path: resubmitting after -EINTR). */
-static void locate(struct ms_group *g, uint64_t ud, struct ms__bucket **b, uint32_t *j)
-{
-	if (ud & UD_BUCKET) {
-		*b = (struct ms__bucket *)(uintptr_t)(ud & ~UD_BUCKET);
-		*j = 0;
-		return;
-	}
-	size_t i = (size_t)ud;
-	for (uint32_t k = 0;; k++) {
-		if (i < g->buckets[k]->n) {
-			*b = g->buckets[k];
-			*j = (uint32_t)i;
-			return;
-		}
-		i -= g->buckets[k]->n;
-	}
 }
 
 /* AF_UNIX destinations that a blocking send found full: sent again with a plain blocking
  * sendmsg on their prepared header (see the top of this file). */
-static void send_blocked(struct uring_state *st, struct ms__send *s)
+static void send_blocked(struct uring_state *st, struct ms__batch *b)
 {
 	for (unsigned k = 0; k < st->nblock; k++) {
-		struct ms__bucket *b;
-		uint32_t j;
-		locate(s->g, st->bretry[k], &b, &j);
+		const struct ms__plan_entry *e = &b->plan[st->bretry[k]];
 		ssize_t r;
 		do {
-			s->syscalls++;
-			r = ms__sys.sendmsg(b->fd, &b->msgs[j].msg_hdr, s->msg_flags | b->xflags);
+			b->t.syscalls++;
+			r = ms__sys.sendmsg(e->fd, &e->mm->msg_hdr, b->msg_flags | e->xflags);
 		} while (r < 0 && errno == EINTR);
-		record_status(st, s, st->bretry[k], r < 0 ? -errno : (int)r);
+		record_status(st, b, st->bretry[k], r < 0 ? -errno : (int)r);
 	}
 	st->nblock = 0;
 }
 
 /* Submit a batch, then the interrupted requests again until none are left. */
-static int flush_all(struct uring_state *st, struct ms__send *s, unsigned queued)
+static int flush_all(struct uring_state *st, struct ms__batch *b, unsigned queued)
 {
 	unsigned nretry = 0;
-	int err = flush(st, s, queued, &nretry);
-	send_blocked(st, s);
+	int err = flush(st, b, queued, &nretry);
+	send_blocked(st, b);
 	while (!err && nretry) {
 		unsigned n = nretry;
-		for (unsigned k = 0; k < n; k++) {
-			struct ms__bucket *b;
-			uint32_t j;
-			locate(s->g, st->retry[k], &b, &j);
-			prep(st, s, b, j, st->retry[k]);
-		}
+		for (unsigned k = 0; k < n; k++)
+			prep(st, b, st->retry[k]);
 		nretry = 0;
-		err = flush(st, s, n, &nretry);
-		send_blocked(st, s);
+		err = flush(st, b, n, &nretry);
+		send_blocked(st, b);
 	}
 	/* Interrupted requests that could not be submitted again get the ring's error. */
 	for (unsigned k = 0; k < nretry; k++)
-		record_status(st, s, st->retry[k], err);
+		record_status(st, b, st->retry[k], err);
 	return err;
 }
 
-/* The common case (one buffer, no timestamp request, no policy): the flattened list in send
- * order, each entry a copy of one template SEND plus its own socket, flags, address and
- * user_data, written straight into the submission queue. The queue's tail is kept here and
+/* The plan in send order, each entry a copy of one template SEND plus its own socket, flags,
+ * address and user_data, written straight into the submission queue (the rare cases through
+ * prep). The queue's tail is kept here and
  * stored back before anything else uses the ring (prep, flush). The ring has room: a batch
  * is flushed when depth entries are queued, and the kernel took the previous one whole. */
-static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, size_t count)
+static int uring_flat(struct uring_state *st, struct ms__batch *b, size_t first, size_t count)
 {
-	struct ms_group *g = s->g;
-	const struct ms__flat *const f = g->flat;
-	const size_t n = g->size;
-	/* A gathered message, or timestamp requests on some headers: those go as SENDMSG, and
-	 * so do addresses before Linux 6.1. Tested once per entry only when either can be. */
-	const bool hdr = s->iovcnt != 1 || s->ts_armed, send_addr = g_send_addr;
+	const struct ms__plan_entry *const f = b->plan;
+	const size_t n = b->n;
+	/* A gathered message, a length past 32 bits, or control messages on some headers: those
+	 * go as SENDMSG, and so do addresses before Linux 6.1. Tested once per entry only when
+	 * either can be. */
+	const bool hdr = b->hdr, send_addr = g_send_addr;
+	const bool allhdr = b->iovcnt != 1 || b->len > UINT32_MAX;
 	const bool special = hdr || !send_addr;
-	const unsigned len = (unsigned)s->len;
+	const unsigned len = (unsigned)b->len;
 	/* Zero copy for this message (see the top of this file): a buffer whose notifications
 	 * are all in, else this fan-out goes plainly (zero copy never waits). */
 	int zb = -1;
 	if (unlikely(st->zc_min) && len >= st->zc_min && len <= ZC_MAX && !hdr) {
-		zc_reap(st, s);
+		zc_reap(st, b);
 		if (!st->zpending[st->zcur])
 			zb = (int)st->zcur;
 		else if (!st->zpending[st->zcur ^ 1])
@@ -705,14 +662,14 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	uint64_t ztag = 0;
 	if (zb >= 0) {
 		unsigned char *zp = st->zbuf + (size_t)zb * ZC_MAX;
-		memcpy(zp, s->iov[0].iov_base, len);
+		memcpy(zp, b->iov[0].iov_base, len);
 		st->zcur = (unsigned)zb ^ 1;
 		io_uring_prep_send_zc_fixed(&tzc, -1, zp, len, 0, IORING_SEND_ZC_REPORT_USAGE, 0);
 		ztag = UD_ZC | ((uint64_t)zb << ZC_SHIFT);
 	}
-	const int base_flags = s->msg_flags;
-	_Static_assert(MS__FLAT_CLASSES == 16, "four bits of class");
-	struct ms_result *const res = s->res;
+	const int base_flags = b->msg_flags;
+	_Static_assert(MS__PLAN_CLASSES == 16, "four bits of class");
+	struct ms_result *const res = b->res;
 	struct io_uring_sq *const sq = &st->ring.sq;
 	struct io_uring_sqe *const sqes = sq->sqes;
 	const unsigned mask = *sq->kring_mask, depth = st->depth;
@@ -723,21 +680,20 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 	/* Each class of destination (datagram or stream, registered file or not, non-blocking
 	 * or not): its flags, for this call's MSG_DONTWAIT or not (set_classes). */
 	const unsigned w = (base_flags & MSG_DONTWAIT) != 0;
-	unsigned msgf[MS__FLAT_CLASSES];
-	uint8_t sqef[MS__FLAT_CLASSES];
-	uint64_t tag[MS__FLAT_CLASSES];
+	unsigned msgf[MS__PLAN_CLASSES];
+	uint8_t sqef[MS__PLAN_CLASSES];
+	uint64_t tag[MS__PLAN_CLASSES];
 	/* Local copies: the entries written below could alias st, as far as the compiler knows. */
 	memcpy(msgf, st->msgf[w], sizeof(msgf));
 	memcpy(sqef, st->sqef[w], sizeof(sqef));
 	memcpy(tag, st->tag[w], sizeof(tag));
-	io_uring_prep_send(&tmpl, -1, s->iov[0].iov_base, len, 0);
+	io_uring_prep_send(&tmpl, -1, b->iov[0].iov_base, len, 0);
 	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
-		const struct ms__flat *e = &f[i];
+		const struct ms__plan_entry *e = &f[i];
 		if (unlikely(rare) && special &&
-		    ((e->namelen && !send_addr) || (hdr && (s->iovcnt != 1 || e->mm->msg_hdr.msg_control)))) {
-			const struct ms__idslot *id = &g->ids[e->id];
+		    ((e->namelen && !send_addr) || (hdr && (allhdr || e->mm->msg_hdr.msg_control)))) {
 			sq->sqe_tail = tail;
-			prep(st, s, id->b, id->pos, i);
+			prep(st, b, i);
 			tail = sq->sqe_tail;
 		} else if (unlikely(rare) && zb >= 0 && e->zc) {
 			const unsigned c = e->cls;
@@ -771,13 +727,13 @@ static int uring_flat(struct uring_state *st, struct ms__send *s, size_t first, 
 			st->qskip += nskip;
 			st->skip_prepped += nskip;
 			nskip = 0;
-			err = flush_all(st, s, queued);
+			err = flush_all(st, b, queued);
 			tail = sq->sqe_tail;
 			queued = 0;
 			if (err) { /* the ring refused: the rest get its error */
 				for (left--, i = i + 1 == n ? 0 : i + 1; left;
 				     left--, i = i + 1 == n ? 0 : i + 1)
-					ms__record(s, i, f[i].id, err);
+					ms__status(b, i, err);
 				break;
 			}
 		}
@@ -793,29 +749,26 @@ static inline int claim(struct uring_state *st)
 
 /* The fire-and-forget sends of this fan-out that did not complete took the whole message
  * (their status was written when they were prepared). */
-static inline void count_quiet(struct uring_state *st, struct ms__send *s)
+static inline void count_quiet(struct uring_state *st, struct ms__batch *b)
 {
 	uint64_t quiet = st->skip_prepped - st->skip_reported;
-	s->accepted += (uint32_t)quiet;
-	s->bytes += quiet * s->len;
+	b->t.accepted += (uint32_t)quiet;
+	b->t.bytes += quiet * b->len;
 }
 
-/* A part of a fan-out (or all of it) on the flattened list, on this thread's ring. */
-static int uring_part(void *state, struct ms__send *s, size_t first, size_t count)
+/* The executor: positions [first, first + count) of the plan, on this thread's ring. */
+static int uring_send(void *state, struct ms__batch *b, size_t first, size_t count)
 {
 	struct uring_state *st = state;
-	if (unlikely(forked(st))) /* the ring is the parent's */
-		return ms__backend_loop.send_part(NULL, s, first, count);
 	int err = claim(st);
 	if (unlikely(err)) {
-		const size_t n = s->g->size;
-		for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1)
-			ms__record(s, i, s->g->flat[i].id, err);
+		for (MS__EACH(i, left, first, count, b->n))
+			ms__status(b, i, err);
 		return err;
 	}
 	st->skip_prepped = st->skip_reported = 0;
-	err = uring_flat(st, s, first, count);
-	count_quiet(st, s);
+	err = uring_flat(st, b, first, count);
+	count_quiet(st, b);
 	return err;
 }
 
@@ -841,45 +794,6 @@ static int uring_part_init(struct ms_ctx *ctx, void **out)
 static void uring_part_fini(void *state)
 {
 	state_free(state);
-}
-
-static int uring_send(struct ms__send *s)
-{
-	struct ms_group *g = s->g;
-	struct uring_state *st = g->ctx->be_state;
-	unsigned queued = 0;
-	struct ms__walk w;
-	struct ms__run run;
-
-	if (unlikely(forked(st))) /* the ring is the parent's */
-		return ms__backend_loop.send(s);
-	if (likely(s->iovcnt == 1 && !s->ts_armed && !s->managed && s->len <= UINT32_MAX)) {
-		if (unlikely(!g->flat_ok))
-			ms__flat_build(g);
-		return uring_part(st, s, s->base0 + s->j0, g->size);
-	}
-	int err = claim(st);
-	st->skip_prepped = st->skip_reported = 0;
-	for (ms__walk_start(&w, s); ms__walk_next(&w, &run);) {
-		struct ms__bucket *b = run.b;
-		if (b->stalled) /* its backlog goes first: lib/slow.c */
-			continue;
-		for (uint32_t j = run.j0; j < run.j1; j++) {
-			if (err) {
-				ms__record(s, run.base + j, b->dests[j].id, err);
-				continue;
-			}
-			prep(st, s, b, j, run.base + j);
-			if (++queued == st->depth) {
-				err = flush_all(st, s, queued);
-				queued = 0;
-			}
-		}
-	}
-	if (!err && queued)
-		err = flush_all(st, s, queued);
-	count_quiet(st, s);
-	return err;
 }
 
 static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
@@ -917,6 +831,7 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 const struct ms__backend ms__backend_iouring = {
 	.id = MS_BACKEND_IO_URING,
 	.name = "io_uring",
+	.caps = MS__CAP_FORK_UNSAFE,
 	.probe = uring_probe,
 	.ctx_init = uring_ctx_init,
 	.ctx_fini = uring_ctx_fini,
@@ -924,7 +839,6 @@ const struct ms__backend ms__backend_iouring = {
 	.bucket_removed = uring_bucket_removed,
 	.describe = uring_describe,
 	.send = uring_send,
-	.send_part = uring_part,
 	.part_init = uring_part_init,
 	.part_fini = uring_part_fini,
 };

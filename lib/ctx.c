@@ -526,6 +526,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	if (!ctx)
 		return -ENOMEM;
 	ctx->flags = c.flags;
+	ctx->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 	ctx->ts_sample = c.ts_sample;
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;

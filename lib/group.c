@@ -320,7 +320,7 @@ int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
 static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
 {
 	ms__ts_bucket_gone(g, b);
-	if (g->ctx->be->bucket_removed)
+	if (g->ctx->be->bucket_removed && !ms__forked(g->ctx))
 		g->ctx->be->bucket_removed(g->ctx, b);
 	ms__slow_bucket_fini(g, b);
 	fdmap_delete(&g->fdmap, b->fd);
@@ -346,7 +346,8 @@ void ms_group_free(struct ms_group *g)
 	free(g->fdmap.slots);
 	free(g->ids);
 	free(g->freeids);
-	free(g->flat);
+	free(g->plan);
+	free(g->scratch);
 	free(g->iov);
 	free(g);
 }
@@ -384,31 +385,33 @@ static int ids_reserve(struct ms_group *g)
 	return 0;
 }
 
-/* Room for one more entry in the flattened list. */
-static int flat_reserve(struct ms_group *g)
+/* Room for one more entry in the plan (and, with a policy, in the scratch status array). */
+static int plan_reserve(struct ms_group *g)
 {
-	if (g->size < g->capflat)
+	if (g->size < g->capplan)
 		return 0;
-	size_t ncap = g->capflat ? g->capflat * 2 : 16;
-	struct ms__flat *f = realloc(g->flat, ncap * sizeof(*f));
+	size_t ncap = g->capplan ? g->capplan * 2 : 16;
+	struct ms__plan_entry *f = realloc(g->plan, ncap * sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	g->flat = f;
-	g->flat_ok = false;
+	g->plan = f;
+	g->plan_ok = false;
 	int err = ms__mlock(g->ctx, f, ncap * sizeof(*f));
+	if (!err && g->slow.policy != MS_SLOW_BLOCK)
+		err = ms__slow_reserve(g, ncap);
 	if (err)
 		return err;
-	g->capflat = ncap;
+	g->capplan = ncap;
 	return 0;
 }
 
-void ms__flat_build(struct ms_group *g)
+void ms__plan_build(struct ms_group *g)
 {
-	struct ms__flat *f = g->flat;
+	struct ms__plan_entry *f = g->plan;
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		const struct ms__bucket *b = g->buckets[k];
 		for (uint32_t j = 0; j < b->n; j++, f++)
-			*f = (struct ms__flat){
+			*f = (struct ms__plan_entry){
 				.name = (const struct sockaddr *)b->msgs[j].msg_hdr.msg_name,
 				.mm = &b->msgs[j],
 				.run = b->n - j,
@@ -416,15 +419,15 @@ void ms__flat_build(struct ms_group *g)
 				.fd = b->fd,
 				.id = b->dests[j].id,
 				.xflags = b->xflags,
-				.cls = (b->type == SOCK_DGRAM ? MS__FLAT_DGRAM : 0) |
-				       (b->fixed ? MS__FLAT_FIXED : 0) |
-				       (b->xflags & MSG_DONTWAIT ? MS__FLAT_NOWAIT : 0) |
+				.cls = (b->type == SOCK_DGRAM ? MS__PLAN_DGRAM : 0) |
+				       (b->fixed ? MS__PLAN_FIXED : 0) |
+				       (b->xflags & MSG_DONTWAIT ? MS__PLAN_NOWAIT : 0) |
 				       (b->family == AF_UNIX && b->type != SOCK_STREAM
-						? MS__FLAT_UNIXMSG : 0),
+						? MS__PLAN_UNIXMSG : 0),
 				.zc = b->type == SOCK_DGRAM && b->family != AF_UNIX,
 			};
 	}
-	g->flat_ok = true;
+	g->plan_ok = true;
 }
 
 static int buckets_reserve(struct ms_group *g)
@@ -467,7 +470,8 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 		bucket_free(b);
 		return err;
 	}
-	if (g->ctx->be->bucket_added && (err = g->ctx->be->bucket_added(g->ctx, b))) {
+	if (g->ctx->be->bucket_added && !ms__forked(g->ctx) &&
+	    (err = g->ctx->be->bucket_added(g->ctx, b))) {
 		bucket_free(b);
 		return err;
 	}
@@ -490,7 +494,7 @@ static int add_one(struct ms_group *g, const struct ms_dest *d, int type, int fa
 		err = -ESTALE; /* the group's socket under this number was closed behind its back */
 	else if (b && !d->addr && b->has_peer)
 		err = -EEXIST;
-	else if (!(err = ids_reserve(g)) && !(err = flat_reserve(g)))
+	else if (!(err = ids_reserve(g)) && !(err = plan_reserve(g)))
 		err = b ? bucket_reserve(g->ctx, b) : bucket_new(g, d->fd, type, family, ino, &b);
 	if (err) {
 		if (owned)
@@ -517,8 +521,7 @@ static int add_one(struct ms_group *g, const struct ms_dest *d, int type, int fa
 	g->ids[id].b = b;
 	g->ids[id].pos = pos;
 	g->size++;
-	g->rot_ok = false;
-	g->flat_ok = false;
+	g->plan_ok = false;
 	return id;
 }
 
@@ -542,9 +545,9 @@ int ms_group_add(struct ms_group *g, const struct ms_dest *d)
 	/* MS_CFG_CONNECT: the address gets a connected socket of the library's own. */
 	if ((g->ctx->flags & MS_CFG_CONNECT) && d->addr && type == SOCK_DGRAM &&
 	    family != AF_UNIX) {
-		/* Everything that can fail without a socket first: ids, flat list, the map and
+		/* Everything that can fail without a socket first: ids, plan, the map and
 		 * the bucket list (bucket_new reserves them too, harmlessly). */
-		if ((err = ids_reserve(g)) || (err = flat_reserve(g)) ||
+		if ((err = ids_reserve(g)) || (err = plan_reserve(g)) ||
 		    (err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)))
 			return err;
 		int own = own_socket(d->fd, family, d->addr, d->addrlen);
@@ -582,8 +585,7 @@ int ms_group_remove(struct ms_group *g, int id)
 	g->ids[id].b = NULL;
 	g->freeids[g->nfreeids++] = id;
 	g->size--;
-	g->rot_ok = false;
-	g->flat_ok = false;
+	g->plan_ok = false;
 	if (!b->n) {
 		bucket_drop(g, b);
 		ms__publish(g->ctx); /* a backlog it held is discarded */

@@ -8,11 +8,7 @@
 #include <sys/socket.h>
 
 #include "multisend.h"
-
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-#define MS__MMSG_MAX 1024u /* UIO_MAXIOV: the kernel's limit per sendmmsg call */
+#include "backend.h"
 
 /* One destination, stored in its socket's bucket. */
 struct ms__dest {
@@ -42,45 +38,19 @@ struct ms__bucket {
 	/* Slow-consumer policy (lib/slow.c); only connection-oriented sockets, which have one
 	 * destination per bucket, are managed. */
 	bool managed;   /* the group's policy applies: sends are non-blocking, results go to st */
-	bool stalled;   /* backlog not empty: the backends skip this bucket, slow.c sends */
+	bool stalled;   /* backlog not empty: left out of the executor's ranges, slow.c sends */
 	bool doomed;    /* the policy removes it at the end of this call */
 	bool nonblock;  /* O_NONBLOCK when the bucket was made */
 	int xflags;     /* extra send flags: MSG_DONTWAIT when managed or nonblock */
 	int8_t ts_state; /* timestamps (lib/tstamp.c): 0 not looked at, 1 set up by the library,
 	                    -1 not stampable (not UDP, or the caller's own SO_TIMESTAMPING) */
 	uint32_t ts_epoch; /* the last collection that read this socket's error queue */
-	int st;         /* managed: this call's status from the backend */
 	struct {
 		char *buf;
 		size_t off, len, cap; /* pending bytes are buf[off, off + len) */
 		size_t held;          /* message bytes among them (lib/slow.c) */
 	} bl;
 };
-
-/*
- * The group's destinations flattened in group order, for the backends' common case (one
- * buffer, no policy, no timestamp request): per destination everything its send needs, in
- * one 40-byte entry, so a fan-out over many connected sockets does not walk buckets. Room is
- * reserved by ms_group_add (the send path allocates nothing); the entries are written again
- * by the first send after a change (flat_ok false), O(destinations) once.
- */
-struct ms__flat {
-	const struct sockaddr *name; /* NULL: the socket's connected peer */
-	struct mmsghdr *mm; /* its prepared header in the bucket's array (sendmmsg) */
-	uint32_t namelen;
-	int fd;
-	int id;
-	int xflags;      /* the bucket's extra send flags */
-	uint16_t cls;    /* MS__FLAT_*: what the backends derive their flags from */
-	uint16_t zc;     /* a UDP socket (AF_INET, AF_INET6 datagram): io_uring may send it
-	                    with zero copy */
-	uint32_t run;    /* entries from this one to the end of its bucket (sendmmsg) */
-};
-#define MS__FLAT_DGRAM 1u    /* SOCK_DGRAM */
-#define MS__FLAT_FIXED 2u    /* io_uring: a registered file */
-#define MS__FLAT_NOWAIT 4u   /* xflags has MSG_DONTWAIT */
-#define MS__FLAT_UNIXMSG 8u  /* AF_UNIX datagram or seqpacket (see lib/be-iouring.c) */
-#define MS__FLAT_CLASSES 16u
 
 struct ms__idslot {
 	struct ms__bucket *b; /* NULL: id free */
@@ -111,32 +81,22 @@ struct ms_group {
 	size_t backlog;             /* bytes held in the buckets' backlogs */
 	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/tstamp.c), NULL until used */
 	uint64_t ts_calls;          /* fan-outs, for one in ts_sample */
-	/* MS_CFG_ROTATE: the group position where the next fan-out starts, and its bucket,
-	 * index in it and the bucket's first position; add and remove clear rot_ok (the three
-	 * are found again from rot_pos on the next call). */
-	size_t rot_pos, rot_base;
-	uint32_t rot_k, rot_j;
-	bool rot_ok;
-	struct ms__flat *flat;      /* see struct ms__flat */
-	size_t capflat;
-	bool flat_ok;
+	size_t rot_pos;             /* MS_CFG_ROTATE: where the next fan-out starts (mod size) */
+	/* The plan (lib/backend.h): room reserved by ms_group_add (the send path allocates
+	 * nothing); written again by the first send after a change (plan_ok false). */
+	struct ms__plan_entry *plan;
+	size_t capplan;
+	bool plan_ok;
+	/* With a slow-consumer policy: the status array of a call made without one (capplan
+	 * entries), where the policy finds its destinations' statuses. */
+	struct ms_result *scratch;
+	size_t capscratch;
 };
 
-/* Make g->flat current (no allocation: ms_group_add reserved the room). */
-void ms__flat_build(struct ms_group *g);
+/* Make g->plan current (no allocation: ms_group_add reserved the room). */
+void ms__plan_build(struct ms_group *g);
 
 /* Counters kept per context; ms_ctx_stats copies them out. */
-enum ms__errclass {
-	MS__ERR_AGAIN,
-	MS__ERR_NOBUFS,
-	MS__ERR_MSGSIZE,
-	MS__ERR_UNREACH,
-	MS__ERR_CONN,
-	MS__ERR_BADF,
-	MS__ERR_OTHER,
-	MS__ERR_NCLASSES
-};
-
 struct ms__counters {
 	uint64_t fanouts, attempted, accepted, partial, failed, bytes, syscalls;
 	uint64_t err[MS__ERR_NCLASSES];
@@ -144,28 +104,16 @@ struct ms__counters {
 	uint64_t zc_sends, zc_copied;
 };
 
-/* One ms_send call in progress: what the backend needs and what it reports. */
+/* One ms_send call in progress: the executor's batch, and what the stages around it keep. */
 struct ms__send {
+	struct ms__batch b;
 	struct ms_group *g;
-	const struct iovec *iov; /* the group's copy of the caller's iovecs */
-	int iovcnt;
-	size_t len;              /* total message length */
-	int msg_flags;           /* MSG_NOSIGNAL, plus MSG_DONTWAIT for MS_SEND_DONTWAIT */
-	struct ms_result *res;   /* may be NULL */
-	bool managed;            /* the group has buckets a slow-consumer policy manages */
-	uint32_t accepted, partial, failed;
-	uint64_t bytes, syscalls;
-	uint32_t err[MS__ERR_NCLASSES]; /* one call's counts: at most its destinations */
-	uint32_t slow_queued, slow_dropped, slow_removed;
-	uint32_t zc_sends, zc_copied; /* io_uring zero copy: requests, copies reported */
-	bool ts_armed;           /* some message headers carry timestamp requests (msg_control):
-	                            the backends must send those with sendmsg */
-	/* Where the send order starts (MS_CFG_ROTATE; all 0 otherwise): bucket k0, index j0 in
-	 * it, and base0, the group position of that bucket's first destination. */
-	uint32_t k0, j0;
-	size_t base0;
+	size_t first;            /* the send order's first position (MS_CFG_ROTATE; else 0) */
 	uint32_t parts;          /* threads sending this fan-out (lib/workers.c): 1, or the
 	                            parts of ms__part_range */
+	bool managed;            /* the group has buckets a slow-consumer policy manages */
+	bool ts_armed;           /* timestamps armed some headers' control messages */
+	uint32_t slow_queued, slow_dropped, slow_removed;
 };
 
 /* Part p of `parts` of a fan-out of n destinations: `count` positions of the send order from
@@ -178,52 +126,6 @@ static inline void ms__part_range(size_t n, uint32_t parts, uint32_t p, size_t *
 	*count = q + (p < r);
 }
 
-/*
- * The send order of one fan-out, as the backends walk it: runs of consecutive destinations of
- * one bucket. Without rotation the runs are the buckets in group order; with it, the order
- * starts at (k0, j0), goes to the end and wraps around to just before it, so the first run is
- * the tail of bucket k0 and, when j0 > 0, the last is its head. Every destination is in
- * exactly one run; a run's destination j has group position base + j (the result index).
- */
-struct ms__run {
-	struct ms__bucket *b;
-	uint32_t j0, j1; /* destinations b->dests[j0 .. j1) */
-	size_t base;     /* group position of b->dests[0] */
-};
-struct ms__walk {
-	const struct ms_group *g;
-	uint32_t k, done, runs, j0;
-	size_t base;
-};
-static inline void ms__walk_start(struct ms__walk *w, const struct ms__send *s)
-{
-	w->g = s->g;
-	w->k = s->k0;
-	w->j0 = s->j0;
-	w->base = s->base0;
-	w->done = 0;
-	w->runs = s->g->nbuckets + (s->j0 != 0);
-}
-static inline bool ms__walk_next(struct ms__walk *w, struct ms__run *r)
-{
-	if (w->done == w->runs)
-		return false;
-	if (w->k == w->g->nbuckets) { /* wrap around */
-		w->k = 0;
-		w->base = 0;
-	}
-	struct ms__bucket *b = w->g->buckets[w->k];
-	r->b = b;
-	r->base = w->base;
-	r->j0 = w->done == 0 ? w->j0 : 0;
-	r->j1 = w->done == w->runs - 1 && w->j0 ? w->j0 : b->n;
-	w->done++;
-	w->k++;
-	w->base += b->n;
-	return true;
-}
-
-enum ms__errclass ms__errclass(int err);
 /* MS_CFG_MLOCK: lock (and so fault in) [p, p + n). 0, or -errno; 0 without the flag. */
 int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
@@ -233,80 +135,17 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);
 /* Slow-consumer policy (lib/slow.c). */
 void ms__slow_bucket_init(struct ms_group *g, struct ms__bucket *b);
 void ms__slow_bucket_fini(struct ms_group *g, struct ms__bucket *b);
-/* After the backend: apply the policy to the managed buckets, record their results, remove
- * the destinations the policy disconnects. be_err: the backend's own failure, or 0. */
+/* Before the executor: a call without a result array gets the group's scratch one. */
+void ms__slow_before(struct ms__send *s);
+/* Room for cap statuses in the scratch array (a group with a policy). 0 or -errno. */
+int ms__slow_reserve(struct ms_group *g, size_t cap);
+/* After the executor: apply the policy to the managed buckets (whose statuses the executor
+ * wrote into s->b.res), record their results, remove the destinations the policy
+ * disconnects. be_err: the executor's own failure, or 0. */
 void ms__slow_after(struct ms__send *s, int be_err);
 
-/* Count one destination's outcome: bytes accepted or -errno. */
-static inline void ms__account(struct ms__send *s, int status)
-{
-	if (status >= 0) {
-		s->bytes += (unsigned)status;
-		if ((size_t)status == s->len)
-			s->accepted++;
-		else
-			s->partial++;
-	} else {
-		s->failed++;
-		s->err[ms__errclass(-status)]++;
-	}
-}
-
-/* Record what happened to the i-th destination (group order). Every destination of a call is
- * recorded exactly once: the backends' loops are built so, and the tests count it. */
-static inline void ms__record(struct ms__send *s, size_t i, int id, int status)
-{
-	if (s->managed) {
-		struct ms__bucket *b = s->g->ids[id].b;
-		if (b->managed) {
-			b->st = status; /* ms__slow_after records it */
-			return;
-		}
-	}
-	if (s->res) {
-		s->res[i].id = id;
-		s->res[i].status = status;
-		s->res[i].flags = 0;
-		s->res[i].backlog = 0;
-	}
-	ms__account(s, status);
-}
-
-/* A backend: a private table of functions, tried in the context's preference order. */
-struct ms__backend {
-	enum ms_backend id;
-	const char *name;
-	/* Can this process use the backend? 0, or -errno with *why set to a static reason. Called
-	 * once per process (the result is cached). */
-	int (*probe)(const char **why); /* NULL: always available */
-	int (*ctx_init)(struct ms_ctx *ctx);
-	void (*ctx_fini)(struct ms_ctx *ctx);
-	/* A socket joins or leaves a group (optional: io_uring registers its file). */
-	int (*bucket_added)(struct ms_ctx *ctx, struct ms__bucket *b);
-	void (*bucket_removed)(struct ms_ctx *ctx, struct ms__bucket *b);
-	/* Attempt every destination of s->g once and record each with ms__record, always. Returns
-	 * 0, or -errno when the backend itself failed (the destinations it could not attempt are
-	 * then recorded with that error). */
-	int (*send)(struct ms__send *s);
-	/* The same for `count` positions of the send order from `first` (wrapping around), on
-	 * the flattened list (current: the caller builds it), for a call without a managed
-	 * bucket; a gathered message and timestamp requests are handled. `state` is the calling
-	 * thread's: ctx->be_state for the context's own thread, or what part_init made for a
-	 * library thread (lib/workers.c). Several parts of one call run at once, each with its
-	 * own struct ms__send (their results land in disjoint entries of res). */
-	int (*send_part)(void *state, struct ms__send *s, size_t first, size_t count);
-	/* A library thread's own state, made and freed by that thread (optional). */
-	int (*part_init)(struct ms_ctx *ctx, void **state);
-	void (*part_fini)(void *state);
-	/* One line on how the backend is set up, for MULTISEND_SHOW_BACKEND (optional). */
-	void (*describe)(const struct ms_ctx *ctx, char *buf, size_t len);
-};
-
-extern const struct ms__backend ms__backend_loop;
-extern const struct ms__backend ms__backend_sendmmsg;
-#ifdef MS_HAVE_LIBURING
-extern const struct ms__backend ms__backend_iouring;
-#endif
+/* Add one tally to another (the parts of a call). */
+void ms__tally_add(struct ms__tally *to, const struct ms__tally *t);
 
 struct ms__tscounters {
 	uint64_t sampled, requested, stamped, missing, unsupported, foreign, late;
@@ -318,6 +157,7 @@ struct ms_ctx {
 	uint32_t queue_depth;
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
 	unsigned ngroups;
+	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
 	struct ms__counters c;
 	void *be_state; /* owned by the backend */
 	uint32_t ts_sample, ts_flags;
@@ -388,6 +228,11 @@ void ms__publish_all(struct ms_ctx *ctx);
  * mirror forgotten). */
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
 extern unsigned ms__fork_gen;
+/* Is this a child forked after ctx was made? (Checked once per call, in lib/send.c.) */
+static inline bool ms__forked(const struct ms_ctx *ctx)
+{
+	return ctx->gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+}
 /* Start counting forks in ms__fork_gen (once per process; every ms_ctx_new calls it). */
 void ms__fork_watch(void);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The public send calls: validate, hand the fan-out to the backend, add up what it recorded. */
+/* The public send calls and the stages around the executor (lib/backend.h tells the whole). */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -36,62 +36,96 @@ enum ms__errclass ms__errclass(int err)
 	}
 }
 
+void ms__tally_add(struct ms__tally *to, const struct ms__tally *t)
+{
+	to->accepted += t->accepted;
+	to->partial += t->partial;
+	to->failed += t->failed;
+	for (int c = 0; c < MS__ERR_NCLASSES; c++)
+		to->err[c] += t->err[c];
+	to->zc_sends += t->zc_sends;
+	to->zc_copied += t->zc_copied;
+	to->bytes += t->bytes;
+	to->syscalls += t->syscalls;
+}
+
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 {
 	struct ms__counters *c = &ctx->c;
-	c->attempted += s->accepted + s->partial + s->failed;
-	c->accepted += s->accepted;
-	c->bytes += s->bytes;
-	c->syscalls += s->syscalls;
-	if (unlikely(s->zc_sends | s->zc_copied)) {
-		c->zc_sends += s->zc_sends;
-		c->zc_copied += s->zc_copied;
+	const struct ms__tally *t = &s->b.t;
+	c->attempted += t->accepted + t->partial + t->failed;
+	c->accepted += t->accepted;
+	c->bytes += t->bytes;
+	c->syscalls += t->syscalls;
+	if (unlikely(t->zc_sends | t->zc_copied)) {
+		c->zc_sends += t->zc_sends;
+		c->zc_copied += t->zc_copied;
 	}
-	if (unlikely(s->partial || s->failed || s->g->nmanaged)) {
-		c->partial += s->partial;
-		c->failed += s->failed;
+	if (unlikely(t->partial || t->failed || s->g->nmanaged)) {
+		c->partial += t->partial;
+		c->failed += t->failed;
 		for (int k = 0; k < MS__ERR_NCLASSES; k++)
-			c->err[k] += s->err[k];
+			c->err[k] += t->err[k];
 		c->slow_queued += s->slow_queued;
 		c->slow_dropped += s->slow_dropped;
 		c->slow_removed += s->slow_removed;
 	}
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
 	 * (whose sampling changes counters of its own on the way), moved only five counters. */
-	if (likely(!s->failed && !s->partial && !s->g->nmanaged && !ctx->ts_sample &&
-		   !(s->zc_sends | s->zc_copied)))
+	if (likely(!t->failed && !t->partial && !s->g->nmanaged && !ctx->ts_sample &&
+		   !(t->zc_sends | t->zc_copied)))
 		ms__publish_sent(ctx);
 	else
 		ms__publish(ctx);
 }
 
 /* MS_CFG_ROTATE: this call starts where the group's cursor is, and moves it on by one. */
-static void rotate(struct ms_group *g, struct ms__send *s)
+static size_t rotate(struct ms_group *g)
 {
-	if (!g->rot_ok) { /* the group changed: find the cursor's bucket again */
-		size_t p = g->rot_pos % g->size, base = 0;
-		uint32_t k = 0;
-		while (p - base >= g->buckets[k]->n)
-			base += g->buckets[k++]->n;
-		g->rot_k = k;
-		g->rot_j = (uint32_t)(p - base);
-		g->rot_base = base;
-		g->rot_ok = true;
-	}
-	s->k0 = g->rot_k;
-	s->j0 = g->rot_j;
-	s->base0 = g->rot_base;
-	g->rot_pos = g->rot_base + g->rot_j + 1;
-	if (++g->rot_j >= g->buckets[g->rot_k]->n) {
-		g->rot_base += g->buckets[g->rot_k]->n;
-		g->rot_j = 0;
-		if (++g->rot_k == g->nbuckets) {
-			g->rot_k = 0;
-			g->rot_base = 0;
+	size_t p = g->rot_pos % g->size; /* the group may have changed since */
+	g->rot_pos = p + 1 == g->size ? 0 : p + 1;
+	return p;
+}
+
+/* Positions a slow-consumer policy holds back (a backlog that must go first) are left out of
+ * the executor's ranges: the plan's order from s->first, cut around them. */
+static int execute_around(const struct ms__backend *be, void *st, struct ms__send *s)
+{
+	const struct ms_group *g = s->g;
+	const size_t n = s->b.n;
+	size_t start = s->first, run = 0;
+	int err = 0, e;
+
+	for (MS__EACH(i, left, s->first, n, n)) {
+		if (!g->ids[g->plan[i].id].b->stalled) {
+			if (!run++)
+				start = i;
+			continue;
 		}
+		if (run && (e = be->send(st, &s->b, start, run)) && !err)
+			err = e;
+		run = 0;
 	}
-	if (g->rot_pos == g->size)
-		g->rot_pos = 0;
+	if (run && (e = be->send(st, &s->b, start, run)) && !err)
+		err = e;
+	return err;
+}
+
+/* The executor stage: K parts on K threads, or the calling thread alone; in a child forked
+ * after the context was made, a backend whose state is its parent's gives way to the loop. */
+static int execute(struct ms_ctx *ctx, struct ms__send *s)
+{
+	if (s->parts > 1)
+		return ms__pool_send(s);
+	const struct ms__backend *be = ctx->be;
+	void *st = ctx->be_state;
+	if (unlikely(be->caps & MS__CAP_FORK_UNSAFE) && unlikely(ms__forked(ctx))) {
+		be = &ms__backend_loop;
+		st = NULL;
+	}
+	if (unlikely(s->managed))
+		return execute_around(be, st, s);
+	return be->send(st, &s->b, s->first, s->b.n);
 }
 
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
@@ -108,35 +142,46 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 	else if (iovcnt)
 		memcpy(g->iov, iov, (size_t)iovcnt * sizeof(*iov));
 	ms__group_set_iovlen(g, iovcnt);
+	if (unlikely(!g->plan_ok))
+		ms__plan_build(g);
 
+	struct ms_ctx *ctx = g->ctx;
 	struct ms__send s = {
+		.b = {
+			.plan = g->plan,
+			.n = g->size,
+			.iov = g->iov,
+			.iovcnt = iovcnt,
+			.hdr = iovcnt != 1 || len > UINT32_MAX,
+			.msg_flags = MSG_NOSIGNAL | ((flags & MS_SEND_DONTWAIT) ? MSG_DONTWAIT : 0),
+			.len = len,
+			.res = res,
+		},
 		.g = g,
-		.iov = g->iov,
-		.iovcnt = iovcnt,
-		.len = len,
-		.msg_flags = MSG_NOSIGNAL | ((flags & MS_SEND_DONTWAIT) ? MSG_DONTWAIT : 0),
-		.res = res,
+		.parts = 1,
 		.managed = g->nmanaged > 0,
 	};
-	struct ms_ctx *ctx = g->ctx;
+	/* before */
 	if (ctx->flags & MS_CFG_ROTATE)
-		rotate(g, &s);
-	s.parts = 1;
-	if (unlikely(ctx->pool != NULL) && (s.parts = ms__pool_parts(ctx, &s)) > 1 && !g->flat_ok)
-		ms__flat_build(g); /* before the parts read it (and timestamps arm by it) */
+		s.first = rotate(g);
+	if (unlikely(ctx->pool != NULL))
+		s.parts = ms__pool_parts(ctx, &s);
 	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0)
 		ms__ts_begin(&s);
-	int err = s.parts > 1 ? ms__pool_send(&s) : ctx->be->send(&s);
+	if (unlikely(s.managed))
+		ms__slow_before(&s);
+	int err = execute(ctx, &s);
+	/* after */
 	if (unlikely(s.ts_armed))
 		ms__ts_end(&s);
-	if (s.managed)
+	if (unlikely(s.managed))
 		ms__slow_after(&s, err);
 	ctx->c.fanouts++;
 	ms__commit(ctx, &s);
 
-	if (err < 0 && !s.accepted && !s.partial)
+	if (err < 0 && !s.b.t.accepted && !s.b.t.partial)
 		return err;
-	return (int)s.accepted;
+	return (int)s.b.t.accepted;
 }
 
 /* MS_CFG_OFFLOAD: hand the message over; in a forked child (no library thread), send it now. */

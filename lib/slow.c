@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Slow consumers: a group's policy for connection-oriented destinations whose socket is full.
+ * Slow consumers: a group's policy for connection-oriented destinations whose socket is full;
+ * stages before and after the executor (lib/backend.h).
  *
  * A managed destination (stream or seqpacket socket in a group with a policy) is sent to
- * non-blocking by the backends like any other, but its status goes to its bucket instead of
- * the results; after the backend, ms__slow_after applies the policy to each one and records
- * it. A destination with a backlog is skipped by the backends (its new message must queue up
- * behind the old bytes): here its backlog is written first, with plain non-blocking sends,
+ * non-blocking by the executor like any other. Before it, the call gets a status array (the
+ * caller's, or the group's scratch one); after it, ms__slow_after reads each managed
+ * destination's status, applies the policy and records the outcome in its place. A
+ * destination with a backlog is left out of the executor's ranges (its new message must queue
+ * up behind the old bytes): here its backlog is written first, with plain non-blocking sends,
  * and then the new message if the backlog emptied. One rule keeps every stream framed: once
  * the kernel has taken part of a message, the rest is kept and sent before anything newer,
  * whatever the policy, unless the destination is removed.
@@ -44,7 +46,7 @@ static void held_changed(struct ms_group *g, struct ms__bucket *b, size_t new_he
 static int backlog_append(struct ms_group *g, struct ms__bucket *b, const struct ms__send *s,
 			  size_t skip)
 {
-	size_t add = s->len - skip, hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0;
+	size_t add = s->b.len - skip, hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0;
 	if (b->bl.off && b->bl.off + b->bl.len + hdr + add > b->bl.cap) {
 		memmove(b->bl.buf, b->bl.buf + b->bl.off, b->bl.len);
 		b->bl.off = 0;
@@ -69,13 +71,13 @@ static int backlog_append(struct ms_group *g, struct ms__bucket *b, const struct
 		memcpy(dst, &n, REC_HDR);
 		dst += REC_HDR;
 	}
-	for (int k = 0; k < s->iovcnt; k++) {
-		size_t n = s->iov[k].iov_len;
+	for (int k = 0; k < s->b.iovcnt; k++) {
+		size_t n = s->b.iov[k].iov_len;
 		if (skip >= n) {
 			skip -= n;
 			continue;
 		}
-		memcpy(dst, (const char *)s->iov[k].iov_base + skip, n - skip);
+		memcpy(dst, (const char *)s->b.iov[k].iov_base + skip, n - skip);
 		dst += n - skip;
 		skip = 0;
 	}
@@ -200,10 +202,10 @@ static bool removes_slow(const struct ms_slow_config *p)
 static int cannot_take(struct ms__send *s, struct ms__bucket *b, int status, uint32_t *flags)
 {
 	const struct ms_slow_config *p = &s->g->slow;
-	if (!s->len && b->type == SOCK_STREAM)
+	if (!s->b.len && b->type == SOCK_STREAM)
 		return 0; /* nothing to send: a stream takes an empty message whole, even when full */
 	size_t hdr = b->type == SOCK_SEQPACKET ? REC_HDR : 0; /* memory, not just message bytes */
-	if (p->policy == MS_SLOW_QUEUE && b->bl.len + hdr + s->len <= p->queue_limit &&
+	if (p->policy == MS_SLOW_QUEUE && b->bl.len + hdr + s->b.len <= p->queue_limit &&
 	    backlog_append(s->g, b, s, 0) == 0) {
 		*flags |= MS_RES_QUEUED;
 		return 0;
@@ -221,7 +223,7 @@ static int apply(struct ms__send *s, struct ms__bucket *b, int status, uint32_t 
 {
 	const struct ms_slow_config *p = &s->g->slow;
 
-	if (status >= 0 && (size_t)status == s->len)
+	if (status >= 0 && (size_t)status == s->b.len)
 		return status;
 	if (status >= 0) {
 		/* Part of the message went: the rest must follow, or the stream is cut. */
@@ -250,11 +252,11 @@ static int apply(struct ms__send *s, struct ms__bucket *b, int status, uint32_t 
 /* A non-blocking send of the call's message to a destination the backend skipped. */
 static int send_direct(struct ms__send *s, struct ms__bucket *b)
 {
-	struct msghdr h = { .msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt };
+	struct msghdr h = { .msg_iov = (struct iovec *)s->b.iov, .msg_iovlen = (size_t)s->b.iovcnt };
 	ssize_t r;
 	do {
-		s->syscalls++;
-		r = ms__sys.sendmsg(b->fd, &h, s->msg_flags | MSG_DONTWAIT);
+		s->b.t.syscalls++;
+		r = ms__sys.sendmsg(b->fd, &h, s->b.msg_flags | MSG_DONTWAIT);
 	} while (r < 0 && errno == EINTR);
 	return r < 0 ? -errno : (int)r;
 }
@@ -265,8 +267,8 @@ static int stalled_dest(struct ms__send *s, struct ms__bucket *b, int be_err, ui
 	if (be_err)
 		return be_err; /* the call was refused; the backlog waits */
 	size_t sent;
-	int err = backlog_write(s->g, b, &s->syscalls, &sent);
-	s->bytes += sent;
+	int err = backlog_write(s->g, b, &s->b.t.syscalls, &sent);
+	s->b.t.bytes += sent;
 	if (err)
 		return apply(s, b, err, flags);
 	if (b->stalled)
@@ -298,9 +300,32 @@ static void remove_doomed(struct ms_group *g)
 			(void)ms_group_remove(g, g->buckets[k]->dests[0].id);
 }
 
+/* Take back what the executor counted for a status (its after-the-fact outcome replaces it). */
+static void uncount(struct ms__tally *t, size_t len, int status)
+{
+	if (status >= 0) {
+		t->bytes -= (unsigned)status;
+		if ((size_t)status == len)
+			t->accepted--;
+		else
+			t->partial--;
+	} else {
+		t->failed--;
+		t->err[ms__errclass(-status)]--;
+	}
+}
+
+void ms__slow_before(struct ms__send *s)
+{
+	if (!s->b.res)
+		s->b.res = s->g->scratch; /* reserved for every destination (ms__slow_reserve) */
+}
+
 void ms__slow_after(struct ms__send *s, int be_err)
 {
 	struct ms_group *g = s->g;
+	struct ms__tally *t = &s->b.t;
+	struct ms_result *res = s->b.res;
 	size_t i = 0;
 	bool doomed = false;
 
@@ -310,19 +335,23 @@ void ms__slow_after(struct ms__send *s, int be_err)
 			continue;
 		uint32_t flags = 0, *fl = &flags;
 		int status;
-		if (b->stalled)
+		if (b->stalled) {
 			status = stalled_dest(s, b, be_err, fl);
-		else if (be_err && b->st == be_err)
-			status = be_err; /* the backend could not attempt it: not the consumer's doing */
-		else
-			status = apply(s, b, b->st, fl);
-		record(s->res ? &s->res[i] : NULL, b, status, flags);
+		} else {
+			int st = res[i].status; /* the executor's */
+			uncount(t, s->b.len, st);
+			if (be_err && st == be_err)
+				status = be_err; /* it could not be attempted: not the consumer's doing */
+			else
+				status = apply(s, b, st, fl);
+		}
+		record(&res[i], b, status, flags);
 		if (flags & MS_RES_QUEUED) {
 			/* Taken in part or not at all yet: never "accepted", even when empty. */
-			s->partial++;
-			s->bytes += status > 0 ? (unsigned)status : 0;
+			t->partial++;
+			t->bytes += status > 0 ? (unsigned)status : 0;
 		} else {
-			ms__account(s, status);
+			ms__tally_status(t, s->b.len, status);
 		}
 		s->slow_queued += (flags & MS_RES_QUEUED) != 0;
 		s->slow_dropped += (flags & MS_RES_DROPPED) != 0;
@@ -331,6 +360,21 @@ void ms__slow_after(struct ms__send *s, int be_err)
 	}
 	if (doomed)
 		remove_doomed(g);
+}
+
+int ms__slow_reserve(struct ms_group *g, size_t cap)
+{
+	if (cap <= g->capscratch)
+		return 0;
+	struct ms_result *r = realloc(g->scratch, cap * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	g->scratch = r;
+	int err = ms__mlock(g->ctx, r, cap * sizeof(*r));
+	if (err)
+		return err;
+	g->capscratch = cap;
+	return 0;
 }
 
 /* ---- public calls ------------------------------------------------------------------------- */
@@ -357,6 +401,9 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 	for (uint32_t k = 0; k < g->nbuckets; k++)
 		if (g->buckets[k]->stalled)
 			return -EBUSY;
+	int err = c.policy != MS_SLOW_BLOCK ? ms__slow_reserve(g, g->capplan) : 0;
+	if (err)
+		return err;
 	if (c.policy == MS_SLOW_QUEUE) {
 		if (!c.overflow)
 			c.overflow = MS_SLOW_DROP;
@@ -364,7 +411,7 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 			c.queue_limit = QUEUE_LIMIT_DEFAULT;
 	}
 	g->slow = c;
-	g->flat_ok = false; /* the buckets' send flags change */
+	g->plan_ok = false; /* the buckets' send flags change */
 	g->nmanaged = 0;
 	for (uint32_t k = 0; k < g->nbuckets; k++)
 		ms__slow_bucket_init(g, g->buckets[k]);
@@ -387,8 +434,8 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 			continue;
 		size_t sent;
 		uint32_t flags = 0;
-		int err = backlog_write(g, b, &s.syscalls, &sent);
-		s.bytes += sent;
+		int err = backlog_write(g, b, &s.b.t.syscalls, &sent);
+		s.b.t.bytes += sent;
 		if (err)
 			flags |= MS_RES_REMOVED; /* the backlog cannot be written: see apply() */
 		else if (b->stalled)

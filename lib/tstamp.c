@@ -397,6 +397,14 @@ static void arm_one(struct ms__send *s, struct sample *t, struct ms__bucket *b, 
 	t->d[i] = (struct ts_dest){ .b = b, .hdr = h, .id = b->dests[j].id, .pos = pos };
 }
 
+/* The destination at plan position i, unless its backlog goes first (lib/slow.c). */
+static void arm_pos(struct ms__send *s, struct sample *t, size_t i)
+{
+	const struct ms__idslot *id = &s->g->ids[s->g->plan[i].id];
+	if (!id->b->stalled)
+		arm_one(s, t, id->b, id->pos, (uint32_t)i);
+}
+
 void ms__ts_begin(struct ms__send *s)
 {
 	struct ms_group *g = s->g;
@@ -427,50 +435,31 @@ void ms__ts_begin(struct ms__send *s)
 	t->n = 0;
 	t->size = (uint32_t)g->size;
 	t->key0 = ctx->ts_key;
-	t->start = (uint32_t)(s->base0 + s->j0);
+	t->start = (uint32_t)s->first;
 	t->parts = s->parts;
 	ctx->ts.sampled++;
-	/* In send order (rotated or not): the entries' first and last are the fan-out's. */
+	/* In send order (rotated or not): the entries' first and last are the fan-out's; a
+	 * destination whose backlog goes first is not sent by the executor. */
+	const size_t n = g->size;
 	if (all) {
-		struct ms__walk w;
-		struct ms__run run;
-		for (ms__walk_start(&w, s); ms__walk_next(&w, &run);)
-			for (uint32_t j = run.j0; j < run.j1; j++)
-				if (!run.b->stalled)
-					arm_one(s, t, run.b, j, (uint32_t)(run.base + j));
-	} else if (s->parts > 1) {
-		/* Each part's first and last, found by the flattened list (current: the parts
-		 * send from it). */
-		const size_t n = g->size;
+		for (MS__EACH(i, left, s->first, n, n))
+			arm_pos(s, t, i);
+	} else {
+		/* Each part's first and last (one part: the fan-out's). */
 		for (uint32_t p = 0; p < s->parts; p++) {
 			size_t off, cnt;
 			ms__part_range(n, s->parts, p, &off, &cnt);
-			size_t a = (t->start + off) % n, z = (t->start + off + cnt - 1) % n;
-			const struct ms__idslot *ia = &g->ids[g->flat[a].id], *iz = &g->ids[g->flat[z].id];
-			arm_one(s, t, ia->b, ia->pos, (uint32_t)a);
+			arm_pos(s, t, (t->start + off) % n);
 			if (cnt > 1)
-				arm_one(s, t, iz->b, iz->pos, (uint32_t)z);
+				arm_pos(s, t, (t->start + off + cnt - 1) % n);
 		}
-	} else {
-		struct ms__bucket *first = g->buckets[s->k0], *last;
-		uint32_t lj;
-		if (s->j0) {
-			last = first;
-			lj = s->j0 - 1;
-		} else {
-			last = g->buckets[(s->k0 ? s->k0 : g->nbuckets) - 1];
-			lj = last->n - 1;
-		}
-		if (!first->stalled)
-			arm_one(s, t, first, s->j0, t->start);
-		if (g->size > 1 && !last->stalled)
-			arm_one(s, t, last, lj, (t->start ? t->start : (uint32_t)g->size) - 1);
 	}
 	ctx->ts_key += t->n;
 	if (!t->n)
 		return;
 	t->pending = true;
 	s->ts_armed = true;
+	s->b.hdr = true; /* the armed headers must go with sendmsg */
 	t->t0 = ms__realtime_ns(); /* last: the wait measured is the backend's alone */
 }
 

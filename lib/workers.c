@@ -4,8 +4,8 @@
  *
  * One mechanism for both: library threads, each with a job slot it polls. A fan-out in K parts
  * (ms__pool_send) posts parts 1..K-1 to K-1 worker threads, sends part 0 itself and waits for
- * the others; the parts are contiguous runs of the send order, sent by the backend's send_part
- * on the flattened list, each with its own struct ms__send whose counts are added up at the
+ * the others; the parts are contiguous runs of the send order, sent by the backend's send
+ * over the plan, each with its own struct ms__batch whose counts are added up at the
  * end. Offload puts one more thread in front: the caller copies the message into a byte ring
  * and returns; the offload thread takes messages off the ring in order and runs the ordinary
  * send path on each (ms__do_send), K parts included. Nothing here knows a backend.
@@ -107,7 +107,7 @@ struct worker {
 	void *be;          /* the backend's state for this thread (part_init) */
 	int init_err;
 	/* The job, written by the poster before `go` moves, read by the worker after. */
-	struct ms__send s;
+	struct ms__batch b;
 	size_t first, count;
 	int err;
 	struct waitword go __attribute__((aligned(64)));   /* jobs posted */
@@ -175,7 +175,7 @@ static void *worker_main(void *arg)
 		seen = __atomic_load_n(&w->go.v, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
 			break;
-		w->err = be->send_part(w->be, &w->s, w->first, w->count);
+		w->err = be->send(w->be, &w->b, w->first, w->count);
 		signal_change(&w->done);
 	}
 	if (be->part_fini)
@@ -368,7 +368,7 @@ void ms__pool_stop(struct ms_ctx *ctx)
 uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s)
 {
 	const struct ms__pool *p = ctx->pool;
-	if (p->parts < 2 || s->managed || s->len > UINT32_MAX || !in_parent(p))
+	if (p->parts < 2 || s->managed || s->b.len > UINT32_MAX || !in_parent(p))
 		return 1;
 	size_t k = s->g->size / PART_MIN;
 	return k < 2 ? 1 : k < p->parts ? (uint32_t)k : p->parts;
@@ -378,35 +378,26 @@ int ms__pool_send(struct ms__send *s)
 {
 	struct ms_ctx *ctx = s->g->ctx;
 	struct ms__pool *p = ctx->pool;
-	const size_t n = s->g->size, first = s->base0 + s->j0;
+	const size_t n = s->b.n, first = s->first;
 	size_t off, count;
 
 	for (uint32_t k = 1; k < s->parts; k++) {
 		struct worker *w = &p->w[k - 1];
 		ms__part_range(n, s->parts, k, &off, &count);
-		w->s = *s; /* no counts yet: each part counts its own */
+		w->b = s->b; /* no counts yet: each part counts its own */
 		w->first = (first + off) % n;
 		w->count = count;
 		signal_change(&w->go);
 	}
 	ms__part_range(n, s->parts, 0, &off, &count);
-	int err = ctx->be->send_part(ctx->be_state, s, first, count);
+	int err = ctx->be->send(ctx->be_state, &s->b, first, count);
 	for (uint32_t k = 1; k < s->parts; k++) {
 		struct worker *w = &p->w[k - 1];
 		uint32_t want = w->go.v;
 		uint32_t seen;
 		while ((seen = __atomic_load_n(&w->done.v, __ATOMIC_ACQUIRE)) != want)
 			wait_change(&w->done, seen, p->spin_ns);
-		const struct ms__send *ws = &w->s;
-		s->accepted += ws->accepted;
-		s->partial += ws->partial;
-		s->failed += ws->failed;
-		s->bytes += ws->bytes;
-		s->syscalls += ws->syscalls;
-		s->zc_sends += ws->zc_sends;
-		s->zc_copied += ws->zc_copied;
-		for (int c = 0; c < MS__ERR_NCLASSES; c++)
-			s->err[c] += ws->err[c];
+		ms__tally_add(&s->b.t, &w->b.t);
 		if (!err)
 			err = w->err;
 	}

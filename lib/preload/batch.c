@@ -47,6 +47,7 @@
 
 #include "shim.h"
 #include "../sys.h"
+#include "../mmsg.h"
 
 /* ---- destinations --------------------------------------------------------------------------- */
 
@@ -456,11 +457,11 @@ static void flush_error(struct shim_thread *t, int fd, int err)
 	}
 }
 
-static void count_flush_syscall(struct shim_thread *t, int fd)
+static void count_flush_syscalls(struct shim_thread *t, int fd, uint64_t n)
 {
 	struct shim_sockrow *r =
 		(unsigned)fd < SHIM_SOCK_SLOTS ? &t->rows[fd] : &t->rows[SHIM_SOCK_SLOTS];
-	r->c.fsyscalls++;
+	r->c.fsyscalls += n;
 }
 
 /* A socket the shim batched as blocking was made non-blocking behind its back (another
@@ -476,16 +477,14 @@ static bool wait_room(int fd)
 	return r > 0 && !(pfd.revents & (POLLERR | POLLNVAL));
 }
 
-/* Send cnt prepared messages of one socket, in order; every message is attempted exactly
- * once (the sendmmsg rule: after a partial return, resume at the first unsent message, whose
- * error the next call reports). */
+/* Send cnt prepared messages of one socket, in order, each exactly once (lib/mmsg.h). */
 static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
 {
 	if (cnt == 1) {
 		const struct msghdr *h = &mm[0].msg_hdr;
 		ssize_t r;
 		for (;;) {
-			count_flush_syscall(t, fd);
+			count_flush_syscalls(t, fd, 1);
 			t->single_sends++;
 			r = ms__sys.sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0,
 					   h->msg_name, h->msg_namelen);
@@ -496,23 +495,19 @@ static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32
 			flush_error(t, fd, errno);
 		return;
 	}
+	uint64_t calls = 0;
 	for (uint32_t off = 0; off < cnt;) {
-		count_flush_syscall(t, fd);
-		t->sendmmsg_calls++;
-		int r = ms__sys.sendmmsg(fd, mm + off, cnt - off, 0);
-		if (r < 0) {
-			if (errno == EINTR || (errno == EAGAIN && wait_room(fd)))
-				continue;
-			/* The kernel reports an error only for the first message of the call. */
-			flush_error(t, fd, errno);
-			off++;
-		} else if (r == 0 || (uint32_t)r > cnt - off) {
-			flush_error(t, fd, EIO); /* cannot happen; blame only this message */
-			off++;
-		} else {
+		calls++;
+		int r = ms__sendmmsg_step(fd, mm + off, cnt - off, 0);
+		if (r > 0) {
 			off += (uint32_t)r;
+		} else if (r != -EINTR && (r != -EAGAIN || !wait_room(fd))) {
+			flush_error(t, fd, -r);
+			off++;
 		}
 	}
+	count_flush_syscalls(t, fd, calls);
+	t->sendmmsg_calls += calls;
 }
 
 void shim_flush_locked(struct shim_thread *t, enum shim_reason why)
