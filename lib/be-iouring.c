@@ -250,14 +250,10 @@ static int lock_ring(const struct ms_ctx *ctx, struct uring_state *st)
 {
 	const struct io_uring *r = &st->ring;
 	int err;
-	if ((err = ms__mlock(ctx, st, sizeof(*st))) ||
-	    (err = ms__mlock(ctx, r->sq.ring_ptr, r->sq.ring_sz)) ||
-	    (err = ms__mlock(ctx, r->cq.ring_ptr, r->cq.ring_sz)) ||
-	    (err = ms__mlock(ctx, r->sq.sqes, (size_t)*r->sq.kring_entries * sizeof(*r->sq.sqes))))
+	if ((err = ms__mlock(ctx, r->sq.ring_ptr, r->sq.ring_sz)) ||
+	    (err = ms__mlock(ctx, r->cq.ring_ptr, r->cq.ring_sz)))
 		return err;
-	if ((err = ms__mlock(ctx, st->retry, st->depth * sizeof(*st->retry))))
-		return err;
-	return ms__mlock(ctx, st->bretry, st->depth * sizeof(*st->bretry));
+	return ms__mlock(ctx, r->sq.sqes, (size_t)*r->sq.kring_entries * sizeof(*r->sq.sqes));
 }
 
 static void state_free(struct uring_state *st)
@@ -274,20 +270,19 @@ static void state_free(struct uring_state *st)
 	free(st);
 }
 
-/* A ring and the arrays sized by it, locked with MS_CFG_MLOCK; shared by the context's ring
+/* A ring and the arrays sized by it, locked with MS_CFG_MLOCK (lib/mem.c); shared by the context's ring
  * and the library threads' rings (uring_part_init). */
 static int state_new(const struct ms_ctx *ctx, struct uring_state **out)
 {
-	struct uring_state *st = calloc(1, sizeof(*st));
+	int err;
+	struct uring_state *st = ms__zalloc(ctx, sizeof(*st), &err);
 	if (!st)
-		return -ENOMEM;
-	int err = ring_open(st, ctx->queue_depth);
-	if (!err) {
-		st->retry = calloc(st->depth, sizeof(*st->retry));
-		st->bretry = calloc(st->depth, sizeof(*st->bretry));
-		if (!st->retry || !st->bretry)
-			err = -ENOMEM;
-	}
+		return err;
+	err = ring_open(st, ctx->queue_depth);
+	if (!err)
+		st->retry = ms__zalloc(ctx, st->depth * sizeof(*st->retry), &err);
+	if (!err)
+		st->bretry = ms__zalloc(ctx, st->depth * sizeof(*st->bretry), &err);
 	if (!err)
 		err = lock_ring(ctx, st);
 	if (err) {
@@ -329,19 +324,11 @@ static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 		uint32_t n = st->nrefs ? st->nrefs : 64;
 		while (n <= fd)
 			n *= 2;
-		uint32_t *r = realloc(st->refs, (size_t)n * sizeof(*r));
-		if (!r)
-			return -ENOMEM;
-		st->refs = r;
-		uint64_t *in = realloc(st->inos, (size_t)n * sizeof(*in));
-		if (!in)
-			return -ENOMEM; /* refs grew but nrefs did not: nothing is lost */
-		st->inos = in;
 		int err;
-		if ((err = ms__mlock(ctx, r, (size_t)n * sizeof(*r))) ||
-		    (err = ms__mlock(ctx, in, (size_t)n * sizeof(*in))))
-			return err; /* the same: nrefs did not grow */
-		memset(r + st->nrefs, 0, (size_t)(n - st->nrefs) * sizeof(*r));
+		if ((err = ms__grow(ctx, &st->refs, (size_t)n * sizeof(*st->refs))) ||
+		    (err = ms__grow(ctx, &st->inos, (size_t)n * sizeof(*st->inos))))
+			return err; /* nrefs did not grow: nothing is lost */
+		memset(st->refs + st->nrefs, 0, (size_t)(n - st->nrefs) * sizeof(*st->refs));
 		st->nrefs = n;
 	}
 	if (st->refs[fd] == 0) {

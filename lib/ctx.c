@@ -279,9 +279,10 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 {
 	char name[MS_SHM_NAME];
 	/* Always allocated: where this context publishes without a file, or after a fork. */
-	ctx->own = calloc(1, sizeof(*ctx->own));
+	int err;
+	ctx->own = ms__zalloc(ctx, sizeof(*ctx->own), &err);
 	if (!ctx->own)
-		return -ENOMEM;
+		return err;
 	ctx->own->ncounters = NCOUNTERS;
 	ctx->own->nhists = MS__H_N;
 	ctx->own->state = MS_SHM_LIVE;
@@ -297,7 +298,7 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 	snprintf(name, sizeof(name), "ctx %u %s", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED),
 		 ctx->be->name);
 	if (path) {
-		int err = 0;
+		err = 0;
 		struct ms_shm_slot *sl = ms__shm_open(path, name, counter_names, NCOUNTERS,
 						      hist_names, MS__H_N, &err);
 		if (sl) {
@@ -380,13 +381,6 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 }
 
 /* ---- contexts ------------------------------------------------------------------------------- */
-
-int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n)
-{
-	if (!(ctx->flags & MS_CFG_MLOCK) || !n)
-		return 0;
-	return mlock(p, n) ? -errno : 0;
-}
 
 static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 {
@@ -549,7 +543,6 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		return -ENOTSUP;
 	}
 	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
-	    (err = ms__mlock(ctx, ctx->own, sizeof(*ctx->own))) ||
 	    (ctx->pub && (err = ms__mlock(ctx, ctx->pub, sizeof(*ctx->pub)))) ||
 	    ((c.workers > 1 || (c.flags & MS_CFG_OFFLOAD)) && (err = ms__pool_start(ctx, &c)))) {
 		if (ctx->pub)

@@ -60,10 +60,9 @@ static int fdmap_reserve(const struct ms_ctx *ctx, struct ms__fdmap *m)
 		return -ENOMEM;
 	struct ms__bucket **old = m->slots;
 	uint32_t ocap = m->cap;
-	m->slots = calloc(ncap, sizeof(*m->slots));
-	int err = m->slots ? ms__mlock(ctx, m->slots, ncap * sizeof(*m->slots)) : -ENOMEM;
+	int err;
+	m->slots = ms__zalloc(ctx, ncap * sizeof(*m->slots), &err);
 	if (err) {
-		free(m->slots);
 		m->slots = old;
 		return err;
 	}
@@ -264,21 +263,16 @@ static int bucket_reserve(const struct ms_ctx *ctx, struct ms__bucket *b)
 	uint32_t ncap = b->cap ? b->cap * 2 : 4;
 	if (ncap <= b->cap)
 		return -ENOMEM;
-	struct ms__dest *d = realloc(b->dests, (size_t)ncap * sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	b->dests = d;
-	struct mmsghdr *m = realloc(b->msgs, (size_t)ncap * sizeof(*m));
-	if (m)
-		b->msgs = m;
-	/* The messages point into dests, which may have moved. */
-	for (uint32_t i = 0; i < b->n; i++)
-		set_name(b, i);
-	if (!m)
-		return -ENOMEM;
-	int err;
-	if ((err = ms__mlock(ctx, d, (size_t)ncap * sizeof(*d))) ||
-	    (err = ms__mlock(ctx, m, (size_t)ncap * sizeof(*m))))
+	int err = ms__grow(ctx, &b->dests, (size_t)ncap * sizeof(*b->dests));
+	if (err != -ENOMEM) {
+		int e = ms__grow(ctx, &b->msgs, (size_t)ncap * sizeof(*b->msgs));
+		/* The messages point into dests, which may have moved. */
+		for (uint32_t i = 0; i < b->n; i++)
+			set_name(b, i);
+		if (!err)
+			err = e;
+	}
+	if (err)
 		return err;
 	b->cap = ncap;
 	return 0;
@@ -298,15 +292,12 @@ int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
 {
 	if (!ctx || !out)
 		return -EINVAL;
-	struct ms_group *g = calloc(1, sizeof(*g));
+	int err;
+	struct ms_group *g = ms__zalloc(ctx, sizeof(*g), &err);
 	if (!g)
-		return -ENOMEM;
-	g->iov = calloc(IOV_MAX, sizeof(*g->iov));
-	int err = g->iov ? 0 : -ENOMEM;
-	if (!err && !(err = ms__mlock(ctx, g, sizeof(*g))))
-		err = ms__mlock(ctx, g->iov, IOV_MAX * sizeof(*g->iov));
-	if (err) {
-		free(g->iov);
+		return err;
+	g->iov = ms__zalloc(ctx, IOV_MAX * sizeof(*g->iov), &err);
+	if (!g->iov) {
 		free(g);
 		return err;
 	}
@@ -369,17 +360,9 @@ static int ids_reserve(struct ms_group *g)
 	uint32_t ncap = g->capids ? g->capids * 2 : 16;
 	if (ncap > (uint32_t)INT32_MAX)
 		ncap = INT32_MAX;
-	struct ms__idslot *ids = realloc(g->ids, (size_t)ncap * sizeof(*ids));
-	if (!ids)
-		return -ENOMEM;
-	g->ids = ids;
-	int *freeids = realloc(g->freeids, (size_t)ncap * sizeof(*freeids));
-	if (!freeids)
-		return -ENOMEM;
-	g->freeids = freeids;
 	int err;
-	if ((err = ms__mlock(g->ctx, ids, (size_t)ncap * sizeof(*ids))) ||
-	    (err = ms__mlock(g->ctx, freeids, (size_t)ncap * sizeof(*freeids))))
+	if ((err = ms__grow(g->ctx, &g->ids, (size_t)ncap * sizeof(*g->ids))) ||
+	    (err = ms__grow(g->ctx, &g->freeids, (size_t)ncap * sizeof(*g->freeids))))
 		return err;
 	g->capids = ncap;
 	return 0;
@@ -391,12 +374,8 @@ static int plan_reserve(struct ms_group *g)
 	if (g->size < g->capplan)
 		return 0;
 	size_t ncap = g->capplan ? g->capplan * 2 : 16;
-	struct ms__plan_entry *f = realloc(g->plan, ncap * sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	g->plan = f;
-	g->plan_ok = false;
-	int err = ms__mlock(g->ctx, f, ncap * sizeof(*f));
+	g->plan_ok = false; /* it may move */
+	int err = ms__grow(g->ctx, &g->plan, ncap * sizeof(*g->plan));
 	if (!err && g->slow.policy != MS_SLOW_BLOCK)
 		err = ms__slow_reserve(g, ncap);
 	if (err)
@@ -435,11 +414,7 @@ static int buckets_reserve(struct ms_group *g)
 	if (g->nbuckets < g->capbuckets)
 		return 0;
 	uint32_t ncap = g->capbuckets ? g->capbuckets * 2 : 8;
-	struct ms__bucket **v = realloc(g->buckets, (size_t)ncap * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	g->buckets = v;
-	int err = ms__mlock(g->ctx, v, (size_t)ncap * sizeof(*v));
+	int err = ms__grow(g->ctx, &g->buckets, (size_t)ncap * sizeof(*g->buckets));
 	if (err)
 		return err;
 	g->capbuckets = ncap;
@@ -453,13 +428,9 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 	int err;
 	if ((err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)))
 		return err;
-	struct ms__bucket *b = calloc(1, sizeof(*b));
+	struct ms__bucket *b = ms__zalloc(g->ctx, sizeof(*b), &err);
 	if (!b)
-		return -ENOMEM;
-	if ((err = ms__mlock(g->ctx, b, sizeof(*b)))) {
-		free(b);
 		return err;
-	}
 	b->fd = fd;
 	b->ino = ino;
 	int fl = fcntl(fd, F_GETFL);

@@ -126,7 +126,16 @@ static inline void ms__part_range(size_t n, uint32_t parts, uint32_t p, size_t *
 	*count = q + (p < r);
 }
 
-/* MS_CFG_MLOCK: lock (and so fault in) [p, p + n). 0, or -errno; 0 without the flag. */
+/* ---- memory (lib/mem.c): what the send path uses, locked with MS_CFG_MLOCK ---- */
+/* Zeroed memory of n bytes (aligned to align, a power of two), locked when the context asks;
+ * NULL with *err set (-ENOMEM, or mlock's error). */
+void *ms__zalloc(const struct ms_ctx *ctx, size_t n, int *err);
+void *ms__zalloc_aligned(const struct ms_ctx *ctx, size_t align, size_t n, int *err);
+/* Resize *(T **)pp to n bytes and lock it: 0, or -errno with *pp what realloc left (the old
+ * block when it failed, the new one when only the lock did): a capacity grows only on 0. */
+int ms__grow(const struct ms_ctx *ctx, void *pp, size_t n);
+/* Lock memory allocated elsewhere (io_uring's rings, the context itself, counter slots). 0 or
+ * -errno; 0 without MS_CFG_MLOCK. */
 int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
 /* Add a call's counts to its context's counters. */

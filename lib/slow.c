@@ -56,14 +56,11 @@ static int backlog_append(struct ms_group *g, struct ms__bucket *b, const struct
 		size_t ncap = b->bl.cap ? b->bl.cap : 4096;
 		while (ncap < need)
 			ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
-		char *nb = realloc(b->bl.buf, ncap);
-		if (!nb)
-			return -ENOMEM;
-		b->bl.buf = nb;
-		b->bl.cap = ncap;
 		/* MS_CFG_MLOCK: best effort here (the README says so): the backlog holds the
 		 * message either way, and a failed lock must not drop it. */
-		(void)ms__mlock(g->ctx, nb, ncap);
+		if (ms__grow(g->ctx, &b->bl.buf, ncap) == -ENOMEM)
+			return -ENOMEM;
+		b->bl.cap = ncap;
 	}
 	char *dst = b->bl.buf + b->bl.off + b->bl.len;
 	if (hdr) {
@@ -366,11 +363,7 @@ int ms__slow_reserve(struct ms_group *g, size_t cap)
 {
 	if (cap <= g->capscratch)
 		return 0;
-	struct ms_result *r = realloc(g->scratch, cap * sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	g->scratch = r;
-	int err = ms__mlock(g->ctx, r, cap * sizeof(*r));
+	int err = ms__grow(g->ctx, &g->scratch, cap * sizeof(*g->scratch));
 	if (err)
 		return err;
 	g->capscratch = cap;

@@ -263,12 +263,8 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 		return;
 	t->pending = false;
 	if (t->n > tg->last_cap) {
-		struct ms_ts_dest *p = realloc(tg->last, t->n * sizeof(*p));
-		if (p) {
-			tg->last = p;
-			if (!ms__mlock(ctx, p, t->n * sizeof(*p)))
-				tg->last_cap = t->n; /* else no copy this time */
-		}
+		if (!ms__grow(ctx, &tg->last, t->n * sizeof(*tg->last)))
+			tg->last_cap = t->n; /* else no copy this time */
 	}
 	tg->last_n = t->n <= tg->last_cap ? t->n : 0;
 	tg->last_t0 = t->t0;
@@ -365,15 +361,7 @@ static bool grow(const struct ms_ctx *ctx, struct sample *t, uint32_t n)
 {
 	if (n <= t->cap)
 		return true;
-	struct ts_dest *d = realloc(t->d, n * sizeof(*d));
-	if (!d)
-		return false;
-	t->d = d;
-	union ts_ctl *c = realloc(t->ctl, n * sizeof(*c));
-	if (!c)
-		return false;
-	t->ctl = c;
-	if (ms__mlock(ctx, d, n * sizeof(*d)) || ms__mlock(ctx, c, n * sizeof(*c)))
+	if (ms__grow(ctx, &t->d, n * sizeof(*t->d)) || ms__grow(ctx, &t->ctl, n * sizeof(*t->ctl)))
 		return false; /* this sample is not taken; the next one tries again */
 	t->cap = n;
 	return true;
@@ -411,11 +399,8 @@ void ms__ts_begin(struct ms__send *s)
 	struct ms_ctx *ctx = g->ctx;
 
 	if (!g->ts) {
-		g->ts = calloc(1, sizeof(*g->ts));
-		if (g->ts && ms__mlock(ctx, g->ts, sizeof(*g->ts))) {
-			free(g->ts);
-			g->ts = NULL;
-		}
+		int err;
+		g->ts = ms__zalloc(ctx, sizeof(*g->ts), &err);
 		if (!g->ts)
 			return; /* not sampled this time; the send goes on */
 	}

@@ -277,38 +277,26 @@ int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c)
 		if (c->cpus[k] < 0 || c->cpus[k] >= CPU_SETSIZE)
 			return -EINVAL;
 
-	struct ms__pool *p;
-	if (posix_memalign((void **)&p, 64, sizeof(*p)))
-		return -ENOMEM;
-	memset(p, 0, sizeof(*p));
+	int err;
+	struct ms__pool *p = ms__zalloc_aligned(ctx, 64, sizeof(*p), &err);
+	if (!p)
+		return err;
 	p->ctx = ctx;
 	p->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 	p->parts = parts;
 	p->nworkers = parts - 1;
 	p->offload = offload;
 	p->spin_ns = (uint64_t)(c->spin_us ? c->spin_us : SPIN_US_DEFAULT) * 1000u;
-	int err = 0;
-	if (p->nworkers) {
-		if (posix_memalign((void **)&p->w, 64, p->nworkers * sizeof(*p->w)))
-			err = -ENOMEM;
-		else
-			memset(p->w, 0, p->nworkers * sizeof(*p->w));
-	}
+	if (p->nworkers)
+		p->w = ms__zalloc_aligned(ctx, 64, p->nworkers * sizeof(*p->w), &err);
 	if (!err && offload) {
 		uint64_t kib = c->offload_kib ? c->offload_kib : RING_KIB_DEFAULT, sz = 65536;
 		while (sz < kib * 1024)
 			sz <<= 1;
 		p->ring_size = sz;
 		p->max_msg = sz / 4;
-		if (posix_memalign((void **)&p->ring, ENTRY_ALIGN, sz))
-			err = -ENOMEM;
-		else
-			err = ms__mlock(ctx, p->ring, sz);
+		p->ring = ms__zalloc_aligned(ctx, ENTRY_ALIGN, sz, &err);
 	}
-	if (!err)
-		err = ms__mlock(ctx, p, sizeof(*p));
-	if (!err && p->nworkers)
-		err = ms__mlock(ctx, p->w, p->nworkers * sizeof(*p->w));
 	if (err) {
 		pool_free(p);
 		return err;
