@@ -541,6 +541,12 @@ int ms_group_remove(struct ms_group *g, int id)
 	ms__quiesce(g->ctx);
 	if (id < 0 || (uint32_t)id >= g->nextid || !g->ids[id].b)
 		return -ENOENT;
+	ms__group_remove(g, id);
+	return 0;
+}
+
+void ms__group_remove(struct ms_group *g, int id)
+{
 	struct ms__bucket *b = g->ids[id].b;
 	uint32_t pos = g->ids[id].pos, last = b->n - 1;
 
@@ -561,7 +567,6 @@ int ms_group_remove(struct ms_group *g, int id)
 		bucket_drop(g, b);
 		ms__publish(g->ctx); /* a backlog it held is discarded */
 	}
-	return 0;
 }
 
 /* Make every message header gather iovcnt buffers: only when the count changes, so a program

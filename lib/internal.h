@@ -93,6 +93,9 @@ struct ms_group {
 	size_t capscratch;
 };
 
+/* Remove destination id (valid), as ms_group_remove does, from inside the library. */
+void ms__group_remove(struct ms_group *g, int id);
+
 /* Make g->plan current (no allocation: ms_group_add reserved the room). */
 void ms__plan_build(struct ms_group *g);
 

@@ -294,7 +294,7 @@ static void remove_doomed(struct ms_group *g)
 {
 	for (uint32_t k = g->nbuckets; k-- > 0;)
 		if (g->buckets[k]->doomed)
-			(void)ms_group_remove(g, g->buckets[k]->dests[0].id);
+			ms__group_remove(g, g->buckets[k]->dests[0].id);
 }
 
 /* Take back what the executor counted for a status (its after-the-fact outcome replaces it). */
