@@ -3,7 +3,7 @@
  * multisend-stat: watch the live counters that libmultisend (ms_config.stats_shm,
  * MULTISEND_STATS_SHM) and the LD_PRELOAD shim publish, while the publisher runs.
  *
- * It maps each file read-only (lib/shm-format.h) and never writes to it, so attaching and
+ * It maps each file read-only (lib/obs/shm-format.h) and never writes to it, so attaching and
  * detaching cost the publisher nothing: the publisher's writers never wait for a reader.
  * Every interval it copies each slot under the slot's seqlock and shows the values and their
  * rates: a refreshing screen on a terminal, one JSON object per file and interval otherwise.
@@ -197,7 +197,7 @@ static enum owner owner_of(int32_t pid, uint64_t pid_start, uid_t uid, uid_t *pu
 }
 
 /* Does some open file description hold a write lock on the file: has it a live owner
- * (lib/shm-format.h)? Only a test: a reader never takes a lock. */
+ * (lib/obs/shm-format.h)? Only a test: a reader never takes a lock. */
 static bool write_locked(int fd)
 {
 	struct flock l = { .l_type = F_RDLCK, .l_whence = SEEK_SET };

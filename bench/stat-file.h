@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * multisend-stat's reading of a live-counter file's bytes (lib/shm-format.h) and its two
+ * multisend-stat's reading of a live-counter file's bytes (lib/obs/shm-format.h) and its two
  * outputs, apart from the files and processes around them (bench/multisend-stat.c), so that a
  * fuzz target (tests/fuzz/fuzz-stat-file.c) can run them on any bytes.
  */
@@ -16,7 +16,7 @@
 
 #include <multisend.h>
 
-#include "../lib/shm-format.h"
+#include "../lib/obs/shm-format.h"
 
 /* What we keep of one slot: the names (written once, before the slot went LIVE) and two
  * copies of the values, the latest and the one before, for the rates. */

@@ -188,7 +188,7 @@ struct ms_config {
  * MS_CFG_NO_FALLBACK) the library falls through its preference order, which is also what
  * MS_BACKEND_AUTO walks: loop, io_uring, sendmmsg. On Linux 6.18 the kernel's per-datagram
  * sendmsg path costs more than the system calls that batching saves, so the plain loop spends
- * the least CPU per destination (measurements in lib/ctx.c); choose a backend explicitly
+ * the least CPU per destination (measurements in lib/api/ctx.c); choose a backend explicitly
  * where your own measurements say otherwise; the same holds for each shape of group (one
  * unconnected socket, a connected UDP socket per destination, TCP streams). Availability of
  * io_uring is probed once per process; seccomp filters,
@@ -723,7 +723,7 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * temporary name first). Truncating the file under a running publisher (only its owner or
  * root can) still kills the publisher with SIGBUS on its next send: delete or rename the
  * file instead. multisend-stat reads it live; the format and the protocol are
- * lib/shm-format.h.
+ * lib/obs/shm-format.h.
  */
 
 /* A message for a negative errno as this library returns it (also for positive errno values).

@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The executor interface: what a backend is, the whole contract. Read this before lib/send.c.
+ * The executor interface: what a backend is, the whole contract. Read this before lib/api/send.c.
  *
- * A call to ms_send goes through stages (lib/send.c), and only one of them is a backend:
+ * A call to ms_send goes through stages (lib/api/send.c), and only one of them is a backend:
  *
- *   validate    arguments, flags (lib/send.c)
+ *   validate    arguments, flags (lib/api/send.c)
  *   plan        the group compiled into one flat array in group order, one entry per
- *               destination (struct ms__plan_entry, lib/group.c): rebuilt after a change,
+ *               destination (struct ms__plan_entry, lib/api/group.c): rebuilt after a change,
  *               read by every backend; the send order of a call is "n positions from `first`,
  *               wrapping around" (rotation is that one integer)
- *   before      timestamps arm control messages on some prepared headers (lib/tstamp.c); the
+ *   before      timestamps arm control messages on some prepared headers (lib/modes/tstamp.c); the
  *               slow-consumer policy gives the call a status array and marks the positions
  *               whose backlog must go first, which the core leaves out of the executor's
- *               ranges (lib/slow.c)
+ *               ranges (lib/modes/slow.c)
  *   execute     the backend's send() over a range of the plan, on the calling thread, or K
- *               ranges on K threads each with its own backend state (lib/workers.c)
+ *               ranges on K threads each with its own backend state (lib/exec/workers.c)
  *   after       the policy turns its destinations' statuses into its own outcomes, timestamps
  *               disarm, the call's tally is added to the context's counters and published
- *               (lib/slow.c, lib/tstamp.c, lib/ctx.c)
+ *               (lib/modes/slow.c, lib/modes/tstamp.c, lib/api/ctx.c)
  *
  * A backend sees none of that: no configuration but what ctx_init reads, no policy, no
  * timestamp logic, no workers, no fork. It gets a batch (the message, the flags, the plan and
@@ -42,8 +42,8 @@
  * (their tallies are added up afterwards) and its own state (part_init); their positions and
  * so their res entries are disjoint.
  *
- * Adding a backend: one file under lib/ with a `const struct ms__backend`, its id in the public
- * enum, and one line in the preference table of lib/ctx.c. Its capability bits tell the core
+ * Adding a backend: one file under lib/be/ with a `const struct ms__backend`, its id in the public
+ * enum, and one line in the preference table of lib/api/ctx.c. Its capability bits tell the core
  * what it cannot do; the core then does it otherwise (a child after fork() uses the loop).
  */
 #ifndef MS_BACKEND_H
@@ -80,7 +80,7 @@ struct ms__plan_entry {
 #define MS__PLAN_DGRAM 1u    /* SOCK_DGRAM */
 #define MS__PLAN_FIXED 2u    /* io_uring: a registered file */
 #define MS__PLAN_NOWAIT 4u   /* xflags has MSG_DONTWAIT */
-#define MS__PLAN_UNIXMSG 8u  /* AF_UNIX datagram or seqpacket (see lib/be-iouring.c) */
+#define MS__PLAN_UNIXMSG 8u  /* AF_UNIX datagram or seqpacket (see lib/be/iouring.c) */
 #define MS__PLAN_CLASSES 16u
 
 /* Outcome classes of a failed destination (ms_stats err_*). */

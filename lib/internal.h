@@ -35,20 +35,20 @@ struct ms__bucket {
 	uint32_t list_pos; /* index in group->buckets */
 	struct ms__dest *dests;
 	struct mmsghdr *msgs;
-	/* Slow-consumer policy (lib/slow.c); only connection-oriented sockets, which have one
+	/* Slow-consumer policy (lib/modes/slow.c); only connection-oriented sockets, which have one
 	 * destination per bucket, are managed. */
 	bool managed;   /* the group's policy applies: sends are non-blocking, results go to st */
 	bool stalled;   /* backlog not empty: left out of the executor's ranges, slow.c sends */
 	bool doomed;    /* the policy removes it at the end of this call */
 	bool nonblock;  /* O_NONBLOCK when the bucket was made */
 	int xflags;     /* extra send flags: MSG_DONTWAIT when managed or nonblock */
-	int8_t ts_state; /* timestamps (lib/tstamp.c): 0 not looked at, 1 set up by the library,
+	int8_t ts_state; /* timestamps (lib/modes/tstamp.c): 0 not looked at, 1 set up by the library,
 	                    -1 not stampable (not UDP, or the caller's own SO_TIMESTAMPING) */
 	uint32_t ts_epoch; /* the last collection that read this socket's error queue */
 	struct {
 		char *buf;
 		size_t off, len, cap; /* pending bytes are buf[off, off + len) */
-		size_t held;          /* message bytes among them (lib/slow.c) */
+		size_t held;          /* message bytes among them (lib/modes/slow.c) */
 	} bl;
 };
 
@@ -79,7 +79,7 @@ struct ms_group {
 	struct ms_slow_config slow; /* policy; .size unused */
 	uint32_t nmanaged;          /* buckets the policy manages */
 	size_t backlog;             /* bytes held in the buckets' backlogs */
-	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/tstamp.c), NULL until used */
+	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/modes/tstamp.c), NULL until used */
 	uint64_t ts_calls;          /* fan-outs, for one in ts_sample */
 	size_t rot_pos;             /* MS_CFG_ROTATE: where the next fan-out starts (mod size) */
 	/* The plan (lib/backend.h): room reserved by ms_group_add (the send path allocates
@@ -92,6 +92,10 @@ struct ms_group {
 	struct ms_result *scratch;
 	size_t capscratch;
 };
+
+/* MS_CFG_CONNECT (lib/modes/connect.c): a connected UDP socket for addr, made like the
+ * caller's fd. The new fd, or -errno. */
+int ms__connect_own(int fd, int family, const struct sockaddr *addr, socklen_t alen);
 
 /* Remove destination id (valid), as ms_group_remove does, from inside the library. */
 void ms__group_remove(struct ms_group *g, int id);
@@ -112,7 +116,7 @@ struct ms__send {
 	struct ms__batch b;
 	struct ms_group *g;
 	size_t first;            /* the send order's first position (MS_CFG_ROTATE; else 0) */
-	uint32_t parts;          /* threads sending this fan-out (lib/workers.c): 1, or the
+	uint32_t parts;          /* threads sending this fan-out (lib/exec/workers.c): 1, or the
 	                            parts of ms__part_range */
 	bool managed;            /* the group has buckets a slow-consumer policy manages */
 	bool ts_armed;           /* timestamps armed some headers' control messages */
@@ -144,7 +148,7 @@ void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
 /* Add a call's counts to its context's counters. */
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);
 
-/* Slow-consumer policy (lib/slow.c). */
+/* Slow-consumer policy (lib/modes/slow.c). */
 void ms__slow_bucket_init(struct ms_group *g, struct ms__bucket *b);
 void ms__slow_bucket_fini(struct ms_group *g, struct ms__bucket *b);
 /* Before the executor: a call without a result array gets the group's scratch one. */
@@ -185,10 +189,10 @@ struct ms_ctx {
 	uint64_t pub_seq;        /* pub's sequence word, as we last wrote it */
 	unsigned slot_gen;       /* ms__fork_gen when pub was opened */
 	uint64_t pub_epoch;      /* ms__shm_epoch() when pub was opened */
-	struct ms__pool *pool;   /* workers and offload (lib/workers.c); NULL: neither */
+	struct ms__pool *pool;   /* workers and offload (lib/exec/workers.c); NULL: neither */
 };
 
-/* ---- workers and offload (lib/workers.c) ---- */
+/* ---- workers and offload (lib/exec/workers.c) ---- */
 struct ms__pool;
 /* Start the context's threads (ctx->be set). 0 or -errno. */
 int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c);
@@ -212,7 +216,7 @@ void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len);
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
 		unsigned flags, struct ms_result *res);
 
-/* ---- timestamps (lib/tstamp.c) and histograms (lib/hist.c) ---- */
+/* ---- timestamps (lib/modes/tstamp.c) and histograms (lib/obs/hist.c) ---- */
 enum { MS__H_CALL_FIRST, MS__H_CALL_LAST, MS__H_FIRST_LAST, MS__H_DEST_LAG, MS__H_N };
 unsigned ms__hist_index(uint64_t v);
 void ms__hist_add(struct ms_hist *h, uint64_t v);
@@ -240,7 +244,7 @@ void ms__publish_all(struct ms_ctx *ctx);
  * mirror forgotten). */
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
 extern unsigned ms__fork_gen;
-/* Is this a child forked after ctx was made? (Checked once per call, in lib/send.c.) */
+/* Is this a child forked after ctx was made? (Checked once per call, in lib/api/send.c.) */
 static inline bool ms__forked(const struct ms_ctx *ctx)
 {
 	return ctx->gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
@@ -248,7 +252,7 @@ static inline bool ms__forked(const struct ms_ctx *ctx)
 /* Start counting forks in ms__fork_gen (once per process; every ms_ctx_new calls it). */
 void ms__fork_watch(void);
 
-/* ---- live counters (lib/shm.c, lib/shm-format.h) ---- */
+/* ---- live counters (lib/obs/shm.c, lib/obs/shm-format.h) ---- */
 struct ms_shm_slot;
 uint64_t ms__realtime_ns(void);
 /* Expand %p (the process id) in tmpl into out[cap]. 0, or -EINVAL (empty, or too long). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: the LD_PRELOAD shim's configuration parser (lib/preload/config.c, compiled in)
+ * Fuzz target: the LD_PRELOAD shim's configuration parser (shim/config.c, compiled in)
  * on arbitrary MULTISEND_* values and program names. config.c's shim_config_parse is the code
  * shim_config_load runs, with the environment replaced by a lookup over the input; shim_warn
  * (resolve.c in the shim) is replaced here by a hook that records each warning instead of
@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "preload/shim.h"
+#include "shim.h"
 
 #define CHECK(c)                                                                             \
 	do {                                                                                 \

@@ -25,7 +25,7 @@ exec python3 - "$build" "$rounds" <<'PY'
 import json, os, random, resource, shutil, statistics, subprocess, sys, tempfile, time
 
 build, rounds = sys.argv[1], int(sys.argv[2])
-shim = f"{build}/lib/preload/libmultisend-preload.so"
+shim = f"{build}/shim/libmultisend-preload.so"
 legacy = f"{build}/examples/legacy-fanout"
 receiver = f"{build}/examples/fanout-receiver"
 callbench = f"{build}/tests/shim/shim-callbench"

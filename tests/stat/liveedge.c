@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * liveedge: the live-counter file (lib/shm-format.h) where the process around it is unusual.
+ * liveedge: the live-counter file (lib/obs/shm-format.h) where the process around it is unusual.
  * Run by tests/stat/stat-test.sh (suite 'stat'); each mode prints what it checked and exits 0,
  * says what failed and exits 1, or exits 77 when it cannot be run here.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * livefile: the live-counter file (lib/shm-format.h) against the program around it: its
+ * livefile: the live-counter file (lib/obs/shm-format.h) against the program around it: its
  * descriptors, its forks, its exec, damage to the file, and the LD_PRELOAD shim sharing the
  * file with the program's own libmultisend. Run by tests/stat/stat-test.sh (suite 'stat');
  * each mode prints what it checked and exits 0, or says what failed and exits 1.

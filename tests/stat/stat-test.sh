@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The 'stat' suite's driver (registered by tests/stat/meson.build): multisend-stat against
-# real live-counter files (lib/shm-format.h). The preload shim's slot is tested by
+# real live-counter files (lib/obs/shm-format.h). The preload shim's slot is tested by
 # tests/shim/shim-test.sh (live), also in this suite.
 #
 #   stat-test.sh md PUBLISHER SUBSCRIBER STAT

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A fake kernel behind the library's system-call table (lib/sys.h).
+ * A fake kernel behind the library's system-call table (lib/os/sys.h).
  *
  * Destinations are registered as (fd, address) or (fd, connected peer). The fakes of sendto,
  * sendmsg and sendmmsg look every message up, apply its destination's script and count, per

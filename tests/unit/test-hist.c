@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The log-linear histogram (lib/hist.c): buckets tile the whole range, each at most 1/16 of its
+/* The log-linear histogram (lib/obs/hist.c): buckets tile the whole range, each at most 1/16 of its
  * values wide, and quantiles land within one bucket of the exact value. */
 #include <errno.h>
 #include <setjmp.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Two writers replacing the same stale live-counter file (lib/shm.c create_file): each saw
+ * Two writers replacing the same stale live-counter file (lib/obs/shm.c create_file): each saw
  * the file without a live owner; the first put its new file under the name; the second,
  * which judged the same stale file, must not rename over the first's live file (which would
  * lose its name while its owner publishes into it). The race is made deterministic by
@@ -8,7 +8,7 @@
  * second writer saw: the second gives up (-EAGAIN: look again), the name still names the
  * first's file, locked, and no temporary name is left. Both ways are checked: the atomic
  * exchange, and the check before and after a plain rename (file systems without exchange).
- * lib/shm.c is compiled into this test, to reach its static functions.
+ * lib/obs/shm.c is compiled into this test, to reach its static functions.
  */
 #include "shm.c"
 

@@ -385,7 +385,7 @@ static void arm_one(struct ms__send *s, struct sample *t, struct ms__bucket *b, 
 	t->d[i] = (struct ts_dest){ .b = b, .hdr = h, .id = b->dests[j].id, .pos = pos };
 }
 
-/* The destination at plan position i, unless its backlog goes first (lib/slow.c). */
+/* The destination at plan position i, unless its backlog goes first (lib/modes/slow.c). */
 static void arm_pos(struct ms__send *s, struct sample *t, size_t i)
 {
 	const struct ms__idslot *id = &s->g->ids[s->g->plan[i].id];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Live-counter files (lib/shm-format.h): one per process and path, shared by the contexts (and
+ * Live-counter files (lib/obs/shm-format.h): one per process and path, shared by the contexts (and
  * the shim) that publish there. Opening and closing take a mutex; publishing never does. No
  * descriptor is kept: the file's lock lives in the open file description that the mapping
  * holds, so the program can close and reuse any descriptor number without touching ours.
@@ -38,7 +38,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* Bumped in every forked child: a context set up before the fork must not write into its
  * parent's live-counter file (ms__own_slot), submit to its parent's io_uring ring, or count
- * on its parent's threads (lib/workers.c). */
+ * on its parent's threads (lib/exec/workers.c). */
 unsigned ms__fork_gen;
 
 /* lib/internal.h (ms__shm_epoch): the "mappings valid in this process" word, in a page of its
@@ -368,7 +368,7 @@ static struct ms_shm_header *create_file(const char *path, mode_t mode, const st
 }
 
 /*
- * Map the live-counter file at path (lib/shm-format.h says the protocol): join it when another
+ * Map the live-counter file at path (lib/obs/shm-format.h says the protocol): join it when another
  * copy of this code in this process already publishes there (*owner false), else set up a new
  * file (*owner true: our mapping holds its lock). No descriptor is kept: every one opened here
  * is closed before returning. A file with a live owner that is not this process is -EBUSY;
@@ -449,7 +449,7 @@ static struct ms_shm_header *map_file(const char *path, bool *owner, int *err)
 }
 
 /* A file whose lock we hold stays mapped while any slot in it is live: another copy of this
- * code in the process may still publish there (lib/shm-format.h). */
+ * code in the process may still publish there (lib/obs/shm-format.h). */
 static bool any_live(const struct ms_shm_header *h)
 {
 	uint32_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);

@@ -5,7 +5,7 @@
  * intercepted call, under pthread_once, never in a constructor.
  *
  * The core library inside the shim calls the kernel through its system-call table
- * (lib/sys.h). Left alone, that table would hold the shim's own sendto, so the shim's flushes
+ * (lib/os/sys.h). Left alone, that table would hold the shim's own sendto, so the shim's flushes
  * would land back in the shim: init points it at the real functions.
  *
  * A call that re-enters the shim (shim_guard set) cannot wait on pthread_once: a signal
@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "shim.h"
-#include "../sys.h"
+#include "sys.h"
 
 struct shim_real shim_real;
 SHIM_TLS int shim_guard;

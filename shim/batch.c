@@ -46,8 +46,8 @@
 #include <unistd.h>
 
 #include "shim.h"
-#include "../sys.h"
-#include "../mmsg.h"
+#include "sys.h"
+#include "mmsg.h"
 
 /* ---- destinations --------------------------------------------------------------------------- */
 

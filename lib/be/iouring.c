@@ -103,7 +103,7 @@ static void set_classes(struct uring_state *st)
 {
 	for (unsigned w = 0; w < 2; w++)
 		for (unsigned c = 0; c < MS__PLAN_CLASSES; c++) {
-			/* what lib/send.c passes: MSG_NOSIGNAL, and MSG_DONTWAIT if asked */
+			/* what lib/api/send.c passes: MSG_NOSIGNAL, and MSG_DONTWAIT if asked */
 			int fl = MSG_NOSIGNAL | (w || (c & MS__PLAN_NOWAIT) ? MSG_DONTWAIT : 0);
 			bool dgram = c & MS__PLAN_DGRAM;
 			bool block = (c & MS__PLAN_UNIXMSG) && !(fl & MSG_DONTWAIT);
@@ -759,7 +759,7 @@ static int uring_send(void *state, struct ms__batch *b, size_t first, size_t cou
 	return err;
 }
 
-/* A library thread's own ring (lib/workers.c): made, enabled and used by that thread alone,
+/* A library thread's own ring (lib/exec/workers.c): made, enabled and used by that thread alone,
  * without a registered file table (the context's groups register their sockets in the
  * context's ring only), so its requests name sockets by plain fd. */
 static int uring_part_init(struct ms_ctx *ctx, void **out)

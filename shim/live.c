@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Live counters: with MULTISEND_STATS_SHM set, the shim publishes its totals (those of the
- * report at exit) in a slot named "shim" of that live-counter file (lib/shm-format.h, written
+ * report at exit) in a slot named "shim" of that live-counter file (lib/obs/shm-format.h, written
  * through the core's shm.c), which multisend-stat reads while the program runs.
  *
  * The sending threads keep counting as before, in their own rows, and pay this for
@@ -30,8 +30,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../internal.h"
-#include "../shm-format.h"
+#include "internal.h"
+#include "shm-format.h"
 #include "shim.h"
 
 extern _Atomic uint64_t shim_reentered, shim_sigqueued; /* intercept.c */
@@ -65,7 +65,7 @@ enum { LIVE_OFF, LIVE_ON, LIVE_CLOSED };
 static int live_state;             /* under `busy` */
 static struct ms_shm_slot *slot;   /* under `busy`; NULL until the first publication */
 static uint64_t slot_seq;          /* under `busy`: the slot's sequence word as we last wrote
-                                      it (the file's is never read back: lib/shm-format.h) */
+                                      it (the file's is never read back: lib/obs/shm-format.h) */
 static uint64_t slot_epoch;        /* under `busy`: ms__shm_epoch() when slot was opened */
 static bool forked, warned;
 static _Atomic bool sent;          /* this process made a send: a file is worth making */
