@@ -186,6 +186,8 @@ int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned f
 
 int ms_post(struct ms_group *g, const void *buf, size_t len, unsigned flags, uint64_t *seq)
 {
+	if (seq)
+		*seq = 0;
 	if (!g || (!buf && len) || len > SSIZE_MAX)
 		return -EINVAL;
 	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
@@ -196,6 +198,8 @@ int ms_postv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned f
 	     uint64_t *seq)
 {
 	size_t len;
+	if (seq)
+		*seq = 0;
 	if (!g || check_iov(iov, iovcnt, &len))
 		return -EINVAL;
 	return ms__offload_post(g, iov, iovcnt, len, flags, seq);

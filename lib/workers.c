@@ -553,8 +553,6 @@ int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, si
 		return -EINVAL;
 	if (!p || !p->offload)
 		return -ENOTSUP;
-	if (seq)
-		*seq = 0;
 	if (!g->size)
 		return 0;
 	if (len > p->max_msg)
