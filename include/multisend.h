@@ -467,7 +467,8 @@ MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
 struct ms_post_error {
 	uint64_t seq;        /* the message's post number, as ms_post set it */
 	int id;              /* the destination's id, as ms_group_add returned it */
-	int status;          /* -errno, or the bytes the kernel took (less than the message) */
+	int status;          /* as ms_result.status: -errno, or the bytes of the message the
+	                        kernel took (fewer than its length, or with MS_RES_QUEUED) */
 	uint32_t flags;      /* MS_RES_*, as in struct ms_result */
 	uint32_t pad;
 	struct ms_group *g;  /* the group it was posted to (to compare only: the group may have
@@ -478,9 +479,10 @@ struct ms_post_error {
 
 /*
  * Take up to n entries from the context's post log, oldest first, into out; they leave the
- * log. Entries come in the order of the messages, and within one message in the group's send
- * order. lost, if not NULL, gets the number of entries dropped because the log was full
- * since the previous call that asked (which resets it). Context thread only, like ms_post.
+ * log. Entries come in the order of the messages, and within one message in the group's
+ * order (as in ms_send's res). lost, if not NULL, gets the number of entries dropped since
+ * the previous call that asked (which resets it): because the log was full, or (rarely)
+ * because the offload thread had no memory for the message's results. Context thread only, like ms_post.
  * Returns the number of entries copied (0 without offload, *lost = 0), or -EINVAL (ctx NULL,
  * or out NULL with n > 0).
  */
