@@ -537,7 +537,7 @@ static void publish(struct ms__pool *p, uint64_t to)
 	signal_change(&p->head_ev);
 }
 
-/* Bytes of ring between the current head and the end of an entry of `need` bytes put at off. */
+/* The head once an entry of `need` bytes is put at off (after the filler before it, if any). */
 static uint64_t entry_end(const struct ms__pool *p, uint64_t off, uint64_t need)
 {
 	const uint64_t mask = p->ring_size - 1;
