@@ -87,13 +87,13 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 	l = strlen(buf);
 	if (o->offload)
 		snprintf(buf + l, len - l,
-			 ";\n            library contexts with MS_CFG_OFFLOAD (a library thread "
-			 "sends; each timed batch ends with ms_ctx_drain)");
+			 ";\n            library contexts with MS_CFG_OFFLOAD, sent with ms_post (a "
+			 "library thread sends; each timed batch ends with ms_ctx_drain)");
 	else if (o->compare_off)
 		snprintf(buf + l, len - l,
 			 ";\n            each library backend also runs as +offload, interleaved: "
-			 "MS_CFG_OFFLOAD (a library thread sends;\n            each timed batch ends "
-			 "with ms_ctx_drain)");
+			 "MS_CFG_OFFLOAD, ms_post (a library thread sends;\n            each timed "
+			 "batch ends with ms_ctx_drain)");
 	l = strlen(buf);
 	if (o->compare_zc)
 		snprintf(buf + l, len - l,
@@ -1337,9 +1337,9 @@ void report_legend(struct session *s)
 		      s->table);
 	if (s->o->compare_off || s->o->offload)
 		fputs("+offload / --offload: the same library backend on a context with MS_CFG_OFFLOAD: "
-		      "ms_send copies the message into\n  a ring and a library thread sends it; each "
+		      "ms_post copies the message into\n  a ring and a library thread sends it; each "
 		      "timed batch ends with ms_ctx_drain, so dests/s and process CPU\n  include the "
-		      "sending; caller is the sending thread's CPU in ms_send alone, and its wait in\n"
+		      "sending; caller is the sending thread's CPU in ms_post alone, and its wait in\n"
 		      "  ms_ctx_drain is taken out of process too (the bench's, not a publisher's); "
 		      "failures counted from the\n  library's counters once sent.\n",
 		      s->table);

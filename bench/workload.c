@@ -172,7 +172,7 @@ static void detail_variant(const struct opts *o, struct variant *x, enum variant
 			 "per destination, bound to the plain socket's port)");
 	else if (variant_is_off(v))
 		snprintf(x->detail + l, sizeof(x->detail) - l,
-			 "; context with MS_CFG_OFFLOAD (ms_send hands the message to a library "
+			 "; context with MS_CFG_OFFLOAD (ms_post hands the message to a library "
 			 "thread; each timed batch ends with ms_ctx_drain)");
 	else if (variant_is_w(v))
 		snprintf(x->detail + l, sizeof(x->detail) - l,
@@ -709,16 +709,19 @@ static uint64_t send_raw(struct rig *r, uint64_t (*fanout)(struct rig *), uint64
 	return failed;
 }
 
-/* No result array: the counts are all the bench needs, and offload forbids one. Under offload
- * ok is the destinations the message will be attempted on (the whole group, so nothing counts
- * as failed here); a refusal (-EAGAIN: the ring full under MS_SEND_DONTWAIT) sent nothing. */
-static uint64_t send_lib(struct rig *r, struct ms_group *g, unsigned flags, uint64_t count)
+/* No result array: the counts are all the bench needs. post (an offload context): ms_post,
+ * whose ok is the destinations the message will be attempted on (the whole group, so nothing
+ * counts as failed here: rig_sync takes the failures from the counters once sent); a refusal
+ * (-EAGAIN: the ring full under MS_SEND_DONTWAIT) sent nothing. */
+static uint64_t send_lib(struct rig *r, struct ms_group *g, unsigned flags, uint64_t count,
+			 bool post)
 {
 	uint64_t failed = 0;
 
 	for (uint64_t k = 0; k < count; k++) {
 		stamp(r);
-		int ok = ms_send(g, r->msg, r->size, flags, NULL);
+		int ok = post ? ms_post(g, r->msg, r->size, flags, NULL)
+			      : ms_send(g, r->msg, r->size, flags, NULL);
 
 		failed += ok < 0 ? r->n : r->n - (uint64_t)ok;
 	}
@@ -744,7 +747,8 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 		failed = send_raw(r, bench_raw_uring_fanout, count);
 		break;
 	default:
-		failed = send_lib(r, r->g[v], dontwait ? MS_SEND_DONTWAIT : 0, count);
+		failed = send_lib(r, r->g[v], dontwait ? MS_SEND_DONTWAIT : 0, count,
+				  rig_offloads(r, v));
 		break;
 	}
 

@@ -59,7 +59,7 @@ void rig_close(struct rig *r);
  * Send count fan-outs with backend v: nothing but the sends themselves (no allocation, no
  * other system call). Stamps each fan-out's sequence number into the message. Returns the
  * number of destinations that did not accept the datagram. With MS_CFG_OFFLOAD (rig_offloads)
- * the messages are only handed over: what is returned is the calls refused (n destinations
+ * the messages are posted (ms_post): what is returned is the calls refused (n destinations
  * each), and rig_sync must follow before the sends are over.
  */
 uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
@@ -67,7 +67,7 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count);
 /*
  * MS_CFG_OFFLOAD: wait until v's context has sent every message handed over (ms_ctx_drain),
  * then return the destinations that failed since the last rig_sync, from the library's counters
- * (ms_send said only how many destinations each message would be attempted on), and take them
+ * (ms_post said only how many destinations each message would be attempted on), and take them
  * out of r->accepted. 0 at once for the other variants.
  */
 uint64_t rig_sync(struct rig *r, enum variant_id v);

@@ -117,8 +117,9 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * descriptor per destination (RLIMIT_NOFILE: -EMFILE). The caller's socket is not used for
  * these destinations and may be closed. Other destinations are added as they are. */
 #define MS_CFG_CONNECT (1u << 4)
-/* Offload: ms_send and ms_sendv copy the message into a ring the context owns and return at
- * once; a thread of the library's sends it. See "Workers and offload" below. */
+/* Offload: the context gets a library thread and a ring for ms_post and ms_postv, which copy
+ * the message into the ring and return at once; the thread sends it. ms_send and ms_sendv
+ * are unchanged. See "Workers and offload" below. */
 #define MS_CFG_OFFLOAD (1u << 5)
 #define MS_CFG_ALL_FLAGS                                                                    \
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
@@ -207,7 +208,7 @@ struct ms_config {
 MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
 
 /* Free a context. Its groups must have been freed first. NULL is a no-op. With
- * MS_CFG_OFFLOAD, the messages handed over are sent first (see ms_ctx_drain). */
+ * MS_CFG_OFFLOAD, the messages posted are sent first (see ms_ctx_drain). */
 MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
 
 /* The backend the context uses (never MS_BACKEND_AUTO). */
@@ -360,6 +361,9 @@ struct ms_result {
  * no listener.
  *
  * On return the library holds no reference to buf, whatever the backend: buf may be reused.
+ *
+ * On a context with MS_CFG_OFFLOAD, ms_send first waits until every message posted before it
+ * (ms_post) has been sent, whatever its flags, then sends as above; see "Workers and offload".
  */
 MS_EXPORT int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
 		      struct ms_result *res);
@@ -389,38 +393,101 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
  * uses one); so do fan-outs of a group with a slow-consumer policy on a connection-oriented
  * destination, and messages of 4 GiB or more.
  *
- * MS_CFG_OFFLOAD: ms_send and ms_sendv copy the message into a ring the context owns
- * (offload_kib) and return at once; a library thread sends it, with everything the context
- * is configured for (with workers = K, K library threads share each fan-out, the calling
- * thread none). The caller's buffer is free when the call returns. Messages leave in the order
- * they were handed over, each to every destination its group has when the library thread
- * takes it (the group cannot change in between: see below). Under offload:
- *  - ms_send and ms_sendv return the number of destinations the message will be attempted on
- *    (the group's size), not how many accepted it; res must be NULL (-EINVAL otherwise).
- *    What each destination did is counted in ms_ctx_stats (dests_*, err_* by class), in
- *    ms_ctx_snapshot and in the live counters, as the library thread sends.
- *  - A full ring makes the call wait for room (offload_waits); with MS_SEND_DONTWAIT it
- *    returns -EAGAIN instead, and nothing of the message is sent (offload_refused). A message
- *    longer than a quarter of the ring: -EMSGSIZE. An empty group: 0, nothing handed over.
- *  - ms_ctx_drain waits until every message handed over has been sent; ms_ctx_free drains
- *    first. Messages handed over but not yet sent when the process exits are lost: drain
- *    before exit.
+ * Offload (MS_CFG_OFFLOAD): ms_post and ms_postv hand a message over and return at once; the
+ * context's offload thread, started by ms_ctx_new, sends it (without MS_CFG_OFFLOAD there is
+ * no such thread, and ms_post fails with -ENOTSUP). Like uv_udp_send next to
+ * uv_udp_try_send: ms_send is the synchronous call with its results, ms_post the
+ * asynchronous one with its own contract:
+ *  - The message is copied into a ring the context owns (offload_kib); the caller's buffers
+ *    are free when ms_post returns. The offload thread sends it with everything the context
+ *    is configured for (with workers = K, K library threads share each fan-out). Posted
+ *    messages leave in the order they were posted, each to every destination its group has
+ *    when the offload thread takes it (the group cannot change in between: see below).
+ *  - ms_post returns when the message is handed over, not sent: the number of destinations
+ *    it will be attempted on (the group's size), and sets *seq (if seq is not NULL) to the
+ *    message's post number: the context's posted messages are numbered 1, 2, 3 ... in order
+ *    (the n-th has number n, which offload_msgs in ms_ctx_stats counts). A full ring makes
+ *    the call wait for room (offload_waits); with MS_SEND_DONTWAIT it returns -EAGAIN
+ *    instead, and nothing of the message is sent or numbered (offload_refused). A message
+ *    longer than a quarter of the ring: -EMSGSIZE. An empty group: 0, nothing handed over,
+ *    *seq = 0. MS_SEND_DONTWAIT also makes the message's sends non-blocking, as in ms_send.
+ *  - What each destination did: every destination that did not accept the whole message
+ *    (what ms_send's res would show with a status other than the message length, or with
+ *    flags) is written to the context's post log, with the post number, the group, the
+ *    destination's id, its status and flags; ms_ctx_post_errors reads it. The log holds
+ *    MS_POST_LOG_ENTRIES entries; while it is full, further entries are dropped and counted,
+ *    so read it as often as failures may come (after ms_ctx_drain it is complete). A log
+ *    rather than a completion callback: the caller's thread reads it when it chooses, no
+ *    caller code runs on the library's thread, and a burst of failures costs a bounded
+ *    amount of memory. The counters (ms_ctx_stats, ms_ctx_snapshot, the live counters) count
+ *    posted messages' destinations as ms_send's, as the offload thread sends.
+ *  - ms_ctx_drain waits until every posted message has been sent; ms_ctx_free drains first.
+ *    Messages posted but not yet sent when the process exits are lost: drain before exit.
+ *  - ms_send and ms_sendv on the context stay synchronous, with their own return value and
+ *    res: each first waits until the messages posted before it have been sent, then sends
+ *    from the calling thread (with workers, the calling thread sends the first part). With
+ *    the io_uring backend, whose ring accepts submissions from one thread only, the offload
+ *    thread sends it instead, from the caller's own buffers, while the caller waits: the
+ *    results and the contract are the same.
  *  - Every other call on a group of the context (ms_group_add, _remove, _free, _size,
- *    _set_slow, _flush, _backlog, _ts_collect, _ts_last) first waits until the messages handed
- *    over have been sent, so a group only ever changes between two fan-outs.
- *  - ms_ctx_stats reports what the library thread has published (it does not wait).
- *  - Timestamps (ts_sample) time the fan-out from the moment the library thread begins it.
+ *    _set_slow, _flush, _backlog, _ts_collect, _ts_last) first waits until the posted
+ *    messages have been sent, so a group only ever changes between two fan-outs.
+ *  - ms_ctx_stats reports what the sending threads have published (it does not wait).
+ *  - Timestamps (ts_sample) time a posted fan-out from the moment the offload thread begins it.
  *
  * Library threads poll for work for spin_us after their last job, then sleep; waking a
  * sleeping one costs the waker a futex(2) call. A forked child has none of its parent's
- * threads: there, the context's calls send from the calling thread alone (with offload, the
- * message is sent before ms_send returns). io_uring with offload: the ring belongs to the
- * library thread, so a socket added after the first fan-out is used by its plain fd.
+ * threads: there, the context's calls send from the calling thread alone (ms_post sends the
+ * message before it returns, numbers it and logs it as above; the parent's messages posted
+ * before the fork are not sent by the child). io_uring with offload: the ring belongs to
+ * the offload thread, so a socket added after the first fan-out is used by its plain fd.
  */
 
-/* Wait until every message handed over to the context (MS_CFG_OFFLOAD) has been sent to all
- * its destinations. Returns 0 at once without offload, or -EINVAL (ctx NULL). */
+/* Post the len bytes at buf to every destination of g (see above). Returns the group's size
+ * (0 for an empty group, nothing posted), or:
+ *   -EINVAL    g NULL; buf NULL with len > 0; len > SSIZE_MAX; unknown flags.
+ *   -ENOTSUP   the context was made without MS_CFG_OFFLOAD (nothing is sent).
+ *   -EMSGSIZE  len is more than a quarter of the offload ring.
+ *   -EAGAIN    MS_SEND_DONTWAIT and the ring has no room now (nothing is sent).
+ * seq may be NULL; otherwise it gets the post number, or 0 when nothing was posted. */
+MS_EXPORT int ms_post(struct ms_group *g, const void *buf, size_t len, unsigned flags,
+		      uint64_t *seq);
+
+/* ms_post for a message gathered from iovcnt buffers; the same contract, plus ms_sendv's
+ * -EINVAL cases for iov and iovcnt. */
+MS_EXPORT int ms_postv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
+		       uint64_t *seq);
+
+/* Wait until every message posted to the context (ms_post) has been sent to all its
+ * destinations, and its outcomes are in the post log. Returns 0 (at once without offload),
+ * or -EINVAL (ctx NULL). */
 MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
+
+/* One destination of a posted message that did not accept all of it. */
+struct ms_post_error {
+	uint64_t seq;        /* the message's post number, as ms_post set it */
+	int id;              /* the destination's id, as ms_group_add returned it */
+	int status;          /* as ms_result.status: -errno, or the bytes of the message the
+	                        kernel took (fewer than its length, or with MS_RES_QUEUED) */
+	uint32_t flags;      /* MS_RES_*, as in struct ms_result */
+	uint32_t pad;
+	struct ms_group *g;  /* the group it was posted to (to compare only: the group may have
+	                        been freed since) */
+};
+
+#define MS_POST_LOG_ENTRIES 4096u
+
+/*
+ * Take up to n entries from the context's post log, oldest first, into out; they leave the
+ * log. Entries come in the order of the messages, and within one message in the group's
+ * order (as in ms_send's res). lost, if not NULL, gets the number of entries dropped since
+ * the previous call that asked (which resets it): because the log was full, or (rarely)
+ * because the offload thread had no memory for the message's results. Context thread only, like ms_post.
+ * Returns the number of entries copied (0 without offload, *lost = 0), or -EINVAL (ctx NULL,
+ * or out NULL with n > 0).
+ */
+MS_EXPORT int ms_ctx_post_errors(struct ms_ctx *ctx, struct ms_post_error *out, size_t n,
+				 uint64_t *lost);
 
 /* ---------------------------------------------------------------------------------------------
  * Zero copy (io_uring backend)
@@ -551,7 +618,7 @@ struct ms_stats {
 	uint64_t backlog_bytes;   /* bytes held in backlogs now, over all groups */
 	uint64_t backlog_discarded; /* bytes discarded from backlogs: failed or removed streams */
 	/* MS_CFG_OFFLOAD (see "Workers and offload"): */
-	uint64_t offload_msgs;    /* messages handed over */
+	uint64_t offload_msgs;    /* messages posted (ms_post, ms_postv) */
 	uint64_t offload_waits;   /* ... of which the caller had to wait for room in the ring */
 	uint64_t offload_refused; /* calls refused with -EAGAIN: the ring was full and the call
 	                             had MS_SEND_DONTWAIT (nothing of the message was sent) */

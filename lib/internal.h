@@ -202,9 +202,17 @@ void ms__pool_stop(struct ms_ctx *ctx);
 uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s);
 /* Send s in s->parts parts: the calling thread the first, library threads the others. */
 int ms__pool_send(struct ms__send *s);
-/* MS_CFG_OFFLOAD: hand the message over; returns the group's size or -errno. */
+/* ms_post: hand the message over (in a forked child: send it now, logging what failed);
+ * returns the group's size or -errno, and sets *seq (if not NULL) to its post number. */
 int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
-		     unsigned flags);
+		     unsigned flags, uint64_t *seq);
+/* ms_send and ms_sendv on a context whose offload thread runs (the contract is in
+ * multisend.h): after the posted messages, from the calling thread, or for io_uring, whose
+ * ring takes submissions from one thread only, by the offload thread on the caller's behalf. */
+int ms__offload_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		     unsigned flags, struct ms_result *res);
+/* ms_ctx_post_errors (the contract is in multisend.h). */
+int ms__post_errors(struct ms_ctx *ctx, struct ms_post_error *out, size_t n, uint64_t *lost);
 /* Offload: wait until every message handed over has been sent (no-op without offload, in
  * the library's own thread, and in a forked child). */
 void ms__quiesce(const struct ms_ctx *ctx);
@@ -212,7 +220,7 @@ bool ms__offloaded(const struct ms_ctx *ctx);
 /* The offload counters: messages, waits, refusals. */
 void ms__offload_counts(const struct ms_ctx *ctx, uint64_t v[3]);
 void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len);
-/* The send path shared by ms_send, ms_sendv and the offload thread. */
+/* The send path shared by ms_send, ms_sendv, ms_post (forked child) and the offload thread. */
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
 		unsigned flags, struct ms_result *res);
 

@@ -641,3 +641,10 @@ int ms_ctx_drain(struct ms_ctx *ctx)
 	ms__quiesce(ctx);
 	return 0;
 }
+
+int ms_ctx_post_errors(struct ms_ctx *ctx, struct ms_post_error *out, size_t n, uint64_t *lost)
+{
+	if (!ctx || (!out && n))
+		return -EINVAL;
+	return ms__post_errors(ctx, out, n, lost);
+}

@@ -112,17 +112,31 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 	return (int)s.b.t.accepted;
 }
 
-/* MS_CFG_OFFLOAD: hand the message over; in a forked child (no library thread), send it now. */
-static int offload(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
-		   unsigned flags, struct ms_result *res)
+/* The checks ms_sendv and ms_postv share; sets *len. */
+static int check_iov(const struct iovec *iov, int iovcnt, size_t *len)
 {
-	if (res)
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (!iov && iovcnt))
 		return -EINVAL;
-	if (ms__offloaded(g->ctx))
-		return ms__offload_post(g, iov, iovcnt, len, flags);
-	size_t n = g->size;
-	int r = ms__do_send(g, iov, iovcnt, len, flags, NULL);
-	return r < 0 ? r : n > INT_MAX ? INT_MAX : (int)n;
+	size_t sum = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (!iov[i].iov_base && iov[i].iov_len)
+			return -EINVAL;
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - sum)
+			return -EINVAL;
+		sum += iov[i].iov_len;
+	}
+	*len = sum;
+	return 0;
+}
+
+/* ms_send and ms_sendv: always synchronous; on a context whose offload thread runs, after
+ * the messages posted before (lib/exec/workers.c). */
+static int send_now(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		    unsigned flags, struct ms_result *res)
+{
+	if (unlikely(g->ctx->pool != NULL) && ms__offloaded(g->ctx))
+		return ms__offload_send(g, iov, iovcnt, len, flags, res);
+	return ms__do_send(g, iov, iovcnt, len, flags, res);
 }
 
 int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
@@ -131,25 +145,35 @@ int ms_send(struct ms_group *g, const void *buf, size_t len, unsigned flags,
 	if (!g || (!buf && len) || len > SSIZE_MAX)
 		return -EINVAL;
 	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
-	if (unlikely(g->ctx->pool != NULL) && (g->ctx->flags & MS_CFG_OFFLOAD))
-		return offload(g, &one, 1, len, flags, res);
-	return ms__do_send(g, &one, 1, len, flags, res);
+	return send_now(g, &one, 1, len, flags, res);
 }
 
 int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
 	     struct ms_result *res)
 {
-	if (!g || iovcnt < 0 || iovcnt > IOV_MAX || (!iov && iovcnt))
+	size_t len;
+	if (!g || check_iov(iov, iovcnt, &len))
 		return -EINVAL;
-	size_t len = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (!iov[i].iov_base && iov[i].iov_len)
-			return -EINVAL;
-		if (iov[i].iov_len > (size_t)SSIZE_MAX - len)
-			return -EINVAL;
-		len += iov[i].iov_len;
-	}
-	if (unlikely(g->ctx->pool != NULL) && (g->ctx->flags & MS_CFG_OFFLOAD))
-		return offload(g, iov, iovcnt, len, flags, res);
-	return ms__do_send(g, iov, iovcnt, len, flags, res);
+	return send_now(g, iov, iovcnt, len, flags, res);
+}
+
+int ms_post(struct ms_group *g, const void *buf, size_t len, unsigned flags, uint64_t *seq)
+{
+	if (seq)
+		*seq = 0;
+	if (!g || (!buf && len) || len > SSIZE_MAX)
+		return -EINVAL;
+	struct iovec one = { .iov_base = (void *)buf, .iov_len = len };
+	return ms__offload_post(g, &one, 1, len, flags, seq);
+}
+
+int ms_postv(struct ms_group *g, const struct iovec *iov, int iovcnt, unsigned flags,
+	     uint64_t *seq)
+{
+	size_t len;
+	if (seq)
+		*seq = 0;
+	if (!g || check_iov(iov, iovcnt, &len))
+		return -EINVAL;
+	return ms__offload_post(g, iov, iovcnt, len, flags, seq);
 }

@@ -6,9 +6,15 @@
  * (ms__pool_send) posts parts 1..K-1 to K-1 worker threads, sends part 0 itself and waits for
  * the others; the parts are contiguous runs of the send order, sent by the backend's send
  * over the plan, each with its own struct ms__batch whose counts are added up at the
- * end. Offload puts one more thread in front: the caller copies the message into a byte ring
+ * end. Offload puts one more thread in front: ms_post copies the message into a byte ring
  * and returns; the offload thread takes messages off the ring in order and runs the ordinary
- * send path on each (ms__do_send), K parts included. Nothing here knows a backend.
+ * send path on each (ms__do_send), K parts included, with a result array of its own from
+ * which the destinations that did not take the whole message go to the post log. ms_send on
+ * such a context waits until the ring is empty and sends from the calling thread; only for
+ * io_uring, whose ring accepts submissions from one thread (SINGLE_ISSUER, the offload
+ * thread's once it has sent), it puts a reference entry in the ring (the caller's iovec and
+ * result array, not copied) and waits for the offload thread to send it. That is the one
+ * place here that knows a backend.
  *
  * Waiting: a waiter polls a 32-bit word for up to spin_us, then sleeps on it with futex(2)
  * after announcing itself in a sleeper count; a signaller changes the word and calls
@@ -21,6 +27,10 @@
  * padded to 64 bytes; one that would cross the end is preceded by a filler entry up to it.
  * The caller is the only writer of head, the offload thread the only writer of tail; the
  * group an entry names does not change until tail has passed it (ms__quiesce).
+ *
+ * The post log: MS_POST_LOG_ENTRIES entries, a ring with one writer (the offload thread, or
+ * in a forked child the caller) and one reader (ms_ctx_post_errors); log_w and log_r only
+ * grow; an entry that finds it full is counted in log_lost instead.
  */
 
 #include <errno.h>
@@ -118,8 +128,14 @@ struct entry {
 	struct ms_group *g; /* NULL: a filler up to the end of the ring */
 	uint64_t size;      /* bytes of ring this entry takes */
 	uint64_t len;       /* the message's */
+	uint64_t seq;       /* ms_post's number for it; 0: an ms_send by reference */
+	const struct iovec *iov; /* an ms_send by reference: the caller's (else the message
+	                            follows the entry) */
+	struct ms_result *res;   /* ... and its result array */
 	uint32_t flags;     /* ms_send flags */
+	int iovcnt;
 };
+_Static_assert(sizeof(struct entry) <= ENTRY_ALIGN, "one entry header per alignment unit");
 
 struct ms__pool {
 	struct ms_ctx *ctx;
@@ -141,6 +157,15 @@ struct ms__pool {
 	uint64_t tail __attribute__((aligned(64))); /* bytes consumed: the offload thread's */
 	struct waitword tail_ev;                    /* moves with tail (room for the caller) */
 	struct waitword empty_ev;                   /* moves when tail reaches head (drained) */
+	/* the offload thread's */
+	int sync_ret;              /* what the last ms_send by reference returned */
+	struct ms_result *res;     /* results of the message being sent */
+	size_t res_cap;
+	/* the post log */
+	struct ms_post_error *log;
+	uint64_t log_w __attribute__((aligned(64))); /* entries written: the offload thread's */
+	uint64_t log_lost;                            /* entries that found the log full */
+	uint64_t log_r __attribute__((aligned(64))); /* entries read: ms_ctx_post_errors' */
 };
 
 static inline bool in_parent(const struct ms__pool *p)
@@ -183,6 +208,61 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Put the destinations of a posted message that did not take all of it in the post log. */
+static void log_results(struct ms__pool *p, struct ms_group *g, uint64_t seq, size_t len,
+			const struct ms_result *res, size_t n)
+{
+	uint64_t w = p->log_w, r = __atomic_load_n(&p->log_r, __ATOMIC_ACQUIRE), lost = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (res[i].status == (int)len && !res[i].flags)
+			continue;
+		if (w - r == MS_POST_LOG_ENTRIES &&
+		    w - (r = __atomic_load_n(&p->log_r, __ATOMIC_ACQUIRE)) == MS_POST_LOG_ENTRIES) {
+			lost++;
+			continue;
+		}
+		p->log[w++ & (MS_POST_LOG_ENTRIES - 1)] = (struct ms_post_error){
+			.seq = seq, .g = g, .id = res[i].id, .status = res[i].status,
+			.flags = res[i].flags,
+		};
+	}
+	__atomic_store_n(&p->log_w, w, __ATOMIC_RELEASE);
+	if (lost)
+		__atomic_fetch_add(&p->log_lost, lost, __ATOMIC_RELAXED);
+}
+
+/* Send a posted message with a result array and log what did not go whole. own_res: use the
+ * pool's array (the offload thread's); otherwise one of this call's own (a forked child's
+ * caller: the array may have been the parent's thread's at the fork). Without memory for
+ * the array, only how many destinations failed is known: they count as lost. */
+static void send_logged(struct ms__pool *p, struct ms_group *g, const struct iovec *iov,
+			int iovcnt, size_t len, unsigned flags, uint64_t seq, bool own_res)
+{
+	struct ms_ctx *ctx = p->ctx;
+	const size_t n = g->size;
+	struct ms_result *res = own_res ? p->res : NULL;
+	if (!own_res || p->res_cap < n) {
+		res = malloc(n * sizeof(*res));
+		if (res && own_res) {
+			free(p->res);
+			p->res = res;
+			p->res_cap = n;
+			(void)ms__mlock(ctx, res, n * sizeof(*res));
+		}
+	}
+	if (!res) {
+		uint64_t before = ctx->c.failed + ctx->c.partial;
+		(void)ms__do_send(g, iov, iovcnt, len, flags, NULL);
+		__atomic_fetch_add(&p->log_lost, ctx->c.failed + ctx->c.partial - before,
+				   __ATOMIC_RELAXED);
+		return;
+	}
+	(void)ms__do_send(g, iov, iovcnt, len, flags, res);
+	log_results(p, g, seq, len, res, n);
+	if (!own_res)
+		free(res);
+}
+
 /* The offload thread: messages off the ring, in order, each through the ordinary send path. */
 static void *offload_main(void *arg)
 {
@@ -202,9 +282,11 @@ static void *offload_main(void *arg)
 			continue;
 		}
 		const struct entry *e = (const struct entry *)(p->ring + (tail & (p->ring_size - 1)));
-		if (e->g) {
+		if (e->g && e->seq) {
 			struct iovec iov = { .iov_base = (void *)(e + 1), .iov_len = e->len };
-			(void)ms__do_send(e->g, &iov, 1, e->len, e->flags, NULL);
+			send_logged(p, e->g, &iov, 1, e->len, e->flags, e->seq, true);
+		} else if (e->g) {
+			p->sync_ret = ms__do_send(e->g, e->iov, e->iovcnt, e->len, e->flags, e->res);
 		}
 		tail += e->size;
 		__atomic_store_n(&p->tail, tail, __ATOMIC_RELEASE);
@@ -262,6 +344,8 @@ static void join_all(struct ms__pool *p)
 
 static void pool_free(struct ms__pool *p)
 {
+	free(p->res);
+	free(p->log);
 	free(p->ring);
 	free(p->w);
 	free(p);
@@ -296,6 +380,8 @@ int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c)
 		p->ring_size = sz;
 		p->max_msg = sz / 4;
 		p->ring = ms__zalloc_aligned(ctx, ENTRY_ALIGN, sz, &err);
+		if (p->ring)
+			p->log = ms__zalloc(ctx, MS_POST_LOG_ENTRIES * sizeof(*p->log), &err);
 	}
 	if (err) {
 		pool_free(p);
@@ -400,52 +486,130 @@ bool ms__offloaded(const struct ms_ctx *ctx)
 	return p && p->offload && in_parent(p);
 }
 
-int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
-		     unsigned flags)
+/* Wait for room for an entry of `need` bytes at head (and a filler up to the end of the ring
+ * before it, if it would cross the end). Returns where it goes, or -EAGAIN (dontwait). */
+static int64_t reserve(struct ms__pool *p, uint64_t need, bool dontwait, bool *waited)
 {
-	struct ms__pool *p = g->ctx->pool;
-	if (flags & ~MS_SEND_ALL_FLAGS)
-		return -EINVAL;
-	if (!g->size)
-		return 0;
-	if (len > p->max_msg)
-		return -EMSGSIZE;
 	const uint64_t size = p->ring_size, head = p->head;
-	const uint64_t need = (sizeof(struct entry) + len + ENTRY_ALIGN - 1) & ~(uint64_t)(ENTRY_ALIGN - 1);
 	uint64_t off = head & (size - 1);
 	const uint64_t fill = size - off < need ? size - off : 0;
-	bool waited = false;
 	for (;;) {
 		uint32_t ev = __atomic_load_n(&p->tail_ev.v, __ATOMIC_ACQUIRE);
 		uint64_t tail = __atomic_load_n(&p->tail, __ATOMIC_ACQUIRE);
 		if (size - (head - tail) >= fill + need)
 			break;
-		if (flags & MS_SEND_DONTWAIT) {
-			__atomic_store_n(&p->refused, p->refused + 1, __ATOMIC_RELAXED);
+		if (dontwait)
 			return -EAGAIN;
-		}
-		waited = true;
+		*waited = true;
 		wait_change(&p->tail_ev, ev, p->spin_ns);
 	}
 	if (fill) {
 		*(struct entry *)(p->ring + off) = (struct entry){ .g = NULL, .size = fill };
 		off = 0;
 	}
+	return (int64_t)off;
+}
+
+/* Publish the entry just written (it and its filler end `to` bytes past the old head). */
+static void publish(struct ms__pool *p, uint64_t to)
+{
+	__atomic_store_n(&p->head, to, __ATOMIC_RELEASE);
+	signal_change(&p->head_ev);
+}
+
+/* The head once an entry of `need` bytes is put at off (after the filler before it, if any). */
+static uint64_t entry_end(const struct ms__pool *p, uint64_t off, uint64_t need)
+{
+	const uint64_t mask = p->ring_size - 1;
+	uint64_t skip = (off - (p->head & mask)) & mask; /* the filler's size, or 0 */
+	return p->head + skip + need;
+}
+
+int ms__offload_post(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		     unsigned flags, uint64_t *seq)
+{
+	struct ms__pool *p = g->ctx->pool;
+	if (flags & ~MS_SEND_ALL_FLAGS)
+		return -EINVAL;
+	if (!p || !p->offload)
+		return -ENOTSUP;
+	if (!g->size)
+		return 0;
+	if (len > p->max_msg)
+		return -EMSGSIZE;
+	const size_t n = g->size;
+	const int ret = n > INT_MAX ? INT_MAX : (int)n;
+	if (!in_parent(p)) {
+		/* A forked child has no offload thread: the message goes now, from here. */
+		uint64_t s = p->msgs + 1;
+		__atomic_store_n(&p->msgs, s, __ATOMIC_RELAXED);
+		if (seq)
+			*seq = s;
+		send_logged(p, g, iov, iovcnt, len, flags, s, false);
+		return ret;
+	}
+	const uint64_t need = (sizeof(struct entry) + len + ENTRY_ALIGN - 1) & ~(uint64_t)(ENTRY_ALIGN - 1);
+	bool waited = false;
+	int64_t off = reserve(p, need, flags & MS_SEND_DONTWAIT, &waited);
+	if (off < 0) {
+		__atomic_store_n(&p->refused, p->refused + 1, __ATOMIC_RELAXED);
+		return (int)off;
+	}
+	const uint64_t s = p->msgs + 1;
 	struct entry *e = (struct entry *)(p->ring + off);
-	*e = (struct entry){ .g = g, .size = need, .len = len, .flags = flags };
+	*e = (struct entry){ .g = g, .size = need, .len = len, .seq = s, .flags = flags };
 	unsigned char *to = (unsigned char *)(e + 1);
 	for (int k = 0; k < iovcnt; k++) {
 		if (iov[k].iov_len)
 			memcpy(to, iov[k].iov_base, iov[k].iov_len);
 		to += iov[k].iov_len;
 	}
-	__atomic_store_n(&p->msgs, p->msgs + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->msgs, s, __ATOMIC_RELAXED);
 	if (waited)
 		__atomic_store_n(&p->waits, p->waits + 1, __ATOMIC_RELAXED);
-	size_t n = g->size;
-	__atomic_store_n(&p->head, head + fill + need, __ATOMIC_RELEASE);
-	signal_change(&p->head_ev);
-	return n > INT_MAX ? INT_MAX : (int)n;
+	if (seq)
+		*seq = s;
+	publish(p, entry_end(p, (uint64_t)off, need));
+	return ret;
+}
+
+int ms__offload_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
+		     unsigned flags, struct ms_result *res)
+{
+	struct ms__pool *p = g->ctx->pool;
+	if (g->ctx->be->id != MS_BACKEND_IO_URING) {
+		ms__quiesce(g->ctx);
+		return ms__do_send(g, iov, iovcnt, len, flags, res);
+	}
+	/* io_uring: by reference, through the ring, behind what was posted. */
+	bool waited = false;
+	int64_t off = reserve(p, ENTRY_ALIGN, false, &waited);
+	struct entry *e = (struct entry *)(p->ring + off);
+	*e = (struct entry){ .g = g, .size = ENTRY_ALIGN, .len = len, .iov = iov, .res = res,
+			     .flags = flags, .iovcnt = iovcnt };
+	publish(p, entry_end(p, (uint64_t)off, ENTRY_ALIGN));
+	ms__quiesce(g->ctx);
+	return p->sync_ret; /* written before the offload thread moved tail past the entry */
+}
+
+int ms__post_errors(struct ms_ctx *ctx, struct ms_post_error *out, size_t n, uint64_t *lost)
+{
+	struct ms__pool *p = ctx->pool;
+	if (!p || !p->offload) {
+		if (lost)
+			*lost = 0;
+		return 0;
+	}
+	uint64_t r = p->log_r, w = __atomic_load_n(&p->log_w, __ATOMIC_ACQUIRE);
+	size_t k = w - r < n ? (size_t)(w - r) : n;
+	if (k > INT_MAX)
+		k = INT_MAX;
+	for (size_t i = 0; i < k; i++)
+		out[i] = p->log[(r + i) & (MS_POST_LOG_ENTRIES - 1)];
+	__atomic_store_n(&p->log_r, r + k, __ATOMIC_RELEASE);
+	if (lost)
+		*lost = __atomic_exchange_n(&p->log_lost, 0, __ATOMIC_RELAXED);
+	return (int)k;
 }
 
 void ms__quiesce(const struct ms_ctx *ctx)
@@ -485,7 +649,7 @@ void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 	int k = 0;
 	if (p->parts > 1)
 		k = snprintf(buf, len, "; %u workers (the %s thread and %u library thread%s)",
-			     p->parts, p->offload ? "offload" : "calling", p->nworkers,
+			     p->parts, p->offload ? "calling or offload" : "calling", p->nworkers,
 			     p->nworkers > 1 ? "s" : "");
 	if (p->offload && (size_t)k < len)
 		k += snprintf(buf + k, len - (size_t)k, "; offload ring %llu KiB",

@@ -7,10 +7,16 @@
 #include <multisend.h>
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
-/* Only ms_dest holds a pointer; on ILP32 it is 12 bytes, on LP64 16. */
+/* ms_dest and ms_post_error hold a pointer: their sizes differ on ILP32 and LP64. */
 #define PTR ((unsigned)sizeof(void *))
+struct align64 {
+	char c;
+	uint64_t x;
+};
+#define A64 ((unsigned)offsetof(struct align64, x))
 
 struct row {
 	const char *what;
@@ -104,6 +110,14 @@ static const struct row rows[] = {
 	OFF(struct ms_ts_dest, pos, 8),
 	OFF(struct ms_ts_dest, sched_ns, 16),
 	OFF(struct ms_ts_dest, snd_ns, 24),
+
+	SIZE(struct ms_post_error, (24 + PTR + A64 - 1) / A64 * A64),
+	OFF(struct ms_post_error, seq, 0),
+	OFF(struct ms_post_error, id, 8),
+	OFF(struct ms_post_error, status, 12),
+	OFF(struct ms_post_error, flags, 16),
+	OFF(struct ms_post_error, pad, 20),
+	OFF(struct ms_post_error, g, 24),
 
 	SIZE(struct ms_dest, 8 + PTR),
 	OFF(struct ms_dest, fd, 0),

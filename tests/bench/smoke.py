@@ -38,9 +38,9 @@ usage: smoke.py TEST BENCH
                 nothing is foreign and every destination-send is accounted (sent = received +
                 kernel drops), on loopback every one was sent, and, as root, on netns-drop
                 sent = veth drops + UDP drops
-  offload       --compare-offload, --offload (MS_CFG_OFFLOAD): each library backend's +offload
-                variant interleaves with it and carries its ratio to it and its caller-CPU
-                ratio to the plain loop; on deliver every destination-send is accounted from
+  offload       --compare-offload, --offload (MS_CFG_OFFLOAD, sent with ms_post): each library
+                backend's +offload variant interleaves with it and carries its ratio to it
+                and its caller-CPU ratio to the plain loop; on deliver every destination-send is accounted from
                 the library's counters after the drain (sent = received + kernel drops), also
                 with --dontwait and a small ring, where whole calls are refused; the messages
                 handed over are the fan-outs timed; as root, netns-drop too
@@ -993,6 +993,7 @@ def t_offload(bench):
     check(rc == 0, f"{what}: exit status {rc}; stderr:\n{err}")
     check("vs plain" in err and "caller vs loop" in err, f"{what}: no ratio columns")
     check("each library backend also runs as +offload" in err, f"{what}: the header")
+    check("ms_post" in err, f"{what}: the header does not say the messages are posted")
     objs = parse_lines(out)
     avail, results = check_results(objs)
     check_threads(objs, results, avail, what, "offload")

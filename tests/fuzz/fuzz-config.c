@@ -103,17 +103,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ms_dest d = { .fd = sv[1] };
 	CHECK(ms_group_add(g, &d) == 0);
 	struct ms_result res;
-	if (offload) { /* no per-call results: the count handed over, then the counters */
-		CHECK(ms_send(g, "x", 1, 0, &res) == -EINVAL);
-		CHECK(ms_send(g, "x", 1, 0, NULL) == 1);
-		CHECK(ms_ctx_drain(ctx) == 0);
-		struct ms_stats st = { .size = sizeof(st) };
-		CHECK(ms_ctx_stats(ctx, &st) == 0 && st.dests_accepted == 1 && st.offload_msgs == 1);
-	} else {
-		CHECK(ms_send(g, "x", 1, 0, &res) == 1 && res.status == 1);
-	}
+	/* ms_send is synchronous with its results whatever the flags; ms_post needs offload. */
+	CHECK(ms_send(g, "x", 1, 0, &res) == 1 && res.status == 1);
 	char c;
 	CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == 1 && c == 'x');
+	uint64_t seq = 0;
+	if (offload) { /* the count handed over and its number, then the counters */
+		CHECK(ms_post(g, "y", 1, 0, &seq) == 1 && seq == 1);
+		CHECK(ms_ctx_drain(ctx) == 0);
+		struct ms_stats st = { .size = sizeof(st) };
+		CHECK(ms_ctx_stats(ctx, &st) == 0 && st.dests_accepted == 2 && st.offload_msgs == 1);
+		struct ms_post_error pe;
+		CHECK(ms_ctx_post_errors(ctx, &pe, 1, NULL) == 0);
+		CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == 1 && c == 'y');
+	} else {
+		CHECK(ms_post(g, "y", 1, 0, &seq) == -ENOTSUP && seq == 0);
+		CHECK(recv(sv[0], &c, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+	}
 	ms_group_free(g);
 	ms_ctx_free(ctx);
 	return 0;

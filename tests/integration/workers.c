@@ -18,15 +18,22 @@
  *   library's threads must send all the others; groups with fewer than 8 destinations per
  *   part use fewer parts. With timestamps (ts_sample = 1), every part's ends are stamped and
  *   tile the send order; MS_TS_ALL_DESTS stamps every destination in send order.
- * - MS_CFG_OFFLOAD: the return value is the group's size, res must be NULL, a message longer
- *   than a quarter of the ring is refused, the caller's buffer is free on return (overwritten
- *   at once, the receivers still get the original), messages arrive in order at every
- *   receiver (sequence numbers) exactly once after ms_ctx_drain, with a collector thread
- *   reading meanwhile. A full ring: the library's thread is stalled on a seqpacket receiver
- *   that does not read; MS_SEND_DONTWAIT is then refused (-EAGAIN, offload_refused) and the
- *   refused messages never arrive; a blocking hand-over waits (offload_waits) until a second
- *   thread lets the receiver read. Group changes take effect between messages; ms_group_free
- *   delivers what was still queued; a forked child sends by itself, before ms_send returns.
+ * - Offload (MS_CFG_OFFLOAD, ms_post): the return value is the group's size and the post
+ *   numbers run 1, 2, 3...; ms_post without MS_CFG_OFFLOAD is refused (-ENOTSUP); a message
+ *   longer than a quarter of the ring is refused, the caller's buffer is free on return
+ *   (overwritten at once, the receivers still get the original), messages arrive in order at
+ *   every receiver (sequence numbers) exactly once after ms_ctx_drain, with a collector thread
+ *   reading meanwhile. ms_send and ms_sendv on the same context, between posts, return what
+ *   they return without offload, with res, and their messages arrive in call order. The post
+ *   log: destinations that fail (a connected UDP socket whose listener is gone:
+ *   -ECONNREFUSED from its second message; a closed descriptor: -EBADF; an AF_UNIX address
+ *   with no receiver) appear with the post number, group, id and errno, once each, and
+ *   nothing else does; a full log counts what it drops. A full ring: the library's thread is
+ *   stalled on a seqpacket receiver that does not read; MS_SEND_DONTWAIT is then refused
+ *   (-EAGAIN, offload_refused) and the refused messages never arrive; a blocking hand-over
+ *   waits (offload_waits) until a second thread lets the receiver read. Group changes take
+ *   effect between messages; ms_group_free delivers what was still queued; a forked child
+ *   sends by itself, before ms_post returns, and logs there.
  * - ms_config.cpus: the library's threads get exactly the CPUs asked (from
  *   /proc/self/task/N/status), and are gone after ms_ctx_free; config validation.
  *
@@ -1220,8 +1227,8 @@ static void collector_abandon(void)
 	live_collector = NULL;
 }
 
-/* Hand message seq over; the buffer is overwritten as soon as the call returns. Returns what
- * ms_send (or ms_sendv, every third message) returned. */
+/* Post message seq; the buffer is overwritten as soon as the call returns. Returns what
+ * ms_post (or ms_postv, every third message) returned. */
 static int hand_over(struct ms_group *g, const struct seqfmt *f, unsigned seq, unsigned flags,
 		     unsigned char *buf)
 {
@@ -1230,9 +1237,27 @@ static int hand_over(struct ms_group *g, const struct seqfmt *f, unsigned seq, u
 	int ret;
 	if (seq % 3 == 1) {
 		struct iovec iov[2] = { { buf, len / 2 }, { buf + len / 2, len - len / 2 } };
-		ret = ms_sendv(g, iov, 2, flags, NULL);
+		ret = ms_postv(g, iov, 2, flags, NULL);
 	} else {
-		ret = ms_send(g, buf, len, flags, NULL);
+		ret = ms_post(g, buf, len, flags, NULL);
+	}
+	memset(buf, 0xee, len);
+	return ret;
+}
+
+/* Send message seq synchronously (ms_send, or ms_sendv for odd seq) with results; the buffer
+ * is overwritten as soon as the call returns. */
+static int send_sync(struct ms_group *g, const struct seqfmt *f, unsigned seq,
+		     unsigned char *buf, struct ms_result *res)
+{
+	size_t len = seq_len(f, seq);
+	seq_fill(buf, len, seq);
+	int ret;
+	if (seq % 2) {
+		struct iovec iov[2] = { { buf, len / 2 }, { buf + len / 2, len - len / 2 } };
+		ret = ms_sendv(g, iov, 2, 0, res);
+	} else {
+		ret = ms_send(g, buf, len, 0, res);
 	}
 	memset(buf, 0xee, len);
 	return ret;
@@ -1269,16 +1294,25 @@ static void test_offload_api(void **state)
 		static unsigned char big[32769];
 		struct ms_result res[4];
 		struct iovec iov[2] = { { big, 100 }, { big + 100, 100 } };
-		/* Refused, nothing handed over: */
-		assert_int_equal(ms_send(g, big, 100, 0, res), -EINVAL);
-		assert_int_equal(ms_sendv(g, iov, 2, 0, res), -EINVAL);
-		assert_int_equal(ms_send(g, big, 16385, 0, NULL), -EMSGSIZE);
-		assert_int_equal(ms_send(g, big, 16385, MS_SEND_DONTWAIT, NULL), -EMSGSIZE);
+		/* Refused, nothing handed over (and *seq says so): */
+		uint64_t seq = 77;
+		assert_int_equal(ms_post(NULL, big, 100, 0, NULL), -EINVAL);
+		assert_int_equal(ms_post(g, NULL, 100, 0, NULL), -EINVAL);
+		assert_int_equal(ms_postv(NULL, iov, 2, 0, NULL), -EINVAL);
+		assert_int_equal(ms_postv(g, NULL, 2, 0, NULL), -EINVAL);
+		assert_int_equal(ms_postv(g, iov, -1, 0, NULL), -EINVAL);
+		assert_int_equal(ms_post(g, big, 16385, 0, &seq), -EMSGSIZE);
+		assert_int_equal(seq, 0);
+		assert_int_equal(ms_post(g, big, 16385, MS_SEND_DONTWAIT, NULL), -EMSGSIZE);
 		iov[1].iov_len = 16385 - 100;
-		assert_int_equal(ms_sendv(g, iov, 2, 0, NULL), -EMSGSIZE);
-		assert_int_equal(ms_send(g, big, 100, 1u << 7, NULL), -EINVAL);
-		assert_int_equal(ms_send(empty, big, 100, 0, NULL), 0);
+		assert_int_equal(ms_postv(g, iov, 2, 0, NULL), -EMSGSIZE);
+		assert_int_equal(ms_post(g, big, 100, 1u << 7, NULL), -EINVAL);
+		assert_int_equal(ms_postv(g, iov, 2, 1u << 7, NULL), -EINVAL);
+		seq = 77;
+		assert_int_equal(ms_post(empty, big, 100, 0, &seq), 0);
+		assert_int_equal(seq, 0);
 		assert_int_equal(ms_ctx_drain(ctx), 0);
+		assert_int_equal(ms_ctx_post_errors(ctx, NULL, 0, NULL), 0);
 		struct ms_stats st = stats(ctx);
 		assert_int_equal(st.offload_msgs, 0);
 		assert_int_equal(st.offload_refused, 0);
@@ -1286,9 +1320,10 @@ static void test_offload_api(void **state)
 		assert_int_equal(st.dests_attempted, 0);
 		for (size_t e = 0; e < nt.n; e++)
 			assert_true(expect_none(&nt.ep[e]));
-		/* A quarter of the ring exactly: accepted, and it arrives whole. */
+		/* A quarter of the ring exactly: accepted, numbered 1, and it arrives whole. */
 		make_payload(big, 16384, 9);
-		assert_int_equal(ms_send(g, big, 16384, 0, NULL), 4);
+		assert_int_equal(ms_post(g, big, 16384, 0, &seq), 4);
+		assert_int_equal(seq, 1);
 		memset(big, 0, 16384);
 		assert_int_equal(ms_ctx_drain(ctx), 0);
 		make_payload(big, 16384, 9);
@@ -1299,6 +1334,30 @@ static void test_offload_api(void **state)
 		assert_int_equal(st.fanouts, 1);
 		assert_int_equal(st.dests_accepted, 4);
 		assert_int_equal(st.bytes, 4 * 16384);
+		/* ms_send on the context: synchronous, with results, no size limit of the ring's,
+		 * not numbered; the next post is 2. */
+		make_payload(big, 20000, 11);
+		assert_int_equal(ms_send(g, big, 20000, 0, res), 4);
+		for (size_t e = 0; e < nt.n; e++) {
+			assert_int_equal(res[e].status, 20000);
+			assert_true(expect_one(&nt.ep[net_find(&nt, res[e].id)], big, 20000, 0));
+		}
+		iov[0] = (struct iovec){ big, 30 };
+		iov[1] = (struct iovec){ big + 30, 40 };
+		assert_int_equal(ms_postv(g, iov, 2, MS_SEND_DONTWAIT, &seq), 4);
+		assert_int_equal(seq, 2);
+		assert_int_equal(ms_ctx_drain(ctx), 0);
+		for (size_t e = 0; e < nt.n; e++)
+			assert_true(expect_one(&nt.ep[e], big, 70, WAIT_MS));
+		st = stats(ctx);
+		assert_int_equal(st.offload_msgs, 2);
+		assert_int_equal(st.fanouts, 3);
+		assert_int_equal(st.dests_accepted, 12);
+		assert_int_equal(st.bytes, 4 * (16384 + 20000 + 70));
+		struct ms_post_error pe[2];
+		uint64_t lost = 5;
+		assert_int_equal(ms_ctx_post_errors(ctx, pe, 2, &lost), 0);
+		assert_int_equal(lost, 0);
 		ms_group_free(empty);
 		ms_group_free(g);
 		ms_ctx_free(ctx);
@@ -1309,20 +1368,48 @@ static void test_offload_api(void **state)
 		assert_int_equal(ms_group_new(ctx, &g), 0);
 		struct ms_dest d = { .fd = nt.ep[2].tx }; /* the seqpacket pair */
 		assert_true(ms_group_add(g, &d) >= 0);
-		assert_int_equal(ms_send(g, big, 32769, 0, NULL), -EMSGSIZE);
+		assert_int_equal(ms_post(g, big, 32769, 0, NULL), -EMSGSIZE);
 		make_payload(big, 32768, 10);
-		assert_int_equal(ms_send(g, big, 32768, 0, NULL), 1);
+		assert_int_equal(ms_post(g, big, 32768, 0, NULL), 1);
 		assert_int_equal(ms_ctx_drain(ctx), 0);
 		assert_true(expect_one(&nt.ep[2], big, 32768, WAIT_MS));
 		ms_group_free(g);
 		ms_ctx_free(ctx);
 		net_free(&nt);
 	}
-	/* Without offload, drain has nothing to wait for. */
-	struct opt plain = { .workers = 2 };
-	struct ms_ctx *ctx = ctx_new(&plain);
-	assert_int_equal(ms_ctx_drain(ctx), 0);
-	ms_ctx_free(ctx);
+	/* Without offload (with and without workers), drain has nothing to wait for, ms_post is
+	 * refused and sends nothing, and the post log is empty. */
+	for (uint32_t k = 0; k <= 2; k += 2) {
+		struct opt plain = { .workers = k };
+		struct ms_ctx *ctx = ctx_new(&plain);
+		struct ms_group *g;
+		struct net nt;
+		net_init(&nt);
+		assert_int_equal(net_add(&nt, K_UDP4, 2), 0);
+		assert_int_equal(ms_group_new(ctx, &g), 0);
+		assert_int_equal(net_join(&nt, g, 0), 0);
+		unsigned char msg[40];
+		struct iovec iov = { msg, sizeof(msg) };
+		uint64_t seq = 77, lost = 5;
+		make_payload(msg, sizeof(msg), 3);
+		assert_int_equal(ms_post(g, msg, sizeof(msg), 0, &seq), -ENOTSUP);
+		assert_int_equal(ms_postv(g, &iov, 1, MS_SEND_DONTWAIT, NULL), -ENOTSUP);
+		assert_int_equal(ms_post(g, msg, sizeof(msg), 1u << 7, NULL), -EINVAL);
+		assert_int_equal(ms_ctx_drain(ctx), 0);
+		struct ms_post_error pe[1];
+		assert_int_equal(ms_ctx_post_errors(ctx, pe, 1, &lost), 0);
+		assert_int_equal(lost, 0);
+		assert_int_equal(ms_ctx_post_errors(NULL, pe, 1, &lost), -EINVAL);
+		assert_int_equal(ms_ctx_post_errors(ctx, NULL, 1, &lost), -EINVAL);
+		for (size_t e = 0; e < nt.n; e++)
+			assert_true(expect_none(&nt.ep[e]));
+		struct ms_stats st = stats(ctx);
+		assert_int_equal(st.fanouts, 0);
+		assert_int_equal(st.offload_msgs, 0);
+		ms_group_free(g);
+		ms_ctx_free(ctx);
+		net_free(&nt);
+	}
 }
 
 /*
@@ -1695,10 +1782,17 @@ static void offload_fork(uint32_t k)
 	assert_int_equal(ms_group_new(ctx, &g), 0);
 	assert_int_equal(net_join(&nt, g, 0), 0);
 	const size_t n = nt.n;
+	/* A second group, to an AF_UNIX address without a receiver, for the child's post log. */
+	struct ms_group *gdead;
+	struct net ndead;
+	net_init(&ndead);
+	add_dead_unix(&ndead);
+	assert_int_equal(ms_group_new(ctx, &gdead), 0);
+	assert_int_equal(net_join(&ndead, gdead, 0), 0);
 	unsigned char msg[64];
 	for (unsigned s = 0; s < 5; s++) {
 		make_payload(msg, len, s);
-		assert_int_equal(ms_send(g, msg, len, 0, NULL), (int)n);
+		assert_int_equal(ms_post(g, msg, len, 0, NULL), (int)n);
 		assert_int_equal(ms_ctx_drain(ctx), 0);
 		for (size_t e = 0; e < n; e++)
 			assert_true(expect_one(&nt.ep[e], msg, len, WAIT_MS));
@@ -1711,8 +1805,10 @@ static void offload_fork(uint32_t k)
 		struct ms_stats a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
 		CHILD_CHECK(ms_ctx_stats(ctx, &a) == 0);
 		for (unsigned s = 100; s < 105; s++) {
+			uint64_t seq = 0;
 			make_payload(msg, len, s);
-			CHILD_CHECK(ms_send(g, msg, len, 0, NULL) == (int)n);
+			CHILD_CHECK(ms_post(g, msg, len, 0, &seq) == (int)n);
+			CHILD_CHECK(seq == s - 100 + 6); /* the parent posted 5 */
 			memset(msg, 0, len);
 			make_payload(msg, len, s);
 			/* Already there: no waiting. */
@@ -1723,10 +1819,20 @@ static void offload_fork(uint32_t k)
 		CHILD_CHECK(ms_ctx_stats(ctx, &b) == 0);
 		CHILD_CHECK(b.fanouts - a.fanouts == 5);
 		CHILD_CHECK(b.dests_accepted - a.dests_accepted == 5 * n);
+		CHILD_CHECK(b.offload_msgs - a.offload_msgs == 5);
+		/* What fails is logged here too, before ms_post returns. */
+		struct ms_post_error pe[2];
+		uint64_t lost = 1, seq = 0;
+		CHILD_CHECK(ms_ctx_post_errors(ctx, pe, 2, &lost) == 0 && lost == 0);
+		CHILD_CHECK(ms_post(gdead, msg, len, 0, &seq) == 1 && seq == 11);
+		CHILD_CHECK(ms_ctx_post_errors(ctx, pe, 2, &lost) == 1 && lost == 0);
+		CHILD_CHECK(pe[0].seq == 11 && pe[0].g == gdead && pe[0].id == ndead.ep[0].id &&
+			    pe[0].status == -ECONNREFUSED && pe[0].flags == 0);
+		ms_group_free(gdead);
 		CHILD_CHECK(ms_group_remove(g, nt.ep[0].id) == 0);
 		CHILD_CHECK(ms_group_size(g) == n - 1);
 		make_payload(msg, len, 105);
-		CHILD_CHECK(ms_send(g, msg, len, 0, NULL) == (int)n - 1);
+		CHILD_CHECK(ms_post(g, msg, len, 0, NULL) == (int)n - 1);
 		for (size_t e = 1; e < n; e++)
 			CHILD_CHECK(expect_one(&nt.ep[e], msg, len, 0));
 		CHILD_CHECK(expect_none(&nt.ep[0]));
@@ -1756,8 +1862,10 @@ static void offload_fork(uint32_t k)
 	}
 	/* The parent's group is as it was, and its threads still send. */
 	for (unsigned s = 5; s < 10; s++) {
+		uint64_t seq = 0;
 		make_payload(msg, len, s);
-		assert_int_equal(ms_send(g, msg, len, 0, NULL), (int)n);
+		assert_int_equal(ms_post(g, msg, len, 0, &seq), (int)n);
+		assert_int_equal(seq, s + 1);
 		assert_int_equal(ms_ctx_drain(ctx), 0);
 		for (size_t e = 0; e < n; e++)
 			assert_true(expect_one(&nt.ep[e], msg, len, WAIT_MS));
@@ -1766,6 +1874,11 @@ static void offload_fork(uint32_t k)
 	assert_int_equal(st.fanouts, 10);
 	assert_int_equal(st.dests_accepted, 10 * n);
 	assert_int_equal(st.offload_msgs, 10);
+	/* The child's log entry is not the parent's. */
+	struct ms_post_error pe[1];
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 1, NULL), 0);
+	ms_group_free(gdead);
+	net_free(&ndead);
 	ms_group_free(g);
 	ms_ctx_free(ctx);
 	net_free(&nt);
@@ -1802,7 +1915,7 @@ static void test_offload_timestamps(void **state)
 	unsigned char msg[3][70];
 	for (unsigned s = 0; s < M; s++) {
 		make_payload(msg[s], sizeof(msg[s]), s);
-		assert_int_equal(ms_send(g, msg[s], sizeof(msg[s]), 0, NULL), N);
+		assert_int_equal(ms_post(g, msg[s], sizeof(msg[s]), 0, NULL), N);
 	}
 	/* (each sampled fan-out reads the stamps waiting before it: how many are left for
 	 * collect depends on how far the library's thread had gone) */
@@ -1834,6 +1947,297 @@ static void test_offload_timestamps(void **state)
 	assert_int_equal(sn.first_last.count, M);
 	assert_int_equal(sn.stats.fanouts, M);
 	assert_int_equal(sn.stats.offload_msgs, M);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
+/*
+ * ms_send and ms_sendv on an offload context, between posts: each waits for the messages
+ * posted before it, returns how many destinations accepted its message, with res (one entry
+ * per destination, each id once, its own status), and every receiver gets all messages, posted
+ * or sent, in call order, exactly once. Only posted messages reach the post log: one entry per
+ * post for the destination without a receiver, numbered 1, 2, 3... in order.
+ */
+static void offload_sync(uint32_t k)
+{
+	const unsigned M = vg_uring ? 60 : 200;
+	const struct seqfmt f = { .base = 16, .spread = 200 };
+	struct opt o = { .flags = MS_CFG_OFFLOAD, .workers = k };
+	struct ms_ctx *ctx = ctx_new(&o);
+	struct ms_group *g;
+	struct net nt;
+	net_init(&nt);
+	add_mix(&nt, 18);
+	add_dead_unix(&nt);
+	big_rcvbuf(&nt);
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	const size_t n = nt.n, dead = n - 1;
+	struct seqrx *r = calloc(n, sizeof(*r));
+	assert_non_null(r);
+	for (size_t i = 0; i < n; i++)
+		seqrx_init(&r[i], &nt.ep[i], 0, nt.ep[i].rx >= 0 ? M : 0);
+	struct collector *c = collector_start(r, n, &f, true, 0);
+
+	unsigned char buf[512];
+	struct ms_result res[32];
+	uint64_t total = 0, posted = 0;
+	for (unsigned s = 0; s < M; s++) {
+		total += seq_len(&f, s);
+		if (s % 4 != 3) {
+			assert_int_equal(hand_over(g, &f, s, 0, buf), (int)n);
+			posted++;
+			continue;
+		}
+		memset(res, 0x55, sizeof(res));
+		assert_int_equal(send_sync(g, &f, s, buf, res), (int)n - 1);
+		bool seen[32] = { false };
+		for (size_t i = 0; i < n; i++) {
+			long found = net_find(&nt, res[i].id);
+			assert_true(found >= 0 && (size_t)found < n);
+			size_t e = (size_t)found % n;
+			assert_false(seen[e]);
+			seen[e] = true;
+			assert_int_equal(res[i].status,
+					 e == dead ? -ECONNREFUSED : (int)seq_len(&f, s));
+			assert_int_equal(res[i].flags, 0);
+		}
+	}
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	assert_true(collector_join(c));
+	none_extra(&nt);
+	struct ms_stats st = stats(ctx);
+	struct ms_stats zero = { 0 };
+	struct want w = { .fanouts = M, .attempted = (uint64_t)M * n,
+			  .accepted = (uint64_t)M * (n - 1), .failed = M, .unreach = M,
+			  .bytes = total * (n - 1) };
+	check_stats(&zero, &st, &w);
+	assert_int_equal(st.offload_msgs, posted);
+	struct ms_post_error *pe = calloc(M + 1, sizeof(*pe));
+	assert_non_null(pe);
+	uint64_t lost = 9;
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, M + 1, &lost), (int)posted);
+	assert_int_equal(lost, 0);
+	for (uint64_t i = 0; i < posted; i++) {
+		assert_int_equal(pe[i].seq, i + 1);
+		assert_ptr_equal(pe[i].g, g);
+		assert_int_equal(pe[i].id, nt.ep[dead].id);
+		assert_int_equal(pe[i].status, -ECONNREFUSED);
+		assert_int_equal(pe[i].flags, 0);
+	}
+	free(pe);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
+static void test_offload_sync(void **state)
+{
+	(void)state;
+	net_raise_nofile(1024);
+	offload_sync(1);
+	offload_sync(2);
+}
+
+/* The next datagram at e is msg (more may follow). */
+static bool next_datagram(const struct endpoint *e, const void *msg, size_t len)
+{
+	unsigned char got[2048];
+	struct pollfd p = { .fd = e->rx, .events = POLLIN };
+	if (poll(&p, 1, WAIT_MS) != 1)
+		return false;
+	ssize_t r = recv(e->rx, got, sizeof(got), MSG_DONTWAIT | MSG_TRUNC);
+	return r == (ssize_t)len && !memcmp(got, msg, len);
+}
+
+/* The post log entries of one message, in any order: n pairs (id, status). */
+static void expect_logged(const struct ms_post_error *pe, size_t have, uint64_t seq,
+			  const struct ms_group *g, const int (*want)[2], size_t n)
+{
+	size_t found = 0;
+	for (size_t i = 0; i < have; i++) {
+		if (pe[i].seq != seq)
+			continue;
+		assert_ptr_equal(pe[i].g, g);
+		assert_int_equal(pe[i].flags, 0);
+		size_t j = 0;
+		while (j < n && want[j][0] != pe[i].id)
+			j++;
+		if (j == n)
+			fail_msg("message %llu: destination %d logged with %d, not expected",
+				 (unsigned long long)seq, pe[i].id, pe[i].status);
+		assert_int_equal(pe[i].status, want[j][1]);
+		found++;
+	}
+	assert_int_equal(found, n);
+}
+
+/*
+ * The post log, destination by destination: live receivers get every posted message byte for
+ * byte and are never logged; a connected UDP socket whose listener is gone is logged with
+ * -ECONNREFUSED for its second message (the first leaves; its ICMP says), a closed descriptor
+ * with -EBADF, an AF_UNIX address without a receiver with -ECONNREFUSED every time, each with
+ * its post number, group and id; a second group's failures carry that group. The log holds
+ * exactly what the counters count as failed for posted messages.
+ */
+static void offload_log(uint32_t k)
+{
+	struct opt o = { .flags = MS_CFG_OFFLOAD, .workers = k };
+	struct ms_ctx *ctx = ctx_new(&o);
+	struct ms_group *g, *g2;
+	struct net nt;
+	net_init(&nt);
+	assert_int_equal(net_add(&nt, K_UDP4, 3), 0);      /* 0..2: live */
+	assert_int_equal(net_add(&nt, K_UDP4_CONN, 1), 0); /* 3: its listener goes */
+	add_dead_unix(&nt);                                /* 4: no receiver */
+	assert_int_equal(net_add(&nt, K_UDP4_CONN, 1), 0); /* 5: its descriptor is closed */
+	assert_int_equal(net_add(&nt, K_UNIX_CONN, 1), 0); /* 6: live, in g2 */
+	add_dead_unix(&nt);                                /* 7: no receiver, in g2 */
+	big_rcvbuf(&nt);
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(ms_group_new(ctx, &g2), 0);
+	join_range(&nt, g, 0, 5);
+	join_range(&nt, g2, 6, 8);
+	close(nt.ep[3].rx);
+	nt.ep[3].rx = -1;
+
+	unsigned char msg[4][100];
+	uint64_t seq;
+	for (unsigned m = 0; m < 4; m++)
+		make_payload(msg[m], sizeof(msg[m]), 40 + m);
+	/* 1 and 2 to g, 3 to g2 */
+	assert_int_equal(ms_post(g, msg[0], 100, 0, &seq), 5);
+	assert_int_equal(seq, 1);
+	assert_int_equal(ms_post(g, msg[1], 100, 0, &seq), 5);
+	assert_int_equal(seq, 2);
+	assert_int_equal(ms_post(g2, msg[2], 100, 0, &seq), 2);
+	assert_int_equal(seq, 3);
+	/* 4 to g without the subscriber that lost its listener, with a socket whose descriptor
+	 * is closed (the group waits for 1..3 before it changes; nothing opens a descriptor
+	 * before message 4 has gone, so the number stays free) */
+	assert_int_equal(ms_group_remove(g, nt.ep[3].id), 0);
+	join_range(&nt, g, 5, 6);
+	close(nt.ep[5].tx);
+	nt.ep[5].tx = -1;
+	nt.ep[5].own_tx = false;
+	assert_int_equal(ms_post(g, msg[3], 100, 0, &seq), 5);
+	assert_int_equal(seq, 4);
+	memset(msg, 0, sizeof(msg));
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	for (unsigned m = 0; m < 4; m++)
+		make_payload(msg[m], sizeof(msg[m]), 40 + m);
+
+	for (size_t e = 0; e < 3; e++) {
+		assert_true(next_datagram(&nt.ep[e], msg[0], 100));
+		assert_true(next_datagram(&nt.ep[e], msg[1], 100));
+		assert_true(expect_one(&nt.ep[e], msg[3], 100, WAIT_MS));
+	}
+	assert_true(expect_one(&nt.ep[6], msg[2], 100, WAIT_MS));
+	none_extra(&nt); /* endpoint 5's receiver got nothing: its sender was closed */
+
+	struct ms_post_error pe[16];
+	uint64_t lost = 9;
+	int got = ms_ctx_post_errors(ctx, pe, 16, &lost);
+	for (int i = 0; i < got; i++)
+		printf("# logged: message %llu, group %s, id %d, %s, flags %u\n",
+		       (unsigned long long)pe[i].seq, pe[i].g == g ? "g" : pe[i].g == g2 ? "g2" : "?",
+		       pe[i].id, ms_strerror(pe[i].status), pe[i].flags);
+	assert_int_equal(got, 6);
+	assert_int_equal(lost, 0);
+	const int d3 = nt.ep[3].id, d4 = nt.ep[4].id, d5 = nt.ep[5].id, d7 = nt.ep[7].id;
+	const int w1[][2] = { { d4, -ECONNREFUSED } };
+	const int w2[][2] = { { d3, -ECONNREFUSED }, { d4, -ECONNREFUSED } };
+	const int w3[][2] = { { d7, -ECONNREFUSED } };
+	const int w4[][2] = { { d4, -ECONNREFUSED }, { d5, -EBADF } };
+	expect_logged(pe, 6, 1, g, w1, 1);
+	expect_logged(pe, 6, 2, g, w2, 2);
+	expect_logged(pe, 6, 3, g2, w3, 1);
+	expect_logged(pe, 6, 4, g, w4, 2);
+	for (int i = 1; i < got; i++)
+		assert_true(pe[i].seq >= pe[i - 1].seq); /* in the order of the messages */
+	/* Read: gone from the log. */
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 16, &lost), 0);
+	struct ms_stats st = stats(ctx);
+	assert_int_equal(st.fanouts, 4);
+	assert_int_equal(st.dests_failed, 6);
+	assert_int_equal(st.err_unreach, 5);
+	assert_int_equal(st.err_badf, 1);
+	assert_int_equal(st.dests_accepted, 4 + 3 + 1 + 3); /* 3 of 1 has no listener yet */
+	/* A synchronous send reports in res, not in the log. */
+	struct ms_result res[8];
+	assert_int_equal(ms_send(g, msg[0], 100, 0, res), 3);
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 16, &lost), 0);
+	for (size_t i = 0; i < 5; i++)
+		if (res[i].id == d4 || res[i].id == d5)
+			assert_int_equal(res[i].status, res[i].id == d4 ? -ECONNREFUSED : -EBADF);
+	for (size_t e = 0; e < 3; e++)
+		assert_true(expect_one(&nt.ep[e], msg[0], 100, WAIT_MS));
+	/* remove the closed descriptor's destination before anything may take its number */
+	assert_int_equal(ms_group_remove(g, d5), 0);
+	ms_group_free(g);
+	ms_group_free(g2);
+	ms_ctx_free(ctx);
+	net_free(&nt);
+}
+
+static void test_offload_log(void **state)
+{
+	(void)state;
+	offload_log(1);
+	offload_log(2);
+}
+
+/* A full log: MS_POST_LOG_ENTRIES entries kept, the oldest, in order; the rest counted once
+ * in lost; reading in pieces; then it takes new entries again. */
+static void test_offload_log_full(void **state)
+{
+	(void)state;
+	const unsigned extra = 10, total = MS_POST_LOG_ENTRIES + extra;
+	struct opt o = { .flags = MS_CFG_OFFLOAD };
+	struct ms_ctx *ctx = ctx_new(&o);
+	struct ms_group *g;
+	struct net nt;
+	net_init(&nt);
+	add_dead_unix(&nt);
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_join(&nt, g, 0), 0);
+	unsigned char msg[8] = "postlog";
+	for (unsigned m = 0; m < total; m++)
+		assert_int_equal(ms_post(g, msg, sizeof(msg), 0, NULL), 1);
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	struct ms_post_error *pe = calloc(MS_POST_LOG_ENTRIES, sizeof(*pe));
+	assert_non_null(pe);
+	uint64_t lost = 0, next = 1;
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 1000, &lost), 1000);
+	assert_int_equal(lost, extra);
+	unsigned have = 1000;
+	for (;;) {
+		int got = ms_ctx_post_errors(ctx, pe + have, MS_POST_LOG_ENTRIES - have, NULL);
+		assert_true(got >= 0);
+		if (!got)
+			break;
+		have += (unsigned)got;
+	}
+	assert_int_equal(have, MS_POST_LOG_ENTRIES);
+	for (unsigned i = 0; i < have; i++, next++) {
+		assert_int_equal(pe[i].seq, next);
+		assert_int_equal(pe[i].id, nt.ep[0].id);
+		assert_int_equal(pe[i].status, -ECONNREFUSED);
+	}
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 1, &lost), 0);
+	assert_int_equal(lost, 0);
+	uint64_t seq;
+	assert_int_equal(ms_post(g, msg, sizeof(msg), 0, &seq), 1);
+	assert_int_equal(seq, total + 1);
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 2, &lost), 1);
+	assert_int_equal(pe[0].seq, total + 1);
+	assert_int_equal(lost, 0);
+	struct ms_stats st = stats(ctx);
+	assert_int_equal(st.dests_failed, total + 1);
+	assert_int_equal(st.offload_msgs, total + 1);
+	free(pe);
 	ms_group_free(g);
 	ms_ctx_free(ctx);
 	net_free(&nt);
@@ -1964,7 +2368,10 @@ static void check_threads(const struct opt *o, const char *const *want, size_t n
 	assert_int_equal(net_join(&nt, g, 0), 0);
 	unsigned char msg[32];
 	make_payload(msg, sizeof(msg), 5);
-	assert_int_equal(ms_send(g, msg, sizeof(msg), 0, NULL), 20);
+	if (o->flags & MS_CFG_OFFLOAD)
+		assert_int_equal(ms_post(g, msg, sizeof(msg), 0, NULL), 20);
+	else
+		assert_int_equal(ms_send(g, msg, sizeof(msg), 0, NULL), 20);
 	assert_int_equal(ms_ctx_drain(ctx), 0);
 	for (size_t e = 0; e < nt.n; e++)
 		assert_true(expect_one(&nt.ep[e], msg, sizeof(msg), WAIT_MS));
@@ -2189,6 +2596,9 @@ int main(int argc, char **argv)
 		T(test_offload_free_queued),
 		T(test_offload_fork),
 		T(test_offload_timestamps),
+		T(test_offload_sync),
+		T(test_offload_log),
+		T(test_offload_log_full),
 		T(test_cpus_affinity),
 		T(test_config),
 	};

@@ -11,7 +11,8 @@
  *                          on does not keep the file's lock (the parent's ms_ctx_free frees it)
  *   livefile damage DIR    an odd sequence word and garbage in the file's slot: ms_ctx_snapshot
  *                          and (offload) ms_ctx_stats return at once with the context's own
- *                          counts, and the next send rewrites a consistent slot
+ *                          counts, and the next send (under offload: ms_post, sent by the
+ *                          offload thread) rewrites a consistent slot
  *   livefile shared DIR    under the shim, MULTISEND_STATS_SHM=DIR/shared: the program frees its
  *                          last context while the shim's slot is live, then makes another; the
  *                          file is the same, the shim's slot in it (prints the shim's calls;
@@ -182,6 +183,17 @@ static bool file_fanouts(struct ms_shm_slot *sl, uint64_t *v)
 	return !(seq & 1) && __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == seq;
 }
 
+/* n messages: posted (ms_post, sent by the offload thread) on an offload context, else sent. */
+static void send_or_post(struct ms_group *g, int n, uint32_t flags)
+{
+	if (!(flags & MS_CFG_OFFLOAD)) {
+		send_n(g, n);
+		return;
+	}
+	for (int k = 0; k < n; k++)
+		CHECK(ms_post(g, "live", 4, 0, NULL) == 1, "ms_post");
+}
+
 static void damage_one(const char *dir, const char *name, uint32_t flags)
 {
 	char tmpl[4096], path[4096];
@@ -194,7 +206,7 @@ static void damage_one(const char *dir, const char *name, uint32_t flags)
 	CHECK(ms_group_new(ctx, &g) == 0, "ms_group_new");
 	struct ms_dest d = { .fd = s, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
 	CHECK(ms_group_add(g, &d) >= 0, "ms_group_add");
-	send_n(g, 5);
+	send_or_post(g, 5, flags);
 	ms_ctx_drain(ctx);
 	struct ms_shm_header *h = map(path);
 	struct ms_shm_slot *sl = slot_at(h, 0);
@@ -218,7 +230,7 @@ static void damage_one(const char *dir, const char *name, uint32_t flags)
 	alarm(0);
 
 	/* The next send writes a consistent slot again, from the context's own counts. */
-	send_n(g, 1);
+	send_or_post(g, 1, flags);
 	ms_ctx_drain(ctx);
 	CHECK(file_fanouts(sl, &v) && v == 6, "after a send, the file says %llu fanouts (seq "
 	      "%llu), not 6", (unsigned long long)v, (unsigned long long)sl->seq);
