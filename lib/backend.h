@@ -31,10 +31,12 @@
  *     tally's failure counts. Successes are counted in bulk so that a fan-out without a
  *     result array writes nothing per destination; the after stage touches only exceptions;
  *   - count every system call it makes in b->t.syscalls;
- *   - send a position with its prepared header (e->mm, sendmsg semantics) when b->hdr is set
- *     and the message is gathered (b->iovcnt != 1) or the header carries control messages
- *     (e->mm->msg_hdr.msg_control); otherwise any way it likes that has the same meaning as
- *     sendto(e->fd, buf, len, b->msg_flags | e->xflags, e->name, e->namelen);
+ *   - send a position any way it likes that has the same meaning as
+ *     sendto(e->fd, buf, len, b->msg_flags | e->xflags, e->name, e->namelen), or, with
+ *     MS__CAP_HDR, when b->hdr is set and the message is gathered (b->iovcnt != 1), longer
+ *     than 32 bits, or the header carries control messages (e->mm->msg_hdr.msg_control):
+ *     with that prepared header (e->mm, sendmsg semantics). Without MS__CAP_HDR it never
+ *     sees b->hdr set;
  *   - return 0, or -errno when the backend itself failed (a ring that refused): the positions
  *     it could not attempt are then reported with that error through ms__status.
  *
@@ -147,8 +149,10 @@ static inline void ms__status(struct ms__batch *b, size_t i, int status)
 	left;                                                                                 \
 	left--, i = i + 1 == (n) ? 0 : i + 1
 
-/* What a backend cannot do; the core then does it another way. */
-#define MS__CAP_FORK_UNSAFE 1u /* its state is unusable in a forked child: the loop sends there */
+/* Capabilities: what the core may hand a backend; anything else the loop executor sends. */
+#define MS__CAP_HDR 1u         /* sends positions with their prepared headers (b->hdr: gathered
+                                  messages, control messages, lengths past 32 bits) */
+#define MS__CAP_FORK_UNSAFE 2u /* its state is unusable in a forked child: the loop sends there */
 
 struct ms_ctx;
 struct ms__bucket;

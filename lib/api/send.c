@@ -39,15 +39,17 @@ static int execute_around(const struct ms__backend *be, void *st, struct ms__sen
 	return err;
 }
 
-/* The executor stage: K parts on K threads, or the calling thread alone; in a child forked
- * after the context was made, a backend whose state is its parent's gives way to the loop. */
+/* The executor stage: K parts on K threads, or the calling thread alone. The loop takes over
+ * what the backend cannot do (its capabilities, lib/backend.h): a call that needs prepared
+ * headers, or a child forked after the context was made when the state is the parent's. */
 static int execute(struct ms_ctx *ctx, struct ms__send *s)
 {
 	if (s->parts > 1)
 		return ms__pool_send(s);
 	const struct ms__backend *be = ctx->be;
 	void *st = ctx->be_state;
-	if (unlikely(be->caps & MS__CAP_FORK_UNSAFE) && unlikely(ms__forked(ctx))) {
+	if (unlikely((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
+	    unlikely(s->b.hdr && !(be->caps & MS__CAP_HDR))) {
 		be = &ms__backend_loop;
 		st = NULL;
 	}
@@ -94,7 +96,9 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		s.first = rotate(g);
 	if (unlikely(ctx->pool != NULL))
 		s.parts = ms__pool_parts(ctx, &s);
-	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0)
+	/* (timestamps ride on control messages: only a backend that sends prepared headers) */
+	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0 &&
+	    (ctx->be->caps & MS__CAP_HDR))
 		ms__ts_begin(&s);
 	if (unlikely(s.managed))
 		ms__slow_before(&s);

@@ -818,7 +818,7 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 const struct ms__backend ms__backend_iouring = {
 	.id = MS_BACKEND_IO_URING,
 	.name = "io_uring",
-	.caps = MS__CAP_FORK_UNSAFE,
+	.caps = MS__CAP_HDR | MS__CAP_FORK_UNSAFE,
 	.probe = uring_probe,
 	.ctx_init = uring_ctx_init,
 	.ctx_fini = uring_ctx_fini,

@@ -67,5 +67,6 @@ static int loop_send(void *state, struct ms__batch *b, size_t first, size_t coun
 const struct ms__backend ms__backend_loop = {
 	.id = MS_BACKEND_LOOP,
 	.name = "loop",
+	.caps = MS__CAP_HDR,
 	.send = loop_send,
 };

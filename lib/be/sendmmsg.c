@@ -74,5 +74,6 @@ static int mmsg_send(void *state, struct ms__batch *b, size_t first, size_t coun
 const struct ms__backend ms__backend_sendmmsg = {
 	.id = MS_BACKEND_SENDMMSG,
 	.name = "sendmmsg",
+	.caps = MS__CAP_HDR,
 	.send = mmsg_send,
 };
