@@ -124,38 +124,56 @@ MS_EXPORT int ms_backend_from_name(const char *name);
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
 	 MS_CFG_OFFLOAD)
 
-/* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
- * "library default". */
+/* Size-versioned. Zero-initialise it, set .size, then set what you need. Every field at zero
+ * means "library default", and no default switches a feature on: a context made from an
+ * all-zero config (or cfg NULL) sends from the calling thread alone, with no zero copy, no
+ * timestamps and no live-counter file (unless the environment names one). Fields are grouped
+ * by what they belong to; a field of a group that is not switched on must stay zero
+ * (-EINVAL otherwise), so that a setting is never silently ignored. */
 struct ms_config {
 	uint32_t size;        /* sizeof(struct ms_config) */
+
+	/* The backend. */
 	uint32_t backend;     /* enum ms_backend; MS_BACKEND_AUTO picks the best available */
 	uint32_t flags;       /* MS_CFG_* */
 	uint32_t queue_depth; /* io_uring submission entries, 1..32768, rounded up to a power of
 	                         two; 0 = 4096. A fan-out to more destinations than this takes
 	                         one io_uring_enter per queue_depth destinations. */
+	uint32_t zc_min;      /* io_uring: a message of at least zc_min bytes (one buffer),
+	                         1..65536, goes to UDP destinations with zero copy, see "Zero
+	                         copy"; 0 = never (the default). MS_ZC_MIN_DEFAULT is the
+	                         recommended value where the device really takes the pages. */
+
+	/* Timestamps (see "Timestamps"): ts_flags only with ts_sample. */
 	uint32_t ts_sample;   /* kernel transmit timestamps on one fan-out in ts_sample of each
-	                         group (1..1000000000; 0 = off); see "Timestamps" below */
-	uint32_t ts_flags;    /* MS_TS_* */
-	const char *stats_shm; /* publish live counters in this file (see "Live counters");
-	                          NULL: the MULTISEND_STATS_SHM variable, or nowhere */
-	/* Workers and offload (see below); all 0: the calling thread sends, alone. */
+	                         group, 1..1000000000; 0 = off */
+	uint32_t ts_flags;    /* MS_TS_*; 0 unless ts_sample is set */
+
+	/* Library threads (see "Workers and offload"): there are some when workers >= 2 or
+	 * flags has MS_CFG_OFFLOAD; all 0: the calling thread sends, alone. offload_kib only
+	 * with MS_CFG_OFFLOAD; spin_us, ncpus and cpus only with library threads. */
 	uint32_t workers;     /* threads that send each fan-out together, 1..64; 0 = 1 */
 	uint32_t offload_kib; /* MS_CFG_OFFLOAD: the hand-over ring's size in KiB, 64..1048576,
 	                         rounded up to a power of two; 0 = 4096 (4 MiB) */
+	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
+	                         1..1000000 microseconds; 0 = 50 */
+	uint32_t ncpus;       /* entries in cpus: 1..the number of library threads; 0 with cpus
+	                         NULL */
 	const int *cpus;      /* pin the library's threads: the i-th to CPU cpus[i]; threads past
 	                         ncpus, and all of them when cpus is NULL, inherit the CPU
 	                         affinity of the thread that calls ms_ctx_new (a publisher that
 	                         pinned its own thread first should list them all) */
-	uint32_t ncpus;       /* entries in cpus: 0..64, at most the number of library threads */
-	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
-	                         1..1000000 microseconds; 0 = 50 */
-	uint32_t zc_min;      /* io_uring: a message of at least zc_min bytes (one buffer, up to
-	                         65536) goes to UDP destinations with zero copy, see "Zero copy";
-	                         0 = MS_ZC_MIN_DEFAULT; above 65536 (MS_ZC_NEVER): never */
+
+	/* Live counters (see "Live counters"). */
+	const char *stats_shm; /* publish live counters in this file; NULL: the
+	                          MULTISEND_STATS_SHM variable, or nowhere */
 };
 
+/* The recommended zc_min, to set explicitly for a device that takes the pages (not loopback,
+ * nor a veth into another namespace: there the kernel copies anyway and zero copy only costs
+ * two completions per destination until the first report turns it off, see "Zero copy").
+ * The library never applies it by itself: zc_min = 0 means never. */
 #define MS_ZC_MIN_DEFAULT 4096u
-#define MS_ZC_NEVER 0xffffffffu
 
 /* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
  * last, which is enough for the call-to-first, call-to-last and skew histograms). */
@@ -166,15 +184,20 @@ struct ms_config {
  * Create a context. cfg may be NULL (all defaults).
  *
  * Returns 0 and sets *out, or:
- *   -EINVAL   out is NULL; cfg->size is neither 16 (the layout before the timestamp fields)
- *             nor offsetof(struct ms_config, workers) (the layout before the workers fields)
- *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the
- *             struct this library knows are not all zero;
- *             unknown flags or ts_flags; backend outside the enum; queue_depth, ts_sample,
- *             workers, offload_kib, ncpus or spin_us out of range; offload_kib set without
- *             MS_CFG_OFFLOAD; ncpus > 0 with cpus NULL; a CPU the process may not run on;
- *             a stats_shm path that is empty or longer than 4095 bytes once %p is expanded
- *             (such a MULTISEND_STATS_SHM value is only warned about).
+ *   -EINVAL   out is NULL; or one of these rules about *cfg is broken:
+ *             - size: at least sizeof(struct ms_config), at most 4096, and the bytes past
+ *               the struct this library knows all zero;
+ *             - flags: MS_CFG_* only; backend: inside enum ms_backend;
+ *             - queue_depth: at most 32768; zc_min: at most 65536;
+ *             - ts_sample: at most 1000000000; ts_flags: MS_TS_* only, and 0 unless
+ *               ts_sample is set;
+ *             - workers: at most 64; offload_kib: 0, or 64..1048576 with MS_CFG_OFFLOAD;
+ *               spin_us: 0, or 1..1000000 with library threads (workers >= 2 or
+ *               MS_CFG_OFFLOAD); ncpus: 0, or at most the number of library threads
+ *               (workers - 1, plus one with MS_CFG_OFFLOAD) with cpus set; cpus: NULL
+ *               exactly when ncpus is 0; each listed CPU one the process may run on;
+ *             - stats_shm: NULL, or a path that is not empty and at most 4095 bytes once
+ *               %p is expanded (such a MULTISEND_STATS_SHM value is only warned about).
  *   -EAGAIN   a library thread could not be started (pthread_create).
  *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
  *             (SCM_TS_OPT_ID, Linux 6.13 and later).
@@ -424,6 +447,11 @@ MS_EXPORT int ms_ctx_drain(struct ms_ctx *ctx);
 
 /* ---------------------------------------------------------------------------------------------
  * Zero copy (io_uring backend)
+ *
+ * Off unless ms_config.zc_min is set (MS_ZC_MIN_DEFAULT is the recommended value). It is not
+ * on by default because where it cannot pay (loopback, a veth, any socket of this host) it
+ * costs: every SEND_ZC completes twice until the kernel's first copy report turns it off,
+ * and a context cannot know beforehand which kind of device its destinations are behind.
  *
  * A message of at least ms_config.zc_min bytes, sent with ms_send (one buffer) on a fan-out
  * without a timestamp request, is copied once into one of two buffers the ring has registered

@@ -12,8 +12,6 @@
 #include "internal.h"
 #include "shm-format.h"
 
-#define CONFIG_SIZE_V0 offsetof(struct ms_config, ts_sample) /* the first layout */
-#define CONFIG_SIZE_V1 offsetof(struct ms_config, workers)   /* before workers and offload */
 #define WORKERS_MAX 64u
 #define OFFLOAD_KIB_MIN 64u
 #define OFFLOAD_KIB_MAX 1048576u
@@ -22,6 +20,7 @@
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
 #define TS_SAMPLE_MAX 1000000000u
+#define ZC_MIN_MAX 65536u /* one registered buffer */
 
 /*
  * Preference order, walked by MS_BACKEND_AUTO and by fallbacks, for every shape of group.
@@ -388,39 +387,45 @@ int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n)
 	return mlock(p, n) ? -errno : 0;
 }
 
+/* The header's -EINVAL rules for a config, one test each, in its order; tests/unit/test-config.c
+ * has a case for every one. Fields of a feature that is off must be zero: nothing given is
+ * silently ignored. */
 static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 {
 	memset(c, 0, sizeof(*c));
 	if (!cfg)
 		return 0;
-	/* A layout this library knows, or a newer one: never a size that cuts a field (above
-	 * all stats_shm, a pointer) in two. */
-	if ((cfg->size != CONFIG_SIZE_V0 && cfg->size != CONFIG_SIZE_V1 && cfg->size < sizeof(*c)) ||
-	    cfg->size > CONFIG_SIZE_MAX)
+	/* This layout or a newer one; a newer caller's fields that this library does not know
+	 * must be unused (zero). */
+	if (cfg->size < sizeof(*c) || cfg->size > CONFIG_SIZE_MAX)
 		return -EINVAL;
-	/* A newer caller's fields that this library does not know must be unused (zero). */
 	const unsigned char *tail = (const unsigned char *)cfg;
 	for (size_t k = sizeof(*c); k < cfg->size; k++)
 		if (tail[k])
 			return -EINVAL;
-	memcpy(c, cfg, cfg->size < sizeof(*c) ? cfg->size : sizeof(*c));
+	memcpy(c, cfg, sizeof(*c));
 	if (c->flags & ~MS_CFG_ALL_FLAGS)
 		return -EINVAL;
 	if (c->backend > MS_BACKEND_IO_URING)
 		return -EINVAL;
-	if (c->queue_depth > QUEUE_DEPTH_MAX)
+	if (c->queue_depth > QUEUE_DEPTH_MAX || c->zc_min > ZC_MIN_MAX)
 		return -EINVAL;
-	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS))
+	/* Timestamps: ts_flags qualify a sampling that is on. */
+	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS) ||
+	    (c->ts_flags && !c->ts_sample))
 		return -EINVAL;
+	/* Library threads: the fields that shape them only where there are some. */
 	bool offload = c->flags & MS_CFG_OFFLOAD;
 	uint32_t threads = (c->workers ? c->workers : 1) - 1 + offload;
-	if (c->workers > WORKERS_MAX || c->spin_us > SPIN_US_MAX ||
-	    (c->offload_kib && (!offload || c->offload_kib < OFFLOAD_KIB_MIN ||
-				c->offload_kib > OFFLOAD_KIB_MAX)) ||
-	    c->ncpus > threads || (c->ncpus && !c->cpus))
+	if (c->workers > WORKERS_MAX)
 		return -EINVAL;
-	if (!c->ncpus)
-		c->cpus = NULL; /* read only in ms_ctx_new, never kept */
+	if (c->offload_kib && (!offload || c->offload_kib < OFFLOAD_KIB_MIN ||
+			       c->offload_kib > OFFLOAD_KIB_MAX))
+		return -EINVAL;
+	if (c->spin_us && (!threads || c->spin_us > SPIN_US_MAX))
+		return -EINVAL;
+	if (c->ncpus > threads || !c->ncpus != !c->cpus)
+		return -EINVAL;
 	return 0;
 }
 
@@ -529,7 +534,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	ctx->ts_sample = c.ts_sample;
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
-	ctx->zc_min = !c.zc_min ? MS_ZC_MIN_DEFAULT : c.zc_min <= 65536 ? c.zc_min : 0;
+	ctx->zc_min = c.zc_min; /* 0: never, in the backend too */
 
 	err = -ENOTSUP;
 	if (want != MS_BACKEND_AUTO) {

@@ -9,8 +9,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* Only ms_dest holds a pointer; on ILP32 it is 12 bytes, on LP64 16. */
+/* Pointers: 4 bytes on ILP32, 8 on LP64. ms_config's first pointer follows eleven uint32_t. */
 #define PTR ((unsigned)sizeof(void *))
+#define CFG_PTRS ((44 + PTR - 1) / PTR * PTR)
 
 struct row {
 	const char *what;
@@ -24,20 +25,21 @@ struct row {
 static const struct row rows[] = {
 	SIZE(enum ms_backend, 4),
 
-	SIZE(struct ms_config, (44 + 2 * PTR + PTR - 1) / PTR * PTR),
+	/* Eleven uint32_t, then the two pointers (aligned). */
+	SIZE(struct ms_config, CFG_PTRS + 2 * PTR),
 	OFF(struct ms_config, size, 0),
 	OFF(struct ms_config, backend, 4),
 	OFF(struct ms_config, flags, 8),
 	OFF(struct ms_config, queue_depth, 12),
-	OFF(struct ms_config, ts_sample, 16),
-	OFF(struct ms_config, ts_flags, 20),
-	OFF(struct ms_config, stats_shm, 24),
-	OFF(struct ms_config, workers, 24 + PTR),
-	OFF(struct ms_config, offload_kib, 28 + PTR),
-	OFF(struct ms_config, cpus, 32 + PTR),
-	OFF(struct ms_config, ncpus, 32 + 2 * PTR),
-	OFF(struct ms_config, spin_us, 36 + 2 * PTR),
-	OFF(struct ms_config, zc_min, 40 + 2 * PTR),
+	OFF(struct ms_config, zc_min, 16),
+	OFF(struct ms_config, ts_sample, 20),
+	OFF(struct ms_config, ts_flags, 24),
+	OFF(struct ms_config, workers, 28),
+	OFF(struct ms_config, offload_kib, 32),
+	OFF(struct ms_config, spin_us, 36),
+	OFF(struct ms_config, ncpus, 40),
+	OFF(struct ms_config, cpus, CFG_PTRS),
+	OFF(struct ms_config, stats_shm, CFG_PTRS + PTR),
 
 	SIZE(struct ms_stats, 200),
 	OFF(struct ms_stats, size, 0),

@@ -573,20 +573,17 @@ static void test_bad_config(void **state)
 	c.stats_shm = longpath;
 	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
 	assert_null(ctx);
-	/* A caller built against the first layout (16 bytes, before the timestamp fields). */
-	struct ms_config old = { .size = offsetof(struct ms_config, ts_sample), .backend = backend };
-	assert_int_equal(ms_ctx_new(&ctx, &old), 0);
-	ms_ctx_free(ctx);
-	ctx = NULL;
-	/* ... and the second (before the workers fields), ... */
-	old.size = offsetof(struct ms_config, workers);
-	assert_int_equal(ms_ctx_new(&ctx, &old), 0);
-	ms_ctx_free(ctx);
-	ctx = NULL;
-	/* ... but no other size that cuts a field in two (stats_shm is a pointer). */
-	for (old.size = offsetof(struct ms_config, ts_sample) + 1; old.size < sizeof(old); old.size++)
-		if (old.size != offsetof(struct ms_config, workers))
-			assert_int_equal(ms_ctx_new(&ctx, &old), -EINVAL);
+	/* ts_flags qualify a sampling that is on: without ts_sample they are refused. */
+	c.stats_shm = NULL;
+	c.ts_sample = 0;
+	c.ts_flags = MS_TS_ALL_DESTS;
+	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
+	assert_null(ctx);
+	/* No size that cuts the struct short (stats_shm is a pointer): the layouts before the
+	 * timestamp and the workers fields were never released. */
+	struct ms_config old = { .size = 0, .backend = backend };
+	for (old.size = 0; old.size < sizeof(old); old.size++)
+		assert_int_equal(ms_ctx_new(&ctx, &old), -EINVAL);
 	/* A bad MULTISEND_STATS_SHM is the environment's problem, not the program's: warned
 	 * about, never a failure. */
 	setenv("MULTISEND_STATS_SHM", "", 1);
