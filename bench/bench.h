@@ -373,8 +373,11 @@ struct lib_count {
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
  * two ms_ctx_snapshot calls, the histograms bucket by bucket. */
 enum { TS_CALL_FIRST, TS_CALL_LAST, TS_FIRST_LAST, TS_DEST_LAG, TS_NHIST };
+struct ts_count {
+	uint64_t sampled, requested, stamped, missing, unsupported, foreign, late; /* ts_* */
+};
 struct ts_result {
-	struct ms_ts_stats c;
+	struct ts_count c;
 	struct ms_hist h[TS_NHIST];
 	/* A "+wK+ts" variant whose "+ts" variant (variant_ref) ran in the same rounds: its
 	 * first-to-last skew over that one thread's, p50, p99 and mean of the two histograms. */

@@ -7,7 +7,8 @@
  *
  *  - Functions that can fail return an int: >= 0 on success, -errno on failure. There is no
  *    global error state and errno is not used to report errors (it may be changed by any call).
- *  - A context (struct ms_ctx) and the groups made from it belong to one thread at a time.
+ *  - A context (struct ms_ctx) and the groups made from it belong to one thread at a time
+ *    (ms_ctx_stats and ms_ctx_snapshot excepted: any thread may read the counters).
  *    Different contexts share nothing and may be used from different threads at once. With the
  *    io_uring backend the kernel ties the ring to the thread that makes the context's first
  *    send; after that, every call on the context and its groups must come from that thread
@@ -552,10 +553,25 @@ MS_EXPORT size_t ms_group_backlog(const struct ms_group *g);
  * Statistics and errors
  */
 
+/*
+ * Two calls read a context's observations, one a subset of the other:
+ *   ms_ctx_stats     struct ms_stats: every counter (the same values, in the same order, as the
+ *                    live-counter file's counters; the order of its fields here is free).
+ *   ms_ctx_snapshot  struct ms_snapshot: who and when (backend, ts_sample, the time), the four
+ *                    timestamp histograms, and a struct ms_stats, all from one moment.
+ * Both are taken the same way, from the context's own memory: ms_ctx_stats(ctx, &st) gives
+ * what ms_ctx_snapshot would put in its .stats at that moment. Both may be called from any
+ * thread while the context's own thread keeps sending (the sender never waits for a reader).
+ * Both out structs are size-versioned; new counters are only ever appended to struct
+ * ms_stats, which is the last member of struct ms_snapshot, so both grow at their ends and
+ * struct ms_snapshot's own fields never move.
+ */
+
 /* Size-versioned. Cumulative counters for a context, over all its groups, since ms_ctx_new. */
 struct ms_stats {
-	uint32_t size;            /* set by the caller to sizeof(struct ms_stats) */
-	uint32_t backend;         /* enum ms_backend in use */
+	uint32_t size;            /* set by the caller to sizeof(struct ms_stats); in a snapshot,
+	                             set by the library to the bytes of it filled in */
+	uint32_t reserved;        /* 0 */
 	uint64_t fanouts;         /* ms_send/ms_sendv calls that attempted at least one dest */
 	uint64_t dests_attempted; /* sum over calls of the destinations attempted */
 	uint64_t dests_accepted;  /* ... that accepted the whole message */
@@ -587,13 +603,24 @@ struct ms_stats {
 	uint64_t zc_sends;        /* destinations sent with SEND_ZC */
 	uint64_t zc_copied;       /* ... whose data the kernel reported it copied anyway (which
 	                             turns zero copy off for the ring that sent them) */
+	/* Timestamps (see "Timestamps"), with ms_config.ts_sample: */
+	uint64_t ts_sampled;      /* fan-outs sampled */
+	uint64_t ts_requested;    /* destinations that asked for stamps */
+	uint64_t ts_stamped;      /* ... of which a stamp was read back */
+	uint64_t ts_missing;      /* ... of which no stamp came: the send failed, or the datagram
+	                             was dropped before any stamp point */
+	uint64_t ts_unsupported;  /* sampled destinations not stamped: not UDP, or the socket had
+	                             its own SO_TIMESTAMPING setting */
+	uint64_t ts_foreign;      /* error-queue entries read that were not this library's stamps */
+	uint64_t ts_late;         /* stamps that came after their fan-out was accounted, ignored */
 };
 
 /*
- * Copy the context's counters into *out. out->size must be set; the library fills the fields
- * that fit in min(out->size, sizeof(struct ms_stats)) and leaves the rest alone.
- * Returns 0, or -EINVAL (NULL argument or out->size < 8); under offload, whose counters it
- * takes as ms_ctx_snapshot does, also that call's -EBUSY.
+ * Copy the context's counters into *out: exactly what ms_ctx_snapshot would put in its
+ * .stats at that moment (see above), without the histograms. out->size must be set; the
+ * library fills the fields that fit in min(out->size, sizeof(struct ms_stats)) and leaves the
+ * rest alone. Returns 0, or -EINVAL (NULL argument or out->size < 8), or ms_ctx_snapshot's
+ * -EBUSY.
  */
 MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
 
@@ -628,7 +655,8 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * does not stamp, or a drop in its queue). A sampled destination whose send failed, or whose
  * stamps never came (the datagram was dropped before the device, or its stamps did not fit
  * the socket's error queue, which SO_RCVBUF bounds: about 128 destinations per socket at the
- * default size with MS_TS_ALL_DESTS), counts in ts_missing.
+ * default size with MS_TS_ALL_DESTS), counts in ts_missing. (These counters are the ts_*
+ * fields of struct ms_stats.)
  */
 
 /* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
@@ -652,39 +680,29 @@ MS_EXPORT int ms_hist_bucket_range(unsigned i, uint64_t *lo, uint64_t *hi);
  * [min_ns, max_ns]; 0 for an empty histogram or NULL. */
 MS_EXPORT uint64_t ms_hist_quantile(const struct ms_hist *h, double q);
 
-/* Timestamp counters. */
-struct ms_ts_stats {
-	uint64_t sampled;     /* fan-outs sampled */
-	uint64_t requested;   /* destinations that asked for stamps */
-	uint64_t stamped;     /* ... of which a stamp was read back */
-	uint64_t missing;     /* ... of which no stamp came: the send failed, or the datagram
-	                         was dropped before any stamp point */
-	uint64_t unsupported; /* sampled destinations not stamped: not UDP, or the socket had
-	                         its own SO_TIMESTAMPING setting */
-	uint64_t foreign;     /* error-queue entries read that were not this library's stamps */
-	uint64_t late;        /* stamps that came after their fan-out was accounted, ignored */
-};
-
-/* Size-versioned. Everything ms_ctx_snapshot reports, taken consistently. */
+/* Size-versioned. Everything ms_ctx_snapshot reports, taken consistently: struct ms_stats and
+ * what only a snapshot has. */
 struct ms_snapshot {
 	uint32_t size;        /* set by the caller to sizeof(struct ms_snapshot) */
+	uint32_t backend;     /* enum ms_backend in use, as ms_ctx_backend says */
 	uint32_t ts_sample;   /* the context's ms_config.ts_sample */
+	uint32_t reserved;    /* 0 */
 	uint64_t taken_ns;    /* CLOCK_REALTIME when the snapshot was taken */
-	struct ms_stats stats; /* as ms_ctx_stats (size filled in) */
-	struct ms_ts_stats ts;
 	struct ms_hist call_first; /* ms_send to the first destination's stamp */
 	struct ms_hist call_last;  /* ms_send to the last destination's stamp */
 	struct ms_hist first_last; /* first to last destination: the skew */
 	struct ms_hist dest_lag;   /* ms_send to each stamped destination's stamp */
+	struct ms_stats stats;     /* as ms_ctx_stats; last, so that it may grow */
 };
 
 /*
  * Copy the context's counters and histograms into *out, consistently (all from one moment
- * between two ms_send calls). Unlike every other call, it may be made from any thread while
- * the context's own thread keeps sending: the sending thread never waits for it (a reader
- * that overlaps a send tries again). It reads the context's own memory, never the
- * live-counter file, so nothing done to that file changes what it returns or how long it
- * takes. out->size must be set; fields past it are left alone.
+ * between two ms_send calls). Unlike most calls (and like ms_ctx_stats), it may be made from
+ * any thread while the context's own thread keeps sending: the sending thread never waits
+ * for it (a reader that overlaps a send tries again). It reads the context's own memory,
+ * never the live-counter file, so nothing done to that file changes what it returns or how
+ * long it takes. out->size must be set; fields past it are left alone, and out->stats.size
+ * says how many bytes of out->stats were filled in (when it fits in out->size).
  * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16), or -EBUSY when the
  * sending thread stayed in the middle of an update through 100000 tries (descheduled: try
  * again); it never waits longer.

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Sizes and member offsets of the public structs, against the values of the released ABI
- * (LIBMULTISEND_0.1) written below. A change here breaks programs built against an older
- * header: new members go at the END of a size-versioned struct (ms_config, ms_stats), and
- * ms_dest and ms_result, which callers pass as arrays, never change. If a change is meant,
- * it needs a new version node in lib/libmultisend.map, and then new values here. */
+/* Sizes and member offsets of the public structs, against the values of the first release's
+ * ABI (LIBMULTISEND_0.1) written below. Nothing is released yet; once it is, a change here
+ * breaks programs built against an older header: new members go at the END of a
+ * size-versioned struct (ms_config, ms_stats, whose end is also ms_snapshot's), and ms_dest
+ * and ms_result, which callers pass as arrays, never change. If a change is meant after the
+ * release, it needs a new version node in lib/libmultisend.map, and then new values here. */
 #include <multisend.h>
 
 #include <stddef.h>
@@ -41,9 +42,9 @@ static const struct row rows[] = {
 	OFF(struct ms_config, cpus, CFG_PTRS),
 	OFF(struct ms_config, stats_shm, CFG_PTRS + PTR),
 
-	SIZE(struct ms_stats, 200),
+	SIZE(struct ms_stats, 8 + 8 * 31),
 	OFF(struct ms_stats, size, 0),
-	OFF(struct ms_stats, backend, 4),
+	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
 	OFF(struct ms_stats, dests_attempted, 16),
 	OFF(struct ms_stats, dests_accepted, 24),
@@ -68,6 +69,13 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, offload_refused, 176),
 	OFF(struct ms_stats, zc_sends, 184),
 	OFF(struct ms_stats, zc_copied, 192),
+	OFF(struct ms_stats, ts_sampled, 200),
+	OFF(struct ms_stats, ts_requested, 208),
+	OFF(struct ms_stats, ts_stamped, 216),
+	OFF(struct ms_stats, ts_missing, 224),
+	OFF(struct ms_stats, ts_unsupported, 232),
+	OFF(struct ms_stats, ts_foreign, 240),
+	OFF(struct ms_stats, ts_late, 248),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -88,17 +96,18 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, max_ns, 24),
 	OFF(struct ms_hist, bucket, 32),
 
-	SIZE(struct ms_ts_stats, 56),
-	OFF(struct ms_ts_stats, sampled, 0),
-	OFF(struct ms_ts_stats, late, 48),
-
-	SIZE(struct ms_snapshot, 16 + 200 + 56 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
+	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 31),
 	OFF(struct ms_snapshot, size, 0),
-	OFF(struct ms_snapshot, ts_sample, 4),
-	OFF(struct ms_snapshot, taken_ns, 8),
-	OFF(struct ms_snapshot, stats, 16),
-	OFF(struct ms_snapshot, ts, 216),
-	OFF(struct ms_snapshot, call_first, 272),
+	OFF(struct ms_snapshot, backend, 4),
+	OFF(struct ms_snapshot, ts_sample, 8),
+	OFF(struct ms_snapshot, reserved, 12),
+	OFF(struct ms_snapshot, taken_ns, 16),
+	OFF(struct ms_snapshot, call_first, 24),
+	OFF(struct ms_snapshot, call_last, 24 + (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, first_last, 24 + 2 * (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, dest_lag, 24 + 3 * (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, stats, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
 
 	SIZE(struct ms_ts_dest, 32),
 	OFF(struct ms_ts_dest, id, 0),

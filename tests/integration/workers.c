@@ -924,12 +924,12 @@ static void test_workers_timestamps(void **state)
 			}
 		}
 		struct ms_snapshot s1 = snap(ctx);
-		assert_int_equal(s1.ts.sampled - s0.ts.sampled, calls);
-		assert_int_equal(s1.ts.requested - s0.ts.requested, calls * per);
-		assert_int_equal(s1.ts.stamped - s0.ts.stamped, calls * per);
-		assert_int_equal(s1.ts.missing - s0.ts.missing, 0);
-		assert_int_equal(s1.ts.unsupported - s0.ts.unsupported, 0);
-		assert_int_equal(s1.ts.late - s0.ts.late, 0);
+		assert_int_equal(s1.stats.ts_sampled - s0.stats.ts_sampled, calls);
+		assert_int_equal(s1.stats.ts_requested - s0.stats.ts_requested, calls * per);
+		assert_int_equal(s1.stats.ts_stamped - s0.stats.ts_stamped, calls * per);
+		assert_int_equal(s1.stats.ts_missing - s0.stats.ts_missing, 0);
+		assert_int_equal(s1.stats.ts_unsupported - s0.stats.ts_unsupported, 0);
+		assert_int_equal(s1.stats.ts_late - s0.stats.ts_late, 0);
 		assert_int_equal(s1.dest_lag.count - s0.dest_lag.count, calls * per);
 		assert_int_equal(s1.first_last.count - s0.first_last.count, calls);
 		assert_int_equal(s1.call_first.count - s0.call_first.count, calls);
@@ -1827,9 +1827,9 @@ static void test_offload_timestamps(void **state)
 		assert_true(expect_none(&nt.ep[e]));
 	}
 	struct ms_snapshot sn = snap(ctx);
-	assert_int_equal(sn.ts.sampled, M);
-	assert_int_equal(sn.ts.requested, M * N);
-	assert_int_equal(sn.ts.stamped, M * N);
+	assert_int_equal(sn.stats.ts_sampled, M);
+	assert_int_equal(sn.stats.ts_requested, M * N);
+	assert_int_equal(sn.stats.ts_stamped, M * N);
 	assert_int_equal(sn.dest_lag.count, M * N);
 	assert_int_equal(sn.first_last.count, M);
 	assert_int_equal(sn.stats.fanouts, M);
