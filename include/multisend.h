@@ -129,8 +129,10 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * means "library default", and no default switches a feature on: a context made from an
  * all-zero config (or cfg NULL) sends from the calling thread alone, with no zero copy, no
  * timestamps and no live-counter file (unless the environment names one). Fields are grouped
- * by what they belong to; a field of a group that is not switched on must stay zero
- * (-EINVAL otherwise), so that a setting is never silently ignored. */
+ * by what they belong to; a field of a group that is not switched on (timestamps, library
+ * threads) must stay zero (-EINVAL otherwise), so that a setting is never silently ignored.
+ * The io_uring fields (queue_depth, zc_min) are taken with any backend: a fallback or
+ * MULTISEND_BACKEND may choose io_uring after all. */
 struct ms_config {
 	uint32_t size;        /* sizeof(struct ms_config) */
 
