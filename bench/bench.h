@@ -58,7 +58,7 @@
  *   "+zc"        (--compare-zc) io_uring only (the other backends never send with zero copy),
  *                on a context with ms_config.zc_min = 1 (or --zc-min): every message from
  *                that size goes with SEND_ZC; the plain io_uring it runs beside then has
- *                zc_min = MS_ZC_NEVER, so the two differ in zero copy alone.
+ *                zc_min = 0 (never), so the two differ in zero copy alone.
  *   "+wK"        (--compare-workers K) the library's backends only, on a context made with
  *                ms_config.workers = K: each fan-out in K parts sent at the same time.
  *   "+wK+ts"     the same with --ts-sample or --ts-compare: sampled like the "+ts" variant
@@ -327,12 +327,13 @@ struct opts {
 	uint32_t workers, compare_workers, offload_kib, spin_us;
 	bool offload, compare_off;
 	/* Zero copy (multisend.h, "Zero copy"): --zc-min N, every library context's
-	 * ms_config.zc_min (0: not given, the library's default; MS_ZC_NEVER: "never");
-	 * --compare-zc: io_uring also runs as "+zc" (zc_min = --zc-min, else 1) beside plain
-	 * io_uring with MS_ZC_NEVER. --mtu: the netns-drop veth's MTU (0: the default, 1500), so
-	 * that a large datagram leaves unfragmented (fragments are copied). */
+	 * ms_config.zc_min (0: not given or "never": the library's default, no zero copy;
+	 * zc_never says "never" was given); --compare-zc: io_uring also runs as "+zc" (zc_min =
+	 * --zc-min, else 1) beside plain io_uring with zc_min 0. --mtu: the netns-drop veth's MTU
+	 * (0: the default, 1500), so that a large datagram leaves unfragmented (fragments are
+	 * copied). */
 	uint32_t zc_min, mtu;
-	bool compare_zc;
+	bool zc_never, compare_zc;
 	/* --tcp: the sink is SINK_TCP and the shape connected (one TCP socket per destination,
 	 * TCP_NODELAY). */
 	bool tcp;
@@ -372,8 +373,11 @@ struct lib_count {
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
  * two ms_ctx_snapshot calls, the histograms bucket by bucket. */
 enum { TS_CALL_FIRST, TS_CALL_LAST, TS_FIRST_LAST, TS_DEST_LAG, TS_NHIST };
+struct ts_count {
+	uint64_t sampled, requested, stamped, missing, unsupported, foreign, late; /* ts_* */
+};
 struct ts_result {
-	struct ms_ts_stats c;
+	struct ts_count c;
 	struct ms_hist h[TS_NHIST];
 	/* A "+wK+ts" variant whose "+ts" variant (variant_ref) ran in the same rounds: its
 	 * first-to-last skew over that one thread's, p50, p99 and mean of the two histograms. */
@@ -534,7 +538,7 @@ void variants_name(const struct opts *o);
 /* Whether v's context has MS_CFG_OFFLOAD (--offload, "+offload"), and its ms_config.workers
  * (--workers, "+wK"; 0: not set, one thread). */
 bool variant_offloads(const struct opts *o, enum variant_id v);
-/* v's ms_config.zc_min: 1 or --zc-min for "+zc", MS_ZC_NEVER for the plain io_uring beside it
+/* v's ms_config.zc_min: 1 or --zc-min for "+zc", 0 (never) for the plain io_uring beside it
  * (--compare-zc), else --zc-min (0: the library's default). */
 uint32_t variant_zc_min(const struct opts *o, enum variant_id v);
 uint32_t variant_workers(const struct opts *o, enum variant_id v);

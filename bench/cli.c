@@ -109,7 +109,7 @@ static void usage(FILE *f)
 	      "                         with --connected (already connected: nothing to compare)\n"
 	      "      --zc-min N|never   the library's contexts with zc_min = N (1..65536):\n"
 	      "                         io_uring sends messages of N bytes or more with zero\n"
-	      "                         copy (SEND_ZC; default the library's, 4096); never: none\n"
+	      "                         copy (SEND_ZC); never (the library's default): none\n"
 	      "      --compare-zc       io_uring runs twice, interleaved: plain with zc_min =\n"
 	      "                         never and +zc with zc_min = 1 (or --zc-min), with the\n"
 	      "                         ratio 'vs plain'; each row notes the library's zc_sends\n"
@@ -607,14 +607,15 @@ int parse_args(int argc, char **argv, struct opts *o)
 		}
 		case OPT_ZC_MIN:
 			o->cg_conflict = "--zc-min";
-			/* The library's range: one buffer of at most 64 KiB; never: MS_ZC_NEVER. */
+			/* The library's range: one buffer of at most 64 KiB; never: 0, the
+			 * library's default, said explicitly. */
 			if (!strcmp(optarg, "never"))
-				o->zc_min = MS_ZC_NEVER;
+				o->zc_min = 0, o->zc_never = true;
 			else if (parse_u64(optarg, 1, 65536, &u))
 				return bad("--zc-min: expected bytes 1..65536 or 'never', got '%s'",
 					   optarg);
 			else
-				o->zc_min = (uint32_t)u;
+				o->zc_min = (uint32_t)u, o->zc_never = false;
 			break;
 		case OPT_COMPARE_ZC:
 			o->cg_conflict = "--compare-zc";
@@ -718,7 +719,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return bad("%s: the library starts no thread without --workers 2 or more, "
 			   "--compare-workers, --offload or --compare-offload",
 			   o->ncpus ? "--cpus" : "--spin-us");
-	if (o->compare_zc && o->zc_min == MS_ZC_NEVER)
+	if (o->compare_zc && o->zc_never)
 		return bad("--compare-zc needs zero copy: --zc-min never leaves +zc nothing to "
 			   "compare%s",
 			   "");

@@ -100,7 +100,7 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len)
 			 ";\n            io_uring also runs as +zc, interleaved: zc_min = %u (zero "
 			 "copy), plain io_uring zc_min = never",
 			 o->zc_min ? o->zc_min : 1);
-	else if (o->zc_min == MS_ZC_NEVER)
+	else if (o->zc_never)
 		snprintf(buf + l, len - l, ";\n            library contexts with zc_min = never");
 	else if (o->zc_min)
 		snprintf(buf + l, len - l, ";\n            library contexts with zc_min = %u",
@@ -144,7 +144,7 @@ void json_send_options(FILE *f, const struct opts *o)
 		o->compare_off ? "true" : "false", o->offload_kib, o->spin_us);
 	for (unsigned k = 0; k < o->ncpus; k++)
 		fprintf(f, "%s%d", k ? "," : "", o->cpus[k]);
-	/* zc_min 0: not given (the library's default); 4294967295: never. */
+	/* zc_min 0: not given or never (the library's default: no zero copy). */
 	fprintf(f, "],\"zc_min\":%u,\"compare_zc\":%s,\"mtu\":%u,\"tcp\":%s}", o->zc_min,
 		o->compare_zc ? "true" : "false", o->mtu, o->tcp ? "true" : "false");
 }
@@ -841,7 +841,7 @@ static void csv_threads(FILE *f, const struct session *s, enum variant_id v,
 			r->lib.off_refused);
 	else
 		fputs(",,,", f);
-	/* zc_min as the context has it (0: the library's default); the counts, throughput only. */
+	/* zc_min as the context has it (0: never); the counts, throughput only. */
 	if (variant_is_raw(v))
 		fputs(",", f);
 	else

@@ -402,13 +402,13 @@ int ts_end(struct session *s, struct ms_group *g, enum variant_id v, struct ms_s
 		free(b);
 		return err ? err : -ENOMEM;
 	}
-	t->c.sampled = a->ts.sampled - b->ts.sampled;
-	t->c.requested = a->ts.requested - b->ts.requested;
-	t->c.stamped = a->ts.stamped - b->ts.stamped;
-	t->c.missing = a->ts.missing - b->ts.missing;
-	t->c.unsupported = a->ts.unsupported - b->ts.unsupported;
-	t->c.foreign = a->ts.foreign - b->ts.foreign;
-	t->c.late = a->ts.late - b->ts.late;
+	t->c.sampled = a->stats.ts_sampled - b->stats.ts_sampled;
+	t->c.requested = a->stats.ts_requested - b->stats.ts_requested;
+	t->c.stamped = a->stats.ts_stamped - b->stats.ts_stamped;
+	t->c.missing = a->stats.ts_missing - b->stats.ts_missing;
+	t->c.unsupported = a->stats.ts_unsupported - b->stats.ts_unsupported;
+	t->c.foreign = a->stats.ts_foreign - b->stats.ts_foreign;
+	t->c.late = a->stats.ts_late - b->stats.ts_late;
 	hist_delta(&t->h[TS_CALL_FIRST], &a->call_first, &b->call_first);
 	hist_delta(&t->h[TS_CALL_LAST], &a->call_last, &b->call_last);
 	hist_delta(&t->h[TS_FIRST_LAST], &a->first_last, &b->first_last);

@@ -183,7 +183,7 @@ static void detail_variant(const struct opts *o, struct variant *x, enum variant
 			 "; context with zc_min = %u (SEND_ZC from that size, until the kernel "
 			 "reports a copy)",
 			 variant_zc_min(o, v));
-	else if (variant_base(v) == V_IO_URING && variant_zc_min(o, v) == MS_ZC_NEVER)
+	else if (variant_base(v) == V_IO_URING && (o->compare_zc || o->zc_never))
 		snprintf(x->detail + l, sizeof(x->detail) - l, "; zc_min = never (no zero copy)");
 }
 
@@ -196,7 +196,7 @@ uint32_t variant_zc_min(const struct opts *o, enum variant_id v)
 {
 	if (variant_is_zc(v))
 		return o->zc_min ? o->zc_min : 1;
-	return o->compare_zc ? MS_ZC_NEVER : o->zc_min;
+	return o->compare_zc ? 0 : o->zc_min;
 }
 
 uint32_t variant_workers(const struct opts *o, enum variant_id v)

@@ -7,7 +7,8 @@
  *
  *  - Functions that can fail return an int: >= 0 on success, -errno on failure. There is no
  *    global error state and errno is not used to report errors (it may be changed by any call).
- *  - A context (struct ms_ctx) and the groups made from it belong to one thread at a time.
+ *  - A context (struct ms_ctx) and the groups made from it belong to one thread at a time
+ *    (ms_ctx_stats and ms_ctx_snapshot excepted: any thread may read the counters).
  *    Different contexts share nothing and may be used from different threads at once. With the
  *    io_uring backend the kernel ties the ring to the thread that makes the context's first
  *    send; after that, every call on the context and its groups must come from that thread
@@ -125,38 +126,58 @@ MS_EXPORT int ms_backend_from_name(const char *name);
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
 	 MS_CFG_OFFLOAD)
 
-/* Size-versioned. Zero-initialise it, set .size, then set what you need; a zero field means
- * "library default". */
+/* Size-versioned. Zero-initialise it, set .size, then set what you need. Every field at zero
+ * means "library default", and no default switches a feature on: a context made from an
+ * all-zero config (or cfg NULL) sends from the calling thread alone, with no zero copy, no
+ * timestamps and no live-counter file (unless the environment names one). Fields are grouped
+ * by what they belong to; a field of a group that is not switched on (timestamps, library
+ * threads) must stay zero (-EINVAL otherwise), so that a setting is never silently ignored.
+ * The io_uring fields (queue_depth, zc_min) are taken with any backend: a fallback or
+ * MULTISEND_BACKEND may choose io_uring after all. */
 struct ms_config {
 	uint32_t size;        /* sizeof(struct ms_config) */
+
+	/* The backend. */
 	uint32_t backend;     /* enum ms_backend; MS_BACKEND_AUTO picks the best available */
 	uint32_t flags;       /* MS_CFG_* */
 	uint32_t queue_depth; /* io_uring submission entries, 1..32768, rounded up to a power of
 	                         two; 0 = 4096. A fan-out to more destinations than this takes
 	                         one io_uring_enter per queue_depth destinations. */
+	uint32_t zc_min;      /* io_uring: a message of at least zc_min bytes (one buffer),
+	                         1..65536, goes to UDP destinations with zero copy, see "Zero
+	                         copy"; 0 = never (the default). MS_ZC_MIN_DEFAULT is the
+	                         recommended value where the device really takes the pages. */
+
+	/* Timestamps (see "Timestamps"): ts_flags only with ts_sample. */
 	uint32_t ts_sample;   /* kernel transmit timestamps on one fan-out in ts_sample of each
-	                         group (1..1000000000; 0 = off); see "Timestamps" below */
-	uint32_t ts_flags;    /* MS_TS_* */
-	const char *stats_shm; /* publish live counters in this file (see "Live counters");
-	                          NULL: the MULTISEND_STATS_SHM variable, or nowhere */
-	/* Workers and offload (see below); all 0: the calling thread sends, alone. */
+	                         group, 1..1000000000; 0 = off */
+	uint32_t ts_flags;    /* MS_TS_*; 0 unless ts_sample is set */
+
+	/* Library threads (see "Workers and offload"): there are some when workers >= 2 or
+	 * flags has MS_CFG_OFFLOAD; all 0: the calling thread sends, alone. offload_kib only
+	 * with MS_CFG_OFFLOAD; spin_us, ncpus and cpus only with library threads. */
 	uint32_t workers;     /* threads that send each fan-out together, 1..64; 0 = 1 */
 	uint32_t offload_kib; /* MS_CFG_OFFLOAD: the hand-over ring's size in KiB, 64..1048576,
 	                         rounded up to a power of two; 0 = 4096 (4 MiB) */
+	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
+	                         1..1000000 microseconds; 0 = 50 */
+	uint32_t ncpus;       /* entries in cpus: 1..the number of library threads; 0 with cpus
+	                         NULL */
 	const int *cpus;      /* pin the library's threads: the i-th to CPU cpus[i]; threads past
 	                         ncpus, and all of them when cpus is NULL, inherit the CPU
 	                         affinity of the thread that calls ms_ctx_new (a publisher that
 	                         pinned its own thread first should list them all) */
-	uint32_t ncpus;       /* entries in cpus: 0..64, at most the number of library threads */
-	uint32_t spin_us;     /* how long an idle library thread polls for work before it sleeps,
-	                         1..1000000 microseconds; 0 = 50 */
-	uint32_t zc_min;      /* io_uring: a message of at least zc_min bytes (one buffer, up to
-	                         65536) goes to UDP destinations with zero copy, see "Zero copy";
-	                         0 = MS_ZC_MIN_DEFAULT; above 65536 (MS_ZC_NEVER): never */
+
+	/* Live counters (see "Live counters"). */
+	const char *stats_shm; /* publish live counters in this file; NULL: the
+	                          MULTISEND_STATS_SHM variable, or nowhere */
 };
 
+/* The recommended zc_min, to set explicitly for a device that takes the pages (not loopback,
+ * nor a veth into another namespace: there the kernel copies anyway and zero copy only costs
+ * two completions per destination until the first report turns it off, see "Zero copy").
+ * The library never applies it by itself: zc_min = 0 means never. */
 #define MS_ZC_MIN_DEFAULT 4096u
-#define MS_ZC_NEVER 0xffffffffu
 
 /* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
  * last, which is enough for the call-to-first, call-to-last and skew histograms). */
@@ -167,15 +188,20 @@ struct ms_config {
  * Create a context. cfg may be NULL (all defaults).
  *
  * Returns 0 and sets *out, or:
- *   -EINVAL   out is NULL; cfg->size is neither 16 (the layout before the timestamp fields)
- *             nor offsetof(struct ms_config, workers) (the layout before the workers fields)
- *             nor at least sizeof(struct ms_config), or is larger than 4096; bytes past the
- *             struct this library knows are not all zero;
- *             unknown flags or ts_flags; backend outside the enum; queue_depth, ts_sample,
- *             workers, offload_kib, ncpus or spin_us out of range; offload_kib set without
- *             MS_CFG_OFFLOAD; ncpus > 0 with cpus NULL; a CPU the process may not run on;
- *             a stats_shm path that is empty or longer than 4095 bytes once %p is expanded
- *             (such a MULTISEND_STATS_SHM value is only warned about).
+ *   -EINVAL   out is NULL; or one of these rules about *cfg is broken:
+ *             - size: at least sizeof(struct ms_config), at most 4096, and the bytes past
+ *               the struct this library knows all zero;
+ *             - flags: MS_CFG_* only; backend: inside enum ms_backend;
+ *             - queue_depth: at most 32768; zc_min: at most 65536;
+ *             - ts_sample: at most 1000000000; ts_flags: MS_TS_* only, and 0 unless
+ *               ts_sample is set;
+ *             - workers: at most 64; offload_kib: 0, or 64..1048576 with MS_CFG_OFFLOAD;
+ *               spin_us: 0, or 1..1000000 with library threads (workers >= 2 or
+ *               MS_CFG_OFFLOAD); ncpus: 0, or at most the number of library threads
+ *               (workers - 1, plus one with MS_CFG_OFFLOAD) with cpus set; cpus: NULL
+ *               exactly when ncpus is 0; each listed CPU one the process may run on;
+ *             - stats_shm: NULL, or a path that is not empty and at most 4095 bytes once
+ *               %p is expanded (such a MULTISEND_STATS_SHM value is only warned about).
  *   -EAGAIN   a library thread could not be started (pthread_create).
  *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
  *             (SCM_TS_OPT_ID, Linux 6.13 and later).
@@ -492,6 +518,11 @@ MS_EXPORT int ms_ctx_post_errors(struct ms_ctx *ctx, struct ms_post_error *out, 
 /* ---------------------------------------------------------------------------------------------
  * Zero copy (io_uring backend)
  *
+ * Off unless ms_config.zc_min is set (MS_ZC_MIN_DEFAULT is the recommended value). It is not
+ * on by default because where it cannot pay (loopback, a veth, any socket of this host) it
+ * costs: every SEND_ZC completes twice until the kernel's first copy report turns it off,
+ * and a context cannot know beforehand which kind of device its destinations are behind.
+ *
  * A message of at least ms_config.zc_min bytes, sent with ms_send (one buffer) on a fan-out
  * without a timestamp request, is copied once into one of two buffers the ring has registered
  * and goes to every UDP destination (AF_INET, AF_INET6 datagram sockets) with IORING_OP_SEND_ZC
@@ -591,10 +622,25 @@ MS_EXPORT size_t ms_group_backlog(const struct ms_group *g);
  * Statistics and errors
  */
 
+/*
+ * Two calls read a context's observations, one a subset of the other:
+ *   ms_ctx_stats     struct ms_stats: every counter (the same values, in the same order, as the
+ *                    live-counter file's counters; the order of its fields here is free).
+ *   ms_ctx_snapshot  struct ms_snapshot: who and when (backend, ts_sample, the time), the four
+ *                    timestamp histograms, and a struct ms_stats, all from one moment.
+ * Both are taken the same way, from the context's own memory: ms_ctx_stats(ctx, &st) gives
+ * what ms_ctx_snapshot would put in its .stats at that moment. Both may be called from any
+ * thread while the context's own thread keeps sending (the sender never waits for a reader).
+ * Both out structs are size-versioned; new counters are only ever appended to struct
+ * ms_stats, which is the last member of struct ms_snapshot, so both grow at their ends and
+ * struct ms_snapshot's own fields never move.
+ */
+
 /* Size-versioned. Cumulative counters for a context, over all its groups, since ms_ctx_new. */
 struct ms_stats {
-	uint32_t size;            /* set by the caller to sizeof(struct ms_stats) */
-	uint32_t backend;         /* enum ms_backend in use */
+	uint32_t size;            /* set by the caller to sizeof(struct ms_stats); in a snapshot,
+	                             set by the library to the bytes of it filled in */
+	uint32_t reserved;        /* 0 */
 	uint64_t fanouts;         /* ms_send/ms_sendv calls that attempted at least one dest */
 	uint64_t dests_attempted; /* sum over calls of the destinations attempted */
 	uint64_t dests_accepted;  /* ... that accepted the whole message */
@@ -626,13 +672,24 @@ struct ms_stats {
 	uint64_t zc_sends;        /* destinations sent with SEND_ZC */
 	uint64_t zc_copied;       /* ... whose data the kernel reported it copied anyway (which
 	                             turns zero copy off for the ring that sent them) */
+	/* Timestamps (see "Timestamps"), with ms_config.ts_sample: */
+	uint64_t ts_sampled;      /* fan-outs sampled */
+	uint64_t ts_requested;    /* destinations that asked for stamps */
+	uint64_t ts_stamped;      /* ... of which a stamp was read back */
+	uint64_t ts_missing;      /* ... of which no stamp came: the send failed, or the datagram
+	                             was dropped before any stamp point */
+	uint64_t ts_unsupported;  /* sampled destinations not stamped: not UDP, or the socket had
+	                             its own SO_TIMESTAMPING setting */
+	uint64_t ts_foreign;      /* error-queue entries read that were not this library's stamps */
+	uint64_t ts_late;         /* stamps that came after their fan-out was accounted, ignored */
 };
 
 /*
- * Copy the context's counters into *out. out->size must be set; the library fills the fields
- * that fit in min(out->size, sizeof(struct ms_stats)) and leaves the rest alone.
- * Returns 0, or -EINVAL (NULL argument or out->size < 8); under offload, whose counters it
- * takes as ms_ctx_snapshot does, also that call's -EBUSY.
+ * Copy the context's counters into *out: exactly what ms_ctx_snapshot would put in its
+ * .stats at that moment (see above), without the histograms. out->size must be set; the
+ * library fills the fields that fit in min(out->size, sizeof(struct ms_stats)) and leaves the
+ * rest alone. Returns 0, or -EINVAL (NULL argument or out->size < 8), or ms_ctx_snapshot's
+ * -EBUSY.
  */
 MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
 
@@ -667,7 +724,8 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * does not stamp, or a drop in its queue). A sampled destination whose send failed, or whose
  * stamps never came (the datagram was dropped before the device, or its stamps did not fit
  * the socket's error queue, which SO_RCVBUF bounds: about 128 destinations per socket at the
- * default size with MS_TS_ALL_DESTS), counts in ts_missing.
+ * default size with MS_TS_ALL_DESTS), counts in ts_missing. (These counters are the ts_*
+ * fields of struct ms_stats.)
  */
 
 /* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
@@ -691,39 +749,29 @@ MS_EXPORT int ms_hist_bucket_range(unsigned i, uint64_t *lo, uint64_t *hi);
  * [min_ns, max_ns]; 0 for an empty histogram or NULL. */
 MS_EXPORT uint64_t ms_hist_quantile(const struct ms_hist *h, double q);
 
-/* Timestamp counters. */
-struct ms_ts_stats {
-	uint64_t sampled;     /* fan-outs sampled */
-	uint64_t requested;   /* destinations that asked for stamps */
-	uint64_t stamped;     /* ... of which a stamp was read back */
-	uint64_t missing;     /* ... of which no stamp came: the send failed, or the datagram
-	                         was dropped before any stamp point */
-	uint64_t unsupported; /* sampled destinations not stamped: not UDP, or the socket had
-	                         its own SO_TIMESTAMPING setting */
-	uint64_t foreign;     /* error-queue entries read that were not this library's stamps */
-	uint64_t late;        /* stamps that came after their fan-out was accounted, ignored */
-};
-
-/* Size-versioned. Everything ms_ctx_snapshot reports, taken consistently. */
+/* Size-versioned. Everything ms_ctx_snapshot reports, taken consistently: struct ms_stats and
+ * what only a snapshot has. */
 struct ms_snapshot {
 	uint32_t size;        /* set by the caller to sizeof(struct ms_snapshot) */
+	uint32_t backend;     /* enum ms_backend in use, as ms_ctx_backend says */
 	uint32_t ts_sample;   /* the context's ms_config.ts_sample */
+	uint32_t reserved;    /* 0 */
 	uint64_t taken_ns;    /* CLOCK_REALTIME when the snapshot was taken */
-	struct ms_stats stats; /* as ms_ctx_stats (size filled in) */
-	struct ms_ts_stats ts;
 	struct ms_hist call_first; /* ms_send to the first destination's stamp */
 	struct ms_hist call_last;  /* ms_send to the last destination's stamp */
 	struct ms_hist first_last; /* first to last destination: the skew */
 	struct ms_hist dest_lag;   /* ms_send to each stamped destination's stamp */
+	struct ms_stats stats;     /* as ms_ctx_stats; last, so that it may grow */
 };
 
 /*
  * Copy the context's counters and histograms into *out, consistently (all from one moment
- * between two ms_send calls). Unlike every other call, it may be made from any thread while
- * the context's own thread keeps sending: the sending thread never waits for it (a reader
- * that overlaps a send tries again). It reads the context's own memory, never the
- * live-counter file, so nothing done to that file changes what it returns or how long it
- * takes. out->size must be set; fields past it are left alone.
+ * between two ms_send calls). Unlike most calls (and like ms_ctx_stats), it may be made from
+ * any thread while the context's own thread keeps sending: the sending thread never waits
+ * for it (a reader that overlaps a send tries again). It reads the context's own memory,
+ * never the live-counter file, so nothing done to that file changes what it returns or how
+ * long it takes. out->size must be set; fields past it are left alone, and out->stats.size
+ * says how many bytes of out->stats were filled in (when it fits in out->size).
  * Returns 0, or -EINVAL (NULL argument, or out->size smaller than 16), or -EBUSY when the
  * sending thread stayed in the middle of an update through 100000 tries (descheduled: try
  * again); it never waits longer.

@@ -12,8 +12,6 @@
 #include "internal.h"
 #include "shm-format.h"
 
-#define CONFIG_SIZE_V0 offsetof(struct ms_config, ts_sample) /* the first layout */
-#define CONFIG_SIZE_V1 offsetof(struct ms_config, workers)   /* before workers and offload */
 #define WORKERS_MAX 64u
 #define OFFLOAD_KIB_MIN 64u
 #define OFFLOAD_KIB_MAX 1048576u
@@ -22,6 +20,7 @@
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
 #define TS_SAMPLE_MAX 1000000000u
+#define ZC_MIN_MAX 65536u /* one registered buffer */
 
 /*
  * Preference order, walked by MS_BACKEND_AUTO and by fallbacks, for every shape of group.
@@ -318,18 +317,14 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 	return 0;
 }
 
-int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
+/* The counters and (when h is not NULL) the histograms as the context's own slot has them:
+ * the reader's side of the seqlock, on the context's own memory (never on the file). Copy,
+ * and keep the copy only if no update overlapped it. The writer never waits for us, and we do
+ * not wait for ever either: a writer stopped half way through an update (descheduled for all
+ * our tries) makes it -EBUSY. */
+static int read_own(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS], struct ms_hist *const h[MS__H_N])
 {
-	if (!ctx || !out || out->size < 16)
-		return -EINVAL;
 	const struct ms_shm_slot *sl = ctx->own;
-	struct ms_snapshot s;
-	uint64_t v[NCOUNTERS];
-
-	/* The reader's side of the seqlock, on the context's own memory (never on the file):
-	 * copy, and keep the copy only if no update overlapped it. The writer never waits for
-	 * us, and we do not wait for ever either: a writer stopped half way through an update
-	 * (descheduled for all our tries) makes it -EBUSY. */
 	for (unsigned tries = 0;; tries++) {
 		if (tries >= SNAPSHOT_TRIES)
 			return -EBUSY;
@@ -337,84 +332,118 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 		if (!(seq & 1)) {
 			for (size_t k = 0; k < NCOUNTERS; k++)
 				v[k] = __atomic_load_n(&sl->counter[k], __ATOMIC_RELAXED);
-			const struct ms_hist *src[] = { &sl->hist[MS__H_CALL_FIRST],
-							&sl->hist[MS__H_CALL_LAST],
-							&sl->hist[MS__H_FIRST_LAST],
-							&sl->hist[MS__H_DEST_LAG] };
-			struct ms_hist *dst[] = { &s.call_first, &s.call_last, &s.first_last,
-						  &s.dest_lag };
-			for (int h = 0; h < MS__H_N; h++) {
-				const uint64_t *a = (const uint64_t *)src[h];
-				uint64_t *b = (uint64_t *)dst[h];
+			for (int i = 0; h && i < MS__H_N; i++) {
+				const uint64_t *a = (const uint64_t *)&sl->hist[i];
+				uint64_t *b = (uint64_t *)h[i];
 				for (size_t k = 0; k < sizeof(struct ms_hist) / 8; k++)
 					b[k] = __atomic_load_n(&a[k], __ATOMIC_RELAXED);
 			}
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 			if (__atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == seq)
-				break;
+				return 0;
 		}
 		if (tries > 64)
 			sched_yield();
 	}
-	s.size = out->size;
-	s.ts_sample = ctx->ts_sample;
-	s.taken_ns = ms__realtime_ns();
-	memset(&s.stats, 0, sizeof(s.stats));
-	s.stats.size = sizeof(s.stats);
-	s.stats.backend = ctx->be->id;
+}
+
+/* struct ms_stats from the slot's counters (counter_names' order); the offload counters are
+ * the caller's own, current (under offload the slot has what the library thread last
+ * published). */
+static void stats_fill(const struct ms_ctx *ctx, struct ms_stats *s, const uint64_t v[NCOUNTERS])
+{
+	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
 	uint64_t *f[] = {
-		&s.stats.fanouts, &s.stats.dests_attempted, &s.stats.dests_accepted,
-		&s.stats.dests_partial, &s.stats.dests_failed, &s.stats.bytes, &s.stats.syscalls,
-		&s.stats.err_again, &s.stats.err_nobufs, &s.stats.err_msgsize, &s.stats.err_unreach,
-		&s.stats.err_conn, &s.stats.err_badf, &s.stats.err_other, &s.stats.slow_queued,
-		&s.stats.slow_dropped, &s.stats.slow_removed, &s.stats.backlog_bytes,
-		&s.stats.backlog_discarded, &s.ts.sampled, &s.ts.requested, &s.ts.stamped,
-		&s.ts.missing, &s.ts.unsupported, &s.ts.foreign, &s.ts.late,
-		&s.stats.offload_msgs, &s.stats.offload_waits, &s.stats.offload_refused,
-		&s.stats.zc_sends, &s.stats.zc_copied,
+		&s->fanouts, &s->dests_attempted, &s->dests_accepted, &s->dests_partial,
+		&s->dests_failed, &s->bytes, &s->syscalls, &s->err_again, &s->err_nobufs,
+		&s->err_msgsize, &s->err_unreach, &s->err_conn, &s->err_badf, &s->err_other,
+		&s->slow_queued, &s->slow_dropped, &s->slow_removed, &s->backlog_bytes,
+		&s->backlog_discarded, &s->ts_sampled, &s->ts_requested, &s->ts_stamped,
+		&s->ts_missing, &s->ts_unsupported, &s->ts_foreign, &s->ts_late,
+		&s->offload_msgs, &s->offload_waits, &s->offload_refused, &s->zc_sends,
+		&s->zc_copied,
 	};
 	_Static_assert(sizeof(f) / sizeof(f[0]) == NCOUNTERS, "one field per counter");
+	_Static_assert(sizeof(struct ms_stats) == 8 + 8 * NCOUNTERS, "every counter, once");
 	for (size_t k = 0; k < NCOUNTERS; k++)
 		*f[k] = v[k];
+	uint64_t o[3];
+	ms__offload_counts(ctx, o);
+	s->offload_msgs = o[0];
+	s->offload_waits = o[1];
+	s->offload_refused = o[2];
+}
+
+int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
+{
+	if (!ctx || !out || out->size < 16)
+		return -EINVAL;
+	struct ms_snapshot s;
+	uint64_t v[NCOUNTERS];
+	struct ms_hist *const h[MS__H_N] = {
+		[MS__H_CALL_FIRST] = &s.call_first,
+		[MS__H_CALL_LAST] = &s.call_last,
+		[MS__H_FIRST_LAST] = &s.first_last,
+		[MS__H_DEST_LAG] = &s.dest_lag,
+	};
+	int err = read_own(ctx, v, h);
+	if (err)
+		return err;
+	s.size = out->size;
+	s.backend = ctx->be->id;
+	s.ts_sample = ctx->ts_sample;
+	s.reserved = 0;
+	s.taken_ns = ms__realtime_ns();
+	stats_fill(ctx, &s.stats, v);
+	const size_t at = offsetof(struct ms_snapshot, stats);
+	if (out->size < sizeof(s))
+		s.stats.size = out->size > at ? (uint32_t)(out->size - at) : 0;
 	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
 	return 0;
 }
 
 /* ---- contexts ------------------------------------------------------------------------------- */
 
+/* The header's -EINVAL rules for a config, one test each, in its order; tests/unit/test-config.c
+ * has a case for every one. Fields of a feature that is off must be zero: nothing given is
+ * silently ignored. */
 static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 {
 	memset(c, 0, sizeof(*c));
 	if (!cfg)
 		return 0;
-	/* A layout this library knows, or a newer one: never a size that cuts a field (above
-	 * all stats_shm, a pointer) in two. */
-	if ((cfg->size != CONFIG_SIZE_V0 && cfg->size != CONFIG_SIZE_V1 && cfg->size < sizeof(*c)) ||
-	    cfg->size > CONFIG_SIZE_MAX)
+	/* This layout or a newer one; a newer caller's fields that this library does not know
+	 * must be unused (zero). */
+	if (cfg->size < sizeof(*c) || cfg->size > CONFIG_SIZE_MAX)
 		return -EINVAL;
-	/* A newer caller's fields that this library does not know must be unused (zero). */
 	const unsigned char *tail = (const unsigned char *)cfg;
 	for (size_t k = sizeof(*c); k < cfg->size; k++)
 		if (tail[k])
 			return -EINVAL;
-	memcpy(c, cfg, cfg->size < sizeof(*c) ? cfg->size : sizeof(*c));
+	memcpy(c, cfg, sizeof(*c));
 	if (c->flags & ~MS_CFG_ALL_FLAGS)
 		return -EINVAL;
 	if (c->backend > MS_BACKEND_IO_URING)
 		return -EINVAL;
-	if (c->queue_depth > QUEUE_DEPTH_MAX)
+	if (c->queue_depth > QUEUE_DEPTH_MAX || c->zc_min > ZC_MIN_MAX)
 		return -EINVAL;
-	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS))
+	/* Timestamps: ts_flags qualify a sampling that is on. */
+	if (c->ts_sample > TS_SAMPLE_MAX || (c->ts_flags & ~MS_TS_ALL_FLAGS) ||
+	    (c->ts_flags && !c->ts_sample))
 		return -EINVAL;
+	/* Library threads: the fields that shape them only where there are some. */
 	bool offload = c->flags & MS_CFG_OFFLOAD;
 	uint32_t threads = (c->workers ? c->workers : 1) - 1 + offload;
-	if (c->workers > WORKERS_MAX || c->spin_us > SPIN_US_MAX ||
-	    (c->offload_kib && (!offload || c->offload_kib < OFFLOAD_KIB_MIN ||
-				c->offload_kib > OFFLOAD_KIB_MAX)) ||
-	    c->ncpus > threads || (c->ncpus && !c->cpus))
+	if (c->workers > WORKERS_MAX)
 		return -EINVAL;
-	if (!c->ncpus)
-		c->cpus = NULL; /* read only in ms_ctx_new, never kept */
+	if (c->offload_kib && (!offload || c->offload_kib < OFFLOAD_KIB_MIN ||
+			       c->offload_kib > OFFLOAD_KIB_MAX))
+		return -EINVAL;
+	if (c->spin_us && (!threads || c->spin_us > SPIN_US_MAX))
+		return -EINVAL;
+	if (c->ncpus > threads || !c->ncpus != !c->cpus)
+		return -EINVAL;
 	return 0;
 }
 
@@ -524,7 +553,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	ctx->ts_sample = c.ts_sample;
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
-	ctx->zc_min = !c.zc_min ? MS_ZC_MIN_DEFAULT : c.zc_min <= 65536 ? c.zc_min : 0;
+	ctx->zc_min = c.zc_min; /* 0: never, in the backend too */
 
 	err = -ENOTSUP;
 	if (want != MS_BACKEND_AUTO) {
@@ -583,53 +612,13 @@ int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)
 {
 	if (!ctx || !out || out->size < 8)
 		return -EINVAL;
+	uint64_t v[NCOUNTERS];
+	int err = read_own(ctx, v, NULL);
+	if (err)
+		return err;
 	struct ms_stats s;
-	if (ms__offloaded(ctx)) {
-		/* The offload thread counts as it sends: what it last published. */
-		struct ms_snapshot snap;
-		snap.size = sizeof(snap);
-		int err = ms_ctx_snapshot(ctx, &snap);
-		if (err)
-			return err;
-		s = snap.stats;
-		uint64_t o[3]; /* the caller's own counts, current */
-		ms__offload_counts(ctx, o);
-		s.offload_msgs = o[0];
-		s.offload_waits = o[1];
-		s.offload_refused = o[2];
-		s.size = out->size;
-		memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
-		return 0;
-	}
-	memset(&s, 0, sizeof(s));
+	stats_fill(ctx, &s, v);
 	s.size = out->size;
-	s.backend = ctx->be->id;
-	s.fanouts = ctx->c.fanouts;
-	s.dests_attempted = ctx->c.attempted;
-	s.dests_accepted = ctx->c.accepted;
-	s.dests_partial = ctx->c.partial;
-	s.dests_failed = ctx->c.failed;
-	s.bytes = ctx->c.bytes;
-	s.syscalls = ctx->c.syscalls;
-	s.err_again = ctx->c.err[MS__ERR_AGAIN];
-	s.err_nobufs = ctx->c.err[MS__ERR_NOBUFS];
-	s.err_msgsize = ctx->c.err[MS__ERR_MSGSIZE];
-	s.err_unreach = ctx->c.err[MS__ERR_UNREACH];
-	s.err_conn = ctx->c.err[MS__ERR_CONN];
-	s.err_badf = ctx->c.err[MS__ERR_BADF];
-	s.err_other = ctx->c.err[MS__ERR_OTHER];
-	s.slow_queued = ctx->c.slow_queued;
-	s.slow_dropped = ctx->c.slow_dropped;
-	s.slow_removed = ctx->c.slow_removed;
-	s.backlog_bytes = ctx->c.backlog_bytes;
-	s.backlog_discarded = ctx->c.backlog_discarded;
-	uint64_t o[3];
-	ms__offload_counts(ctx, o);
-	s.offload_msgs = o[0];
-	s.offload_waits = o[1];
-	s.offload_refused = o[2];
-	s.zc_sends = ctx->c.zc_sends;
-	s.zc_copied = ctx->c.zc_copied;
 	memcpy(out, &s, out->size < sizeof(s) ? out->size : sizeof(s));
 	return 0;
 }

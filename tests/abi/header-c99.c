@@ -23,11 +23,11 @@ static int same(const char *a, const char *b)
 int main(void)
 {
 	struct ms_config cfg = { sizeof(struct ms_config), MS_BACKEND_AUTO, MS_CFG_ALL_FLAGS, 0,
-				 64, MS_TS_ALL_FLAGS, (const char *)0, 2, 64, (const int *)0, 0, 0,
-				 MS_ZC_MIN_DEFAULT };
+				 MS_ZC_MIN_DEFAULT, 64, MS_TS_ALL_FLAGS, 2, 64, 0, 0, (const int *)0,
+				 (const char *)0 };
 	struct ms_ts_dest td = { 0, MS_TS_SCHED | MS_TS_SND, 0, 0, 0, 0 };
-	struct ms_stats st = { sizeof(struct ms_stats), MS_BACKEND_LOOP, 0, 0, 0, 0, 0, 0, 0,
-			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+	struct ms_stats st = { sizeof(struct ms_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	struct ms_slow_config slow = { sizeof(struct ms_slow_config), MS_SLOW_QUEUE, MS_SLOW_DROP, 0 };
 	struct ms_dest d = { -1, (socklen_t)0, (const struct sockaddr *)0 };
 	struct ms_result r = { 0, 0, MS_RES_QUEUED | MS_RES_DROPPED | MS_RES_REMOVED, 0 };

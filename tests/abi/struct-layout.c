@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* Sizes and member offsets of the public structs, against the values of the released ABI
- * (LIBMULTISEND_0.1) written below. A change here breaks programs built against an older
- * header: new members go at the END of a size-versioned struct (ms_config, ms_stats), and
- * ms_dest and ms_result, which callers pass as arrays, never change. If a change is meant,
- * it needs a new version node in lib/libmultisend.map, and then new values here. */
+/* Sizes and member offsets of the public structs, against the values of the first release's
+ * ABI (LIBMULTISEND_0.1) written below. Nothing is released yet; once it is, a change here
+ * breaks programs built against an older header: new members go at the END of a
+ * size-versioned struct (ms_config, ms_stats, whose end is also ms_snapshot's), and ms_dest
+ * and ms_result, which callers pass as arrays, never change. If a change is meant after the
+ * release, it needs a new version node in lib/libmultisend.map, and then new values here. */
 #include <multisend.h>
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-/* ms_dest and ms_post_error hold a pointer: their sizes differ on ILP32 and LP64. */
+/* Pointers: 4 bytes on ILP32, 8 on LP64 (ms_dest, ms_post_error and ms_config hold some).
+ * ms_config's first pointer follows eleven uint32_t. */
 #define PTR ((unsigned)sizeof(void *))
+#define CFG_PTRS ((44 + PTR - 1) / PTR * PTR)
 struct align64 {
 	char c;
 	uint64_t x;
@@ -30,24 +33,25 @@ struct row {
 static const struct row rows[] = {
 	SIZE(enum ms_backend, 4),
 
-	SIZE(struct ms_config, (44 + 2 * PTR + PTR - 1) / PTR * PTR),
+	/* Eleven uint32_t, then the two pointers (aligned). */
+	SIZE(struct ms_config, CFG_PTRS + 2 * PTR),
 	OFF(struct ms_config, size, 0),
 	OFF(struct ms_config, backend, 4),
 	OFF(struct ms_config, flags, 8),
 	OFF(struct ms_config, queue_depth, 12),
-	OFF(struct ms_config, ts_sample, 16),
-	OFF(struct ms_config, ts_flags, 20),
-	OFF(struct ms_config, stats_shm, 24),
-	OFF(struct ms_config, workers, 24 + PTR),
-	OFF(struct ms_config, offload_kib, 28 + PTR),
-	OFF(struct ms_config, cpus, 32 + PTR),
-	OFF(struct ms_config, ncpus, 32 + 2 * PTR),
-	OFF(struct ms_config, spin_us, 36 + 2 * PTR),
-	OFF(struct ms_config, zc_min, 40 + 2 * PTR),
+	OFF(struct ms_config, zc_min, 16),
+	OFF(struct ms_config, ts_sample, 20),
+	OFF(struct ms_config, ts_flags, 24),
+	OFF(struct ms_config, workers, 28),
+	OFF(struct ms_config, offload_kib, 32),
+	OFF(struct ms_config, spin_us, 36),
+	OFF(struct ms_config, ncpus, 40),
+	OFF(struct ms_config, cpus, CFG_PTRS),
+	OFF(struct ms_config, stats_shm, CFG_PTRS + PTR),
 
-	SIZE(struct ms_stats, 200),
+	SIZE(struct ms_stats, 8 + 8 * 31),
 	OFF(struct ms_stats, size, 0),
-	OFF(struct ms_stats, backend, 4),
+	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
 	OFF(struct ms_stats, dests_attempted, 16),
 	OFF(struct ms_stats, dests_accepted, 24),
@@ -72,6 +76,13 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, offload_refused, 176),
 	OFF(struct ms_stats, zc_sends, 184),
 	OFF(struct ms_stats, zc_copied, 192),
+	OFF(struct ms_stats, ts_sampled, 200),
+	OFF(struct ms_stats, ts_requested, 208),
+	OFF(struct ms_stats, ts_stamped, 216),
+	OFF(struct ms_stats, ts_missing, 224),
+	OFF(struct ms_stats, ts_unsupported, 232),
+	OFF(struct ms_stats, ts_foreign, 240),
+	OFF(struct ms_stats, ts_late, 248),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -92,17 +103,18 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, max_ns, 24),
 	OFF(struct ms_hist, bucket, 32),
 
-	SIZE(struct ms_ts_stats, 56),
-	OFF(struct ms_ts_stats, sampled, 0),
-	OFF(struct ms_ts_stats, late, 48),
-
-	SIZE(struct ms_snapshot, 16 + 200 + 56 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
+	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 31),
 	OFF(struct ms_snapshot, size, 0),
-	OFF(struct ms_snapshot, ts_sample, 4),
-	OFF(struct ms_snapshot, taken_ns, 8),
-	OFF(struct ms_snapshot, stats, 16),
-	OFF(struct ms_snapshot, ts, 216),
-	OFF(struct ms_snapshot, call_first, 272),
+	OFF(struct ms_snapshot, backend, 4),
+	OFF(struct ms_snapshot, ts_sample, 8),
+	OFF(struct ms_snapshot, reserved, 12),
+	OFF(struct ms_snapshot, taken_ns, 16),
+	OFF(struct ms_snapshot, call_first, 24),
+	OFF(struct ms_snapshot, call_last, 24 + (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, first_last, 24 + 2 * (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, dest_lag, 24 + 3 * (32 + 8 * MS_HIST_BUCKETS)),
+	OFF(struct ms_snapshot, stats, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS)),
 
 	SIZE(struct ms_ts_dest, 32),
 	OFF(struct ms_ts_dest, id, 0),

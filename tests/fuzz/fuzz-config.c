@@ -64,12 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg->stats_shm = raw ? shm_values[raw % 3] : NULL;
 	/* cpus is a pointer too: a list of CPUs that exist here, or one that does not. */
 	static const int cpu_lists[][2] = { { 0, 0 }, { 0, 1 }, { 4095, 0 }, { -1, 0 } };
-	if (cfg->size >= offsetof(struct ms_config, ncpus)) {
-		uintptr_t rc = (uintptr_t)cfg->cpus;
-		cfg->cpus = rc ? cpu_lists[rc % 4] : NULL;
-		if (cfg->size >= offsetof(struct ms_config, spin_us) && cfg->cpus && cfg->ncpus > 2)
-			cfg->ncpus %= 3; /* the list has two entries */
-	}
+	uintptr_t rc = (uintptr_t)cfg->cpus;
+	cfg->cpus = rc ? cpu_lists[rc % 4] : NULL;
+	if (cfg->cpus && cfg->ncpus > 2)
+		cfg->ncpus %= 3; /* the list has two entries */
 	unsetenv("MULTISEND_STATS_SHM");
 
 	struct ms_ctx *ctx = NULL;
@@ -82,22 +80,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum ms_backend b = ms_ctx_backend(ctx);
 	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_IO_URING);
 	if (!null_cfg) {
-		/* The first layout (before the timestamp fields), or this one or a newer one: never
-		 * a size that cuts a field. */
-		CHECK(cfg->size == offsetof(struct ms_config, ts_sample) ||
-		      cfg->size == offsetof(struct ms_config, workers) ||
-		      (cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096));
+		/* This layout or a newer one: never a size that cuts the struct short. */
+		CHECK(cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096);
 		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
-		if (cfg->size >= sizeof(struct ms_config)) {
-			CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
-			CHECK(!cfg->stats_shm || (*cfg->stats_shm && strlen(cfg->stats_shm) < 4096));
-			CHECK(cfg->workers <= 64 && cfg->spin_us <= 1000000);
-			CHECK(!cfg->offload_kib || ((cfg->flags & MS_CFG_OFFLOAD) &&
-						    cfg->offload_kib >= 64 &&
-						    cfg->offload_kib <= 1048576));
-		}
+		CHECK(cfg->queue_depth <= 32768 && cfg->zc_min <= 65536);
+		CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
+		CHECK(!cfg->ts_flags || cfg->ts_sample);
+		CHECK(!cfg->stats_shm || (*cfg->stats_shm && strlen(cfg->stats_shm) < 4096));
+		bool offload = cfg->flags & MS_CFG_OFFLOAD;
+		uint32_t threads = (cfg->workers ? cfg->workers : 1) - 1 + offload;
+		CHECK(cfg->workers <= 64 && cfg->spin_us <= 1000000);
+		CHECK(!cfg->offload_kib ||
+		      (offload && cfg->offload_kib >= 64 && cfg->offload_kib <= 1048576));
+		/* The library threads' fields only with library threads; cpus with ncpus. */
+		CHECK(!cfg->spin_us || threads);
+		CHECK(cfg->ncpus <= threads && !cfg->ncpus == !cfg->cpus);
 	}
-	bool offload = !null_cfg && (cfg->flags & MS_CFG_OFFLOAD); /* any layout has flags */
+	bool offload = !null_cfg && (cfg->flags & MS_CFG_OFFLOAD);
 	struct ms_group *g;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	struct ms_dest d = { .fd = sv[1] };

@@ -609,9 +609,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * is stamped, missing or not stampable, and the histograms agree. */
 	struct ms_snapshot sn = { .size = sizeof(sn) };
 	CHECK(ms_ctx_snapshot(ctx, &sn) == 0);
-	CHECK(sn.ts.requested == sn.ts.stamped + sn.ts.missing + sn.ts.unsupported);
-	CHECK(sn.dest_lag.count == sn.ts.stamped && sn.stats.fanouts == st.fanouts);
-	CHECK(sn.first_last.count <= sn.call_first.count && sn.call_first.count <= sn.ts.sampled);
+	CHECK(sn.stats.ts_requested == sn.stats.ts_stamped + sn.stats.ts_missing + sn.stats.ts_unsupported);
+	CHECK(sn.dest_lag.count == sn.stats.ts_stamped && sn.stats.fanouts == st.fanouts);
+	CHECK(sn.first_last.count <= sn.call_first.count && sn.call_first.count <= sn.stats.ts_sampled);
 	/* Whatever the kernel took for the small stream arrives; what the group still held was
 	 * discarded with it. Next input starts from an empty stream. */
 	drain_lazy();

@@ -289,8 +289,8 @@ static void test_explicit_choices(void **state)
 		}
 		assert_int_equal(err, 0);
 		assert_int_equal(ms_ctx_backend(ctx), b);
-		struct ms_stats s = { .size = sizeof(s) };
-		assert_int_equal(ms_ctx_stats(ctx, &s), 0);
+		struct ms_snapshot s = { .size = sizeof(s) };
+		assert_int_equal(ms_ctx_snapshot(ctx, &s), 0);
 		assert_int_equal(s.backend, b);
 		ms_ctx_free(ctx);
 	}

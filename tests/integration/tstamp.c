@@ -141,7 +141,7 @@ static void all_dests(enum kind k)
 	struct ms_result res[N];
 	assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), N);
 	/* Nothing is accounted before the stamps are read. */
-	assert_int_equal(snap(ctx).ts.stamped, 0);
+	assert_int_equal(snap(ctx).stats.ts_stamped, 0);
 	assert_true(ms_group_ts_collect(g) >= N); /* at least one stamp each */
 
 	struct ms_ts_dest td[N + 1];
@@ -169,13 +169,13 @@ static void all_dests(enum kind k)
 			assert_true(rx[i] >= rx[i - 1]);
 	}
 	struct ms_snapshot s = snap(ctx);
-	assert_int_equal(s.ts.sampled, 1);
-	assert_int_equal(s.ts.requested, N);
-	assert_int_equal(s.ts.stamped, N);
-	assert_int_equal(s.ts.missing, 0);
-	assert_int_equal(s.ts.unsupported, 0);
-	assert_int_equal(s.ts.foreign, 0);
-	assert_int_equal(s.ts.late, 0);
+	assert_int_equal(s.stats.ts_sampled, 1);
+	assert_int_equal(s.stats.ts_requested, N);
+	assert_int_equal(s.stats.ts_stamped, N);
+	assert_int_equal(s.stats.ts_missing, 0);
+	assert_int_equal(s.stats.ts_unsupported, 0);
+	assert_int_equal(s.stats.ts_foreign, 0);
+	assert_int_equal(s.stats.ts_late, 0);
 	assert_int_equal(s.dest_lag.count, N);
 	assert_int_equal(s.call_first.count, 1);
 	assert_int_equal(s.call_last.count, 1);
@@ -234,10 +234,10 @@ static void test_one_in_k(void **state)
 	ms_group_ts_collect(g);
 	struct ms_snapshot s = snap(ctx);
 	unsigned sampled = (CALLS + K - 1) / K; /* calls 0, 4, 8 */
-	assert_int_equal(s.ts.sampled, sampled);
-	assert_int_equal(s.ts.requested, 2 * sampled);
-	assert_int_equal(s.ts.stamped, 2 * sampled);
-	assert_int_equal(s.ts.missing + s.ts.unsupported + s.ts.late + s.ts.foreign, 0);
+	assert_int_equal(s.stats.ts_sampled, sampled);
+	assert_int_equal(s.stats.ts_requested, 2 * sampled);
+	assert_int_equal(s.stats.ts_stamped, 2 * sampled);
+	assert_int_equal(s.stats.ts_missing + s.stats.ts_unsupported + s.stats.ts_late + s.stats.ts_foreign, 0);
 	assert_int_equal(s.call_first.count, sampled);
 	assert_int_equal(s.call_last.count, sampled);
 	assert_int_equal(s.first_last.count, sampled);
@@ -279,10 +279,10 @@ static void test_unsupported_and_restored(void **state)
 	assert_int_not_equal(v, 0); /* set by the library while in the group */
 	ms_group_ts_collect(g);
 	struct ms_snapshot s = snap(ctx);
-	assert_int_equal(s.ts.requested, 4);
-	assert_int_equal(s.ts.unsupported, 3);
-	assert_int_equal(s.ts.stamped, 1);
-	assert_int_equal(s.ts.missing, 0);
+	assert_int_equal(s.stats.ts_requested, 4);
+	assert_int_equal(s.stats.ts_unsupported, 3);
+	assert_int_equal(s.stats.ts_stamped, 1);
+	assert_int_equal(s.stats.ts_missing, 0);
 	/* The fan-out's last destination (TCP) was not stamped: no call-to-last or skew figure
 	 * is made up from another destination. */
 	assert_int_equal(s.call_first.count, 1);
@@ -308,8 +308,8 @@ static void test_unsupported_and_restored(void **state)
 	assert_true(expect_one(&nt.ep[0], msg, sizeof(msg), 5000));
 	ms_group_ts_collect(g2);
 	s = snap(ctx2);
-	assert_int_equal(s.ts.stamped, 1);
-	assert_int_equal(s.ts.unsupported, 0);
+	assert_int_equal(s.stats.ts_stamped, 1);
+	assert_int_equal(s.stats.ts_unsupported, 0);
 	ms_group_free(g2);
 	ms_ctx_free(ctx2);
 	ms_group_free(g);
@@ -339,10 +339,10 @@ static void test_failed_send_missing(void **state)
 	assert_int_equal(ms_send(g, msg, sizeof(msg), 0, NULL), 2);
 	ms_group_ts_collect(g);
 	struct ms_snapshot s = snap(ctx);
-	assert_int_equal(s.ts.sampled, 2);
-	assert_int_equal(s.ts.requested, 4);
-	assert_int_equal(s.ts.missing, 2);
-	assert_int_equal(s.ts.stamped, 2);
+	assert_int_equal(s.stats.ts_sampled, 2);
+	assert_int_equal(s.stats.ts_requested, 4);
+	assert_int_equal(s.stats.ts_missing, 2);
+	assert_int_equal(s.stats.ts_stamped, 2);
 	assert_int_equal(s.dest_lag.count, 2);
 	ms_group_free(g);
 	net_free(&nt);
@@ -368,7 +368,7 @@ static void *read_loop(void *arg)
 		    s.stats.dests_attempted != s.stats.fanouts * r->n ||
 		    s.stats.dests_accepted != s.stats.dests_attempted ||
 		    s.stats.bytes != s.stats.dests_accepted * 64 || s.stats.fanouts < last ||
-		    s.dest_lag.count > s.ts.stamped)
+		    s.dest_lag.count > s.stats.ts_stamped)
 			r->bad++;
 		last = s.stats.fanouts;
 		r->taken++;
@@ -573,20 +573,17 @@ static void test_bad_config(void **state)
 	c.stats_shm = longpath;
 	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
 	assert_null(ctx);
-	/* A caller built against the first layout (16 bytes, before the timestamp fields). */
-	struct ms_config old = { .size = offsetof(struct ms_config, ts_sample), .backend = backend };
-	assert_int_equal(ms_ctx_new(&ctx, &old), 0);
-	ms_ctx_free(ctx);
-	ctx = NULL;
-	/* ... and the second (before the workers fields), ... */
-	old.size = offsetof(struct ms_config, workers);
-	assert_int_equal(ms_ctx_new(&ctx, &old), 0);
-	ms_ctx_free(ctx);
-	ctx = NULL;
-	/* ... but no other size that cuts a field in two (stats_shm is a pointer). */
-	for (old.size = offsetof(struct ms_config, ts_sample) + 1; old.size < sizeof(old); old.size++)
-		if (old.size != offsetof(struct ms_config, workers))
-			assert_int_equal(ms_ctx_new(&ctx, &old), -EINVAL);
+	/* ts_flags qualify a sampling that is on: without ts_sample they are refused. */
+	c.stats_shm = NULL;
+	c.ts_sample = 0;
+	c.ts_flags = MS_TS_ALL_DESTS;
+	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
+	assert_null(ctx);
+	/* No size that cuts the struct short (stats_shm is a pointer): the layouts before the
+	 * timestamp and the workers fields were never released. */
+	struct ms_config old = { .size = 0, .backend = backend };
+	for (old.size = 0; old.size < sizeof(old); old.size++)
+		assert_int_equal(ms_ctx_new(&ctx, &old), -EINVAL);
 	/* A bad MULTISEND_STATS_SHM is the environment's problem, not the program's: warned
 	 * about, never a failure. */
 	setenv("MULTISEND_STATS_SHM", "", 1);

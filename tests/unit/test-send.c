@@ -551,7 +551,8 @@ static int send_check(long want_calls)
 		CHECK_EQ(fake_syscalls(), want_calls);
 
 	/* What the statistics say. */
-	CHECK_EQ(after.backend, H.be);
+	CHECK_EQ(ms_ctx_backend(H.ctx), H.be);
+	CHECK_EQ(after.reserved, 0);
 	CHECK_EQ(after.fanouts - before.fanouts, n ? 1 : 0);
 	CHECK_EQ(after.dests_attempted - before.dests_attempted, n);
 	CHECK_EQ(after.dests_accepted - before.dests_accepted, accepted);
