@@ -9,6 +9,19 @@
  * Inputs may also set a slow-consumer policy (valid or not) and flush backlogs; a second TCP
  * stream with tiny buffers, whose receiver reads only when the input says so, fills up, and
  * every byte the kernel took for it, directly or from a backlog, must arrive.
+ *
+ * Inputs choose the backend, workers (1..4, no cpus), MS_CFG_ROTATE, timestamps (first/last
+ * or every destination, every fan-out sampled), and MS_SEND_DONTWAIT per call. Per send, with
+ * results: one entry per destination, each id once; a datagram's status is the length or
+ * -errno; the return value counts the entries that took the whole message; every ms_stats
+ * counter the call moves (fanouts, dests_*, err_* by class, bytes, slow_*) agrees with the
+ * entries; the order of the entries does not change while the group does not (rotation or
+ * not, results stay in group order); every datagram that arrives holds this call's bytes
+ * (each call's message starts with a new sequence number). With timestamps, the stamped
+ * destinations ms_group_ts_last reports after each send give the send order: it must start
+ * at position 0 without MS_CFG_ROTATE, one position later on each fan-out of an unchanged
+ * group with it, and (with MS_TS_ALL_DESTS) visit every UDP destination once in group order
+ * from there.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -184,6 +197,9 @@ static long drain(const struct pdest *p, size_t expect_len, long want)
 			count += r;
 		} else {
 			CHECK((size_t)r == expect_len);
+			/* Byte for byte this call's message: payload[0..len) with its sequence
+			 * number (a datagram of an earlier call differs there). */
+			CHECK(memcmp(buf, payload, (size_t)r) == 0);
 			count++;
 		}
 	}
@@ -208,6 +224,66 @@ static int nmodel;
 static uint32_t held[256];
 static size_t live;
 static unsigned policy; /* the group's slow-consumer policy */
+
+/* The context's configuration, as far as the checks need it. */
+static unsigned workers, ts_mode; /* ts_mode: 0 off, 1 first and last, 2 every destination */
+static bool rotating;
+static uint32_t seq; /* the number the next call's message starts with */
+/* The group's order as the last results gave it (valid until the group changes). */
+static int last_ids[NDEST * 8];
+static size_t nlast;
+static bool order_known;
+/* The position the last fan-out started at (MS_CFG_ROTATE: known once a sample showed it,
+ * until the group changes), and the last sample's call time. */
+static size_t rot_start;
+static bool rot_known;
+static uint64_t last_call_ns;
+
+static void group_changed(void)
+{
+	order_known = false;
+	if (rotating)
+		rot_known = false;
+}
+
+/* ms_stats' failure classes, as include/multisend.h lists them. */
+enum { C_AGAIN, C_NOBUFS, C_MSGSIZE, C_UNREACH, C_CONN, C_BADF, C_OTHER };
+static int err_class(int err)
+{
+	switch (err) {
+	case EAGAIN:
+		return C_AGAIN;
+	case ENOBUFS:
+	case ENOMEM:
+		return C_NOBUFS;
+	case EMSGSIZE:
+		return C_MSGSIZE;
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENETDOWN:
+	case EHOSTDOWN:
+		return C_UNREACH;
+	case EPIPE:
+	case ECONNRESET:
+	case ENOTCONN:
+	case EDESTADDRREQ:
+		return C_CONN;
+	case EBADF:
+	case ENOTSOCK:
+		return C_BADF;
+	default:
+		return C_OTHER;
+	}
+}
+
+static uint64_t err_counter(const struct ms_stats *s, int c)
+{
+	const uint64_t v[] = { s->err_again, s->err_nobufs,
+			       s->err_msgsize, s->err_unreach, s->err_conn, s->err_badf,
+			       s->err_other };
+	return v[c];
+}
 
 /* Read what the small stream's receiver has, waiting up to a second for all it must get. */
 static void drain_lazy(void)
@@ -343,11 +419,141 @@ static void do_flush(struct ms_ctx *ctx, struct ms_group *g)
 	}
 	if (failing > 1)
 		forget_streams();
+	if (ms_group_size(g) != before)
+		group_changed();
 	CHECK(ms_group_size(g) == live);
 	size_t total = 0;
 	for (int k = 0; k < nmodel; k++)
 		total += model[k] >= 0 ? held[k] : 0;
 	CHECK(ms_group_backlog(g) == total);
+}
+
+/* Every counter a call moves, from its results (the whole group, in group order). */
+static void check_counters(const struct ms_stats *b, const struct ms_stats *a,
+			   const struct ms_result *res, size_t size, size_t len, bool managed)
+{
+	uint64_t acc = 0, part = 0, fail = 0, bytes = 0, cls[C_OTHER + 1] = { 0 };
+	uint64_t queued = 0, dropped = 0, removed = 0;
+	for (size_t k = 0; k < size; k++) {
+		int st = res[k].status;
+		uint32_t f = res[k].flags;
+		if (f & MS_RES_QUEUED) {
+			part++;
+			bytes += st > 0 ? (uint64_t)st : 0;
+		} else if (st >= 0) {
+			bytes += (uint64_t)st;
+			if ((size_t)st == len)
+				acc++;
+			else
+				part++;
+		} else {
+			fail++;
+			cls[err_class(-st)]++;
+		}
+		queued += (f & MS_RES_QUEUED) != 0;
+		dropped += (f & MS_RES_DROPPED) != 0;
+		removed += (f & MS_RES_REMOVED) != 0;
+	}
+	CHECK(a->dests_accepted - b->dests_accepted == acc);
+	CHECK(a->dests_partial - b->dests_partial == part);
+	CHECK(a->dests_failed - b->dests_failed == fail);
+	for (int c = 0; c <= C_OTHER; c++)
+		CHECK(err_counter(a, c) - err_counter(b, c) == cls[c]);
+	CHECK(a->slow_queued - b->slow_queued == queued);
+	CHECK(a->slow_dropped - b->slow_dropped == dropped);
+	CHECK(a->slow_removed - b->slow_removed == removed);
+	/* Backlogs sent first add bytes that no status of this message counts. */
+	if (managed)
+		CHECK(a->bytes - b->bytes >= bytes);
+	else
+		CHECK(a->bytes - b->bytes == bytes);
+	CHECK(a->syscalls >= b->syscalls);
+}
+
+static bool is_udp(const struct ms_result *r)
+{
+	return pool[model[r->id]].maxdgram == 65507; /* AF_INET datagram: the stampable kind */
+}
+
+/*
+ * Order and rotation, after a call that attempted size destinations. Results stay in group
+ * order: the same sequence of ids as the call before while the group has not changed. The
+ * position sent first is 0 without MS_CFG_ROTATE and, with it, one more than the last
+ * fan-out's while the group has not changed; a timestamp sample shows it (the stamped
+ * destinations in the order they were sent, with their positions in the group order).
+ */
+static void check_order(struct ms_group *g, const struct ms_result *res, size_t size,
+			bool managed)
+{
+	if (res) {
+		if (order_known && nlast == size)
+			for (size_t k = 0; k < size; k++)
+				CHECK(res[k].id == last_ids[k]);
+		CHECK(!order_known || nlast == size);
+		for (size_t k = 0; k < size; k++)
+			last_ids[k] = res[k].id;
+		nlast = size;
+		order_known = true;
+	}
+	bool have = !rotating || rot_known;
+	size_t start = !rotating ? 0 : rot_known ? (rot_start + 1) % size : 0;
+	rot_start = start;
+	if (!ts_mode)
+		return;
+	/* Account this call's sample, and read it (if this call was stamped at all: a sample
+	 * without a stampable destination leaves the previous one in place). */
+	CHECK(ms_group_ts_collect(g) >= 0);
+	static struct ms_ts_dest t[NDEST * 8];
+	uint64_t call_ns = 0;
+	int nt = ms_group_ts_last(g, t, NDEST * 8, &call_ns);
+	CHECK(nt >= 0 && (size_t)nt <= size);
+	if (!nt || call_ns == last_call_ns)
+		return;
+	last_call_ns = call_ns;
+	if (!res)
+		return;
+	for (int i = 0; i < nt; i++)
+		CHECK(t[i].pos < size && res[t[i].pos].id == t[i].id && is_udp(&res[t[i].pos]));
+	size_t parts = 1;
+	if (workers > 1 && !managed && size / 8 >= 2)
+		parts = size / 8 < workers ? size / 8 : workers;
+	if (ts_mode == 1 && parts > 1)
+		return; /* each part's first and last: not modelled */
+	/* The starts that explain the sample. */
+	size_t match = 0, found = 0;
+	for (size_t r = 0; r < size; r++) {
+		size_t want[NDEST * 8], nw = 0;
+		if (ts_mode == 2) {
+			for (size_t i = 0; i < size; i++)
+				if (is_udp(&res[(r + i) % size]))
+					want[nw++] = (r + i) % size;
+		} else {
+			if (is_udp(&res[r]))
+				want[nw++] = r;
+			size_t z = (r + size - 1) % size;
+			if (size > 1 && is_udp(&res[z]))
+				want[nw++] = z;
+		}
+		bool ok = nw == (size_t)nt;
+		for (size_t i = 0; ok && i < nw; i++)
+			ok = t[i].pos == want[i];
+		if (ok) {
+			match++;
+			found = r;
+			if (have && r == start)
+				break;
+		}
+	}
+	if (have) {
+		if (!match || (found != start))
+			fprintf(stderr, "fuzz-group: fan-out started at %zu (%zu starts fit), expected %zu; "
+				"size %zu rotate %d workers %u ts %u\n", found, match, start, size,
+				rotating, workers, ts_mode);
+		CHECK(match && found == start);
+	} else if (match == 1) {
+		rot_start = found;
+		rot_known = true;
+	}
 }
 
 static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
@@ -360,7 +566,9 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	static const size_t edges[] = { 0, 1, 65507, 65508, 65527, 65528, MAXLEN };
 	unsigned raw = (take(in) << 8) | take(in);
 	size_t len = raw >= 0xfff0 ? edges[raw % 7] : raw % 2048;
-	unsigned flags = take(in) & 3 ? 0 : take(in); /* mostly valid flags */
+	/* Mostly valid flags: none or MS_SEND_DONTWAIT, sometimes any byte. */
+	unsigned fb = take(in);
+	unsigned flags = fb & 3 ? (fb >> 2) & MS_SEND_DONTWAIT : take(in);
 	/* Results are needed to know what the small stream must receive. */
 	bool lazy_member = false;
 	for (int q = 0; q < nmodel; q++)
@@ -393,6 +601,16 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (flags & ~MS_SEND_ALL_FLAGS)
 		expect = -EINVAL;
 
+	/* A new sequence number at the message's start: a datagram of an earlier call that
+	 * arrives now (or twice) does not match. */
+	seq++;
+	memcpy(payload, &seq, sizeof(seq));
+	/* A group with a policy and a connection-oriented destination: backlogs move bytes, and
+	 * the call is never split among workers. */
+	bool managed = false;
+	for (int q = 0; q < nmodel; q++)
+		managed |= policy != MS_SLOW_BLOCK && model[q] >= 0 && pool[model[q]].conn;
+
 	struct ms_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
 	CHECK(ms_ctx_stats(ctx, &before) == 0);
 	size_t size = ms_group_size(g); /* a policy may remove destinations during the call */
@@ -403,13 +621,24 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (expect) {
 		CHECK(r == expect);
 		CHECK(after.dests_attempted == before.dests_attempted);
+		CHECK(after.fanouts == before.fanouts);
 	} else {
 		CHECK(r >= 0 && (size_t)r <= size);
 		CHECK(after.dests_attempted - before.dests_attempted == size);
 		CHECK(after.dests_accepted - before.dests_accepted == (uint64_t)r);
 		CHECK(after.slow_removed - before.slow_removed ==
 		      size - ms_group_size(g)); /* the policy's removals, all reported */
+		CHECK(after.fanouts - before.fanouts == (size > 0));
+		CHECK(after.dests_accepted + after.dests_partial + after.dests_failed -
+			      (before.dests_accepted + before.dests_partial + before.dests_failed) ==
+		      size);
 	}
+	if (!expect && with_res)
+		check_counters(&before, &after, res, size, len, managed);
+	if (!expect && size > 0)
+		check_order(g, with_res ? res : NULL, size, managed);
+	if (!expect && ms_group_size(g) != size)
+		group_changed(); /* the policy removed some */
 
 	/* Receivers: what arrived must be what the results say, per receiver. */
 	long want[NDEST] = { 0 };
@@ -434,7 +663,7 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 			if (res[k].status == (int)len && !(res[k].flags & MS_RES_QUEUED))
 				whole++;
 			else if (!(res[k].flags & MS_RES_QUEUED))
-				CHECK(res[k].status < 0 || (p->conn && res[k].status < (int)len));
+				CHECK(res[k].status < 0 || (p->stream && res[k].status < (int)len));
 			if (res[k].status == -EMSGSIZE)
 				CHECK(p->maxdgram && len > (size_t)p->maxdgram);
 			bool fails = p->conn && policy != MS_SLOW_BLOCK &&
@@ -492,30 +721,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ready = true;
 	}
 	struct in in = { data, size };
-	unsigned backend = 1 + take(&in) % 3, shape = take(&in);
+	/* The first byte: the backend, and workers (1..4, the calling thread and up to three of
+	 * the library's; no cpus). */
+	unsigned b0 = take(&in), backend = 1 + b0 % 3, shape = take(&in);
+	workers = 1 + (b0 / 3) % 4;
 	/* Timestamps: off, every fan-out's first and last destination, or all of them. */
 	unsigned ts = (shape >> 3) % 3;
 	/* Rotation: the send order starts one destination later on each fan-out. */
 	unsigned rot = shape >> 7;
+	/* The ring's size matters to io_uring alone; with workers, 1 or 8 (each worker has a
+	 * ring of its own: fewer contexts to keep). */
+	unsigned qd = backend != MS_BACKEND_IO_URING ? 0 : workers > 1 ? (shape & 1) * 3 : shape % 8;
 	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
 				 .flags = MS_CFG_IGNORE_ENV | (rot ? MS_CFG_ROTATE : 0),
-				 .queue_depth = 1u << (shape % 8),
+				 .queue_depth = 1u << qd, .workers = workers > 1 ? workers : 0,
 				 .ts_sample = ts ? 1 : 0, .ts_flags = ts == 2 ? MS_TS_ALL_DESTS : 0 };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	/* Contexts are kept from one input to the next (one per backend, ring size and sampling):
-	 * setting up a ring and its file table costs more than most inputs, and a context
-	 * outliving many groups is what a publisher does. */
-	static struct ms_ctx *ctxs[4][8][3][2];
-	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)][ts][rot];
-	if (!*slot)
-		CHECK(ms_ctx_new(slot, &cfg) == 0);
+	/* Contexts are kept from one input to the next (one per backend, ring size, sampling,
+	 * rotation and workers): setting up a ring and its file table, or threads, costs more
+	 * than most inputs, and a context outliving many groups is what a publisher does. */
+	static struct ms_ctx *ctxs[4][8][3][2][4];
+	static bool no_ts; /* the kernel cannot stamp per datagram: run without timestamps */
+	if (no_ts) {
+		ts = 0;
+		cfg.ts_sample = cfg.ts_flags = 0;
+	}
+	struct ms_ctx **slot = &ctxs[cfg.backend][qd][ts][rot][workers - 1];
+	if (!*slot) {
+		int r = ms_ctx_new(slot, &cfg);
+		if (r == -ENOTSUP && ts) {
+			no_ts = true;
+			ts = 0;
+			cfg.ts_sample = cfg.ts_flags = 0;
+			slot = &ctxs[cfg.backend][qd][0][rot][workers - 1];
+			r = *slot ? 0 : ms_ctx_new(slot, &cfg);
+		}
+		CHECK(r == 0);
+	}
 	ctx = *slot;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	nmodel = 0;
 	live = 0;
 	policy = MS_SLOW_BLOCK;
 	memset(held, 0, sizeof(held));
+	ts_mode = ts;
+	rotating = rot;
+	order_known = rot_known = false;
+	last_call_ns = 0;
 
 	for (int ops = 0; in.n && ops < 64; ops++) {
 		unsigned op = take(&in) % 8;
@@ -573,10 +826,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 * so stop checking arrivals by removing it again. */
 				if (expect_ok < 0) {
 					CHECK(ms_group_remove(g, id) == 0);
+					group_changed();
 					continue;
 				}
 				model[id] = expect_ok;
 				live++;
+				group_changed();
 			} else {
 				CHECK(id == -EEXIST || expect_ok < 0);
 				if (id == -EEXIST) {
@@ -596,6 +851,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				model[id] = -1;
 				held[id] = 0;
 				live--;
+				group_changed();
 			}
 		} else {
 			do_send(ctx, g, &in, op == 4);
