@@ -34,9 +34,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "multisend.h"
 
@@ -60,6 +62,8 @@ struct pdest {
 	bool stream; /* counts bytes, not datagrams */
 	bool conn;   /* connection-oriented (stream, seqpacket): a slow-consumer policy applies */
 	bool lazy;   /* its receiver reads only when the input says so (the small stream) */
+	bool stuck;  /* a blocking socket whose receiver is full and never read: only
+	                MS_SEND_DONTWAIT sends to it, and each gives -EAGAIN */
 	int maxdgram; /* largest datagram this destination takes whole; 0 = any (stream) */
 };
 
@@ -68,6 +72,7 @@ static struct pdest pool[NDEST];
 static int npool;
 static int junk_pipe[2], closed_fd;
 static int lazy_q; /* pool index of the small stream */
+static int stuck_q, stuck_outq; /* the stuck socket's pool index, and its SIOCOUTQ when full */
 /* Bytes the small stream's receiver must get: everything the kernel took for it. */
 static long lazy_expect, lazy_got;
 static unsigned char payload[MAXLEN];
@@ -173,6 +178,18 @@ static void setup_pool(void)
 	lazy_q = npool;
 	struct pdest *p = &pool[npool++];
 	*p = (struct pdest){ .fd = tx, .rx = rx, .stream = true, .conn = true, .lazy = true };
+
+	/* The stuck destination: a blocking AF_UNIX datagram socket whose peer's queue is full
+	 * (net.unix.max_dgram_qlen) and is never read. A send that waited would wait forever;
+	 * with MS_SEND_DONTWAIT, on every backend and in any worker's part, it is -EAGAIN and
+	 * nothing more is queued (the sender's SIOCOUTQ, the bytes it has queued, stays). */
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	while (send(sv[1], "x", 1, MSG_DONTWAIT) == 1)
+		;
+	CHECK(errno == EAGAIN);
+	CHECK(ioctl(sv[1], SIOCOUTQ, &stuck_outq) == 0 && stuck_outq > 0);
+	stuck_q = npool;
+	pool[npool++] = (struct pdest){ .fd = sv[1], .rx = sv[0], .stuck = true };
 
 	CHECK(pipe(junk_pipe) == 0);
 	closed_fd = dup(junk_pipe[0]);
@@ -615,6 +632,11 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (flags & ~MS_SEND_ALL_FLAGS)
 		expect = -EINVAL;
 
+	bool stuck_member = false;
+	for (int q = 0; q < nmodel; q++)
+		stuck_member |= model[q] >= 0 && pool[model[q]].stuck;
+	if (stuck_member)
+		flags |= MS_SEND_DONTWAIT; /* a send that waited for it would never return */
 	/* A new sequence number at the message's start: a datagram of an earlier call that
 	 * arrives now (or twice) does not match. */
 	seq++;
@@ -680,6 +702,8 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 				CHECK(res[k].status < 0 || (p->stream && res[k].status < (int)len));
 			if (res[k].status == -EMSGSIZE)
 				CHECK(p->maxdgram && len > (size_t)p->maxdgram);
+			if (p->stuck)
+				CHECK(res[k].status == -EAGAIN && res[k].flags == 0);
 			bool fails = p->conn && policy != MS_SLOW_BLOCK &&
 				     ((res[k].status < 0 && !(res[k].flags & MS_RES_DROPPED)) ||
 				      (res[k].flags & MS_RES_REMOVED));
@@ -699,15 +723,17 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 		}
 		CHECK(whole == r);
 	}
+	int outq = 0;
+	CHECK(ioctl(pool[stuck_q].fd, SIOCOUTQ, &outq) == 0 && outq == stuck_outq);
 	if (failing > 1) {
 		forget_streams();
 		for (int q = 0; q < npool; q++)
-			if (!pool[q].stream)
+			if (!pool[q].stream && !pool[q].stuck)
 				(void)drain(&pool[q], len, 0);
 		return;
 	}
 	for (int q = 0; q < npool; q++) {
-		if (pool[q].lazy)
+		if (pool[q].lazy || pool[q].stuck)
 			continue;
 		bool first = true;
 		for (int e = 0; e < q; e++)
