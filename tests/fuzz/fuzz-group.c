@@ -259,6 +259,7 @@ static bool order_known;
 static size_t rot_start;
 static bool rot_known;
 static uint64_t last_call_ns;
+static bool sampled; /* the last call's fan-out requested stamps (a new sample came back) */
 
 static void group_changed(void)
 {
@@ -415,7 +416,11 @@ static void do_flush(struct ms_ctx *ctx, struct ms_group *g)
 	size_t before = ms_group_size(g);
 	struct ms_stats s0 = { .size = sizeof(s0) }, s1 = { .size = sizeof(s1) };
 	CHECK(ms_ctx_stats(ctx, &s0) == 0);
+	for (size_t k = 0; k < NDEST * 8; k++)
+		res[k] = (struct ms_result){ .id = -7, .status = -7, .flags = 7, .backlog = 7 };
 	int n = ms_group_flush(g, res);
+	for (size_t k = n > 0 ? (size_t)n : 0; k < NDEST * 8; k++)
+		CHECK(res[k].id == -7 && res[k].status == -7);
 	CHECK(ms_ctx_stats(ctx, &s1) == 0);
 	CHECK(n >= 0 && (size_t)n <= before);
 	long discarded = (long)(s1.backlog_discarded - s0.backlog_discarded);
@@ -531,6 +536,7 @@ static void check_order(struct ms_group *g, const struct ms_result *res, size_t 
 	if (!nt || call_ns == last_call_ns)
 		return; /* no new sample: the last one (of a group that may have been larger) */
 	last_call_ns = call_ns;
+	sampled = true;
 	CHECK((size_t)nt <= size);
 	if (!res)
 		return;
@@ -650,10 +656,16 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	struct ms_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
 	CHECK(ms_ctx_stats(ctx, &before) == 0);
 	size_t size = ms_group_size(g); /* a policy may remove destinations during the call */
+	/* Entries past the group's size are never written. */
+	for (size_t k = size; k < NDEST * 8; k++)
+		res[k] = (struct ms_result){ .id = -7, .status = -7, .flags = 7, .backlog = 7 };
 	int r = vector ? ms_sendv(g, iovcnt >= 0 && iovcnt <= 10 ? iov : NULL, iovcnt, flags,
 				  with_res ? res : NULL)
 		       : ms_send(g, payload, len, flags, with_res ? res : NULL);
 	CHECK(ms_ctx_stats(ctx, &after) == 0);
+	for (size_t k = size; k < NDEST * 8; k++)
+		CHECK(res[k].id == -7 && res[k].status == -7 && res[k].flags == 7 &&
+		      res[k].backlog == 7);
 	if (expect) {
 		CHECK(r == expect);
 		CHECK(after.dests_attempted == before.dests_attempted);
@@ -671,8 +683,22 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	}
 	if (!expect && with_res)
 		check_counters(&before, &after, res, size, len, managed);
+	sampled = false;
 	if (!expect && size > 0)
 		check_order(g, with_res ? res : NULL, size, managed);
+	if (!expect) {
+		/* Zero copy: io_uring, one buffer of at least zc_min (4096 by default), a fan-out
+		 * with no stamp requested (a sample with no UDP destination at a stamped place
+		 * requests none), UDP destinations alone. */
+		uint64_t zc = after.zc_sends - before.zc_sends;
+		size_t udp = 0;
+		for (int q = 0; q < nmodel; q++)
+			udp += model[q] >= 0 && pool[model[q]].maxdgram == 65507;
+		if (ms_ctx_backend(ctx) != MS_BACKEND_IO_URING || len < 4096 || sampled ||
+		    (vector && iovcnt != 1))
+			CHECK(zc == 0);
+		CHECK(zc <= udp);
+	}
 	if (!expect && ms_group_size(g) != size)
 		group_changed(); /* the policy removed some */
 
