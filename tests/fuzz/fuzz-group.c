@@ -2,8 +2,8 @@
 /*
  * Fuzz target: random sequences of group add / remove / send / sendv, valid and invalid, on a
  * real context (backend chosen by the input) against a fixed pool of real sockets: AF_UNIX
- * datagram and seqpacket pairs, an unconnected AF_UNIX and an unconnected UDP socket with
- * several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
+ * datagram, seqpacket and stream pairs, an unconnected AF_UNIX and an unconnected UDP socket
+ * with several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
  * call the library must agree with a model of the group, and the receivers must hold exactly
  * what the results promise: one copy per successful datagram destination, nothing else.
  * Inputs may also set a slow-consumer policy (valid or not) and flush backlogs; a second TCP
@@ -190,6 +190,13 @@ static void setup_pool(void)
 	CHECK(ioctl(sv[1], SIOCOUTQ, &stuck_outq) == 0 && stuck_outq > 0);
 	stuck_q = npool;
 	pool[npool++] = (struct pdest){ .fd = sv[1], .rx = sv[0], .stuck = true };
+
+	/* An AF_UNIX stream, read after every call like the TCP one. */
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	add_pool(sv[1], NULL, 0, sv[0], true, 0);
+	pool[npool - 1].conn = true;
+	CHECK(npool <= NDEST);
 
 	CHECK(pipe(junk_pipe) == 0);
 	closed_fd = dup(junk_pipe[0]);
