@@ -2,13 +2,26 @@
 /*
  * Fuzz target: random sequences of group add / remove / send / sendv, valid and invalid, on a
  * real context (backend chosen by the input) against a fixed pool of real sockets: AF_UNIX
- * datagram and seqpacket pairs, an unconnected AF_UNIX and an unconnected UDP socket with
- * several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
+ * datagram, seqpacket and stream pairs, an unconnected AF_UNIX and an unconnected UDP socket
+ * with several addresses, connected UDP sockets and a TCP stream, all on loopback. After every
  * call the library must agree with a model of the group, and the receivers must hold exactly
  * what the results promise: one copy per successful datagram destination, nothing else.
  * Inputs may also set a slow-consumer policy (valid or not) and flush backlogs; a second TCP
  * stream with tiny buffers, whose receiver reads only when the input says so, fills up, and
  * every byte the kernel took for it, directly or from a backlog, must arrive.
+ *
+ * Inputs choose the backend, workers (1..4, no cpus), MS_CFG_ROTATE, timestamps (first/last
+ * or every destination, every fan-out sampled), and MS_SEND_DONTWAIT per call. Per send, with
+ * results: one entry per destination, each id once; a datagram's status is the length or
+ * -errno; the return value counts the entries that took the whole message; every ms_stats
+ * counter the call moves (fanouts, dests_*, err_* by class, bytes, slow_*) agrees with the
+ * entries; the order of the entries does not change while the group does not (rotation or
+ * not, results stay in group order); every datagram that arrives holds this call's bytes
+ * (each call's message starts with a new sequence number). With timestamps, the stamped
+ * destinations ms_group_ts_last reports after each send give the send order: it must start
+ * at position 0 without MS_CFG_ROTATE, one position later on each fan-out of an unchanged
+ * group with it, and (with MS_TS_ALL_DESTS) visit every UDP destination once in group order
+ * from there.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,9 +34,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <linux/sockios.h>
 
 #include "multisend.h"
 
@@ -47,6 +62,8 @@ struct pdest {
 	bool stream; /* counts bytes, not datagrams */
 	bool conn;   /* connection-oriented (stream, seqpacket): a slow-consumer policy applies */
 	bool lazy;   /* its receiver reads only when the input says so (the small stream) */
+	bool stuck;  /* a blocking socket whose receiver is full and never read: only
+	                MS_SEND_DONTWAIT sends to it, and each gives -EAGAIN */
 	int maxdgram; /* largest datagram this destination takes whole; 0 = any (stream) */
 };
 
@@ -55,15 +72,20 @@ static struct pdest pool[NDEST];
 static int npool;
 static int junk_pipe[2], closed_fd;
 static int lazy_q; /* pool index of the small stream */
+static int stuck_q, stuck_outq; /* the stuck socket's pool index, and its SIOCOUTQ when full */
 /* Bytes the small stream's receiver must get: everything the kernel took for it. */
 static long lazy_expect, lazy_got;
 static unsigned char payload[MAXLEN];
+
+static bool udp_big; /* the receivers have the 4 MiB buffers (SO_RCVBUFFORCE is root's) */
 
 static void big_buffers(int fd)
 {
 	int big = 4 << 20;
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big));
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
+	socklen_t l = sizeof(big);
+	udp_big = getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, &l) == 0 && big >= 8 << 20;
 }
 
 static void add_pool(int fd, const void *addr, socklen_t addrlen, int rx, bool stream, int maxd)
@@ -157,6 +179,25 @@ static void setup_pool(void)
 	struct pdest *p = &pool[npool++];
 	*p = (struct pdest){ .fd = tx, .rx = rx, .stream = true, .conn = true, .lazy = true };
 
+	/* The stuck destination: a blocking AF_UNIX datagram socket whose peer's queue is full
+	 * (net.unix.max_dgram_qlen) and is never read. A send that waited would wait forever;
+	 * with MS_SEND_DONTWAIT, on every backend and in any worker's part, it is -EAGAIN and
+	 * nothing more is queued (the sender's SIOCOUTQ, the bytes it has queued, stays). */
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0);
+	while (send(sv[1], "x", 1, MSG_DONTWAIT) == 1)
+		;
+	CHECK(errno == EAGAIN);
+	CHECK(ioctl(sv[1], SIOCOUTQ, &stuck_outq) == 0 && stuck_outq > 0);
+	stuck_q = npool;
+	pool[npool++] = (struct pdest){ .fd = sv[1], .rx = sv[0], .stuck = true };
+
+	/* An AF_UNIX stream, read after every call like the TCP one. */
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	add_pool(sv[1], NULL, 0, sv[0], true, 0);
+	pool[npool - 1].conn = true;
+	CHECK(npool <= NDEST);
+
 	CHECK(pipe(junk_pipe) == 0);
 	closed_fd = dup(junk_pipe[0]);
 	close(closed_fd);
@@ -184,6 +225,9 @@ static long drain(const struct pdest *p, size_t expect_len, long want)
 			count += r;
 		} else {
 			CHECK((size_t)r == expect_len);
+			/* Byte for byte this call's message: payload[0..len) with its sequence
+			 * number (a datagram of an earlier call differs there). */
+			CHECK(memcmp(buf, payload, (size_t)r) == 0);
 			count++;
 		}
 	}
@@ -208,6 +252,67 @@ static int nmodel;
 static uint32_t held[256];
 static size_t live;
 static unsigned policy; /* the group's slow-consumer policy */
+
+/* The context's configuration, as far as the checks need it. */
+static unsigned workers, ts_mode; /* ts_mode: 0 off, 1 first and last, 2 every destination */
+static bool rotating;
+static uint32_t seq; /* the number the next call's message starts with */
+/* The group's order as the last results gave it (valid until the group changes). */
+static int last_ids[NDEST * 8];
+static size_t nlast;
+static bool order_known;
+/* The position the last fan-out started at (MS_CFG_ROTATE: known once a sample showed it,
+ * until the group changes), and the last sample's call time. */
+static size_t rot_start;
+static bool rot_known;
+static uint64_t last_call_ns;
+static bool sampled; /* the last call's fan-out requested stamps (a new sample came back) */
+
+static void group_changed(void)
+{
+	order_known = false;
+	if (rotating)
+		rot_known = false;
+}
+
+/* ms_stats' failure classes, as include/multisend.h lists them. */
+enum { C_AGAIN, C_NOBUFS, C_MSGSIZE, C_UNREACH, C_CONN, C_BADF, C_OTHER };
+static int err_class(int err)
+{
+	switch (err) {
+	case EAGAIN:
+		return C_AGAIN;
+	case ENOBUFS:
+	case ENOMEM:
+		return C_NOBUFS;
+	case EMSGSIZE:
+		return C_MSGSIZE;
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ENETDOWN:
+	case EHOSTDOWN:
+		return C_UNREACH;
+	case EPIPE:
+	case ECONNRESET:
+	case ENOTCONN:
+	case EDESTADDRREQ:
+		return C_CONN;
+	case EBADF:
+	case ENOTSOCK:
+		return C_BADF;
+	default:
+		return C_OTHER;
+	}
+}
+
+static uint64_t err_counter(const struct ms_stats *s, int c)
+{
+	const uint64_t v[] = { s->err_again, s->err_nobufs,
+			       s->err_msgsize, s->err_unreach, s->err_conn, s->err_badf,
+			       s->err_other };
+	return v[c];
+}
 
 /* Read what the small stream's receiver has, waiting up to a second for all it must get. */
 static void drain_lazy(void)
@@ -318,7 +423,11 @@ static void do_flush(struct ms_ctx *ctx, struct ms_group *g)
 	size_t before = ms_group_size(g);
 	struct ms_stats s0 = { .size = sizeof(s0) }, s1 = { .size = sizeof(s1) };
 	CHECK(ms_ctx_stats(ctx, &s0) == 0);
+	for (size_t k = 0; k < NDEST * 8; k++)
+		res[k] = (struct ms_result){ .id = -7, .status = -7, .flags = 7, .backlog = 7 };
 	int n = ms_group_flush(g, res);
+	for (size_t k = n > 0 ? (size_t)n : 0; k < NDEST * 8; k++)
+		CHECK(res[k].id == -7 && res[k].status == -7);
 	CHECK(ms_ctx_stats(ctx, &s1) == 0);
 	CHECK(n >= 0 && (size_t)n <= before);
 	long discarded = (long)(s1.backlog_discarded - s0.backlog_discarded);
@@ -343,11 +452,152 @@ static void do_flush(struct ms_ctx *ctx, struct ms_group *g)
 	}
 	if (failing > 1)
 		forget_streams();
+	if (ms_group_size(g) != before)
+		group_changed();
 	CHECK(ms_group_size(g) == live);
 	size_t total = 0;
 	for (int k = 0; k < nmodel; k++)
 		total += model[k] >= 0 ? held[k] : 0;
 	CHECK(ms_group_backlog(g) == total);
+}
+
+/* Every counter a call moves, from its results (the whole group, in group order). */
+static void check_counters(const struct ms_stats *b, const struct ms_stats *a,
+			   const struct ms_result *res, size_t size, size_t len, bool managed)
+{
+	uint64_t acc = 0, part = 0, fail = 0, bytes = 0, cls[C_OTHER + 1] = { 0 };
+	uint64_t queued = 0, dropped = 0, removed = 0;
+	for (size_t k = 0; k < size; k++) {
+		int st = res[k].status;
+		uint32_t f = res[k].flags;
+		if (f & MS_RES_QUEUED) {
+			part++;
+			bytes += st > 0 ? (uint64_t)st : 0;
+		} else if (st >= 0) {
+			bytes += (uint64_t)st;
+			if ((size_t)st == len)
+				acc++;
+			else
+				part++;
+		} else {
+			fail++;
+			cls[err_class(-st)]++;
+		}
+		queued += (f & MS_RES_QUEUED) != 0;
+		dropped += (f & MS_RES_DROPPED) != 0;
+		removed += (f & MS_RES_REMOVED) != 0;
+	}
+	CHECK(a->dests_accepted - b->dests_accepted == acc);
+	CHECK(a->dests_partial - b->dests_partial == part);
+	CHECK(a->dests_failed - b->dests_failed == fail);
+	for (int c = 0; c <= C_OTHER; c++)
+		CHECK(err_counter(a, c) - err_counter(b, c) == cls[c]);
+	CHECK(a->slow_queued - b->slow_queued == queued);
+	CHECK(a->slow_dropped - b->slow_dropped == dropped);
+	CHECK(a->slow_removed - b->slow_removed == removed);
+	/* Backlogs sent first add bytes that no status of this message counts. */
+	if (managed)
+		CHECK(a->bytes - b->bytes >= bytes);
+	else
+		CHECK(a->bytes - b->bytes == bytes);
+	CHECK(a->syscalls >= b->syscalls);
+}
+
+static bool is_udp(const struct ms_result *r)
+{
+	return pool[model[r->id]].maxdgram == 65507; /* AF_INET datagram: the stampable kind */
+}
+
+/*
+ * Order and rotation, after a call that attempted size destinations. Results stay in group
+ * order: the same sequence of ids as the call before while the group has not changed. The
+ * position sent first is 0 without MS_CFG_ROTATE and, with it, one more than the last
+ * fan-out's while the group has not changed; a timestamp sample shows it (the stamped
+ * destinations in the order they were sent, with their positions in the group order).
+ */
+static void check_order(struct ms_group *g, const struct ms_result *res, size_t size,
+			bool managed)
+{
+	if (res) {
+		if (order_known && nlast == size)
+			for (size_t k = 0; k < size; k++)
+				CHECK(res[k].id == last_ids[k]);
+		CHECK(!order_known || nlast == size);
+		for (size_t k = 0; k < size; k++)
+			last_ids[k] = res[k].id;
+		nlast = size;
+		order_known = true;
+	}
+	bool have = !rotating || rot_known;
+	size_t start = !rotating ? 0 : rot_known ? (rot_start + 1) % size : 0;
+	rot_start = start;
+	if (!ts_mode)
+		return;
+	/* Account this call's sample, and read it (if this call was stamped at all: a sample
+	 * without a stampable destination leaves the previous one in place). */
+	CHECK(ms_group_ts_collect(g) >= 0);
+	static struct ms_ts_dest t[NDEST * 8];
+	uint64_t call_ns = 0;
+	int nt = ms_group_ts_last(g, t, NDEST * 8, &call_ns);
+	CHECK(nt >= 0);
+	if (!nt || call_ns == last_call_ns)
+		return; /* no new sample: the last one (of a group that may have been larger) */
+	last_call_ns = call_ns;
+	sampled = true;
+	CHECK((size_t)nt <= size);
+	if (!res)
+		return;
+	for (int i = 0; i < nt; i++)
+		CHECK(t[i].pos < size && res[t[i].pos].id == t[i].id && is_udp(&res[t[i].pos]));
+	size_t parts = 1;
+	if (workers > 1 && !managed && size / 8 >= 2)
+		parts = size / 8 < workers ? size / 8 : workers;
+	if (ts_mode == 1 && parts > 1) {
+		/* Each part's first and last, in part order (where each part ends is the
+		 * library's choice): part 0 starts at the start. */
+		if (have && is_udp(&res[start]))
+			CHECK(t[0].pos == start);
+		for (int i = 0; i < nt; i++)
+			for (int j = 0; j < i; j++)
+				CHECK(t[i].pos != t[j].pos);
+		CHECK((size_t)nt <= 2 * parts);
+		return;
+	}
+	/* The starts that explain the sample. */
+	size_t match = 0, found = 0;
+	for (size_t r = 0; r < size; r++) {
+		size_t want[NDEST * 8], nw = 0;
+		if (ts_mode == 2) {
+			for (size_t i = 0; i < size; i++)
+				if (is_udp(&res[(r + i) % size]))
+					want[nw++] = (r + i) % size;
+		} else {
+			if (is_udp(&res[r]))
+				want[nw++] = r;
+			size_t z = (r + size - 1) % size;
+			if (size > 1 && is_udp(&res[z]))
+				want[nw++] = z;
+		}
+		bool ok = nw == (size_t)nt;
+		for (size_t i = 0; ok && i < nw; i++)
+			ok = t[i].pos == want[i];
+		if (ok) {
+			match++;
+			found = r;
+			if (have && r == start)
+				break;
+		}
+	}
+	if (have) {
+		if (!match || (found != start))
+			fprintf(stderr, "fuzz-group: fan-out started at %zu (%zu starts fit), expected %zu; "
+				"size %zu rotate %d workers %u ts %u\n", found, match, start, size,
+				rotating, workers, ts_mode);
+		CHECK(match && found == start);
+	} else if (match == 1) {
+		rot_start = found;
+		rot_known = true;
+	}
 }
 
 static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
@@ -360,7 +610,9 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	static const size_t edges[] = { 0, 1, 65507, 65508, 65527, 65528, MAXLEN };
 	unsigned raw = (take(in) << 8) | take(in);
 	size_t len = raw >= 0xfff0 ? edges[raw % 7] : raw % 2048;
-	unsigned flags = take(in) & 3 ? 0 : take(in); /* mostly valid flags */
+	/* Mostly valid flags: none or MS_SEND_DONTWAIT, sometimes any byte. */
+	unsigned fb = take(in);
+	unsigned flags = fb & 3 ? (fb >> 2) & MS_SEND_DONTWAIT : take(in);
 	/* Results are needed to know what the small stream must receive. */
 	bool lazy_member = false;
 	for (int q = 0; q < nmodel; q++)
@@ -393,23 +645,69 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (flags & ~MS_SEND_ALL_FLAGS)
 		expect = -EINVAL;
 
+	bool stuck_member = false;
+	for (int q = 0; q < nmodel; q++)
+		stuck_member |= model[q] >= 0 && pool[model[q]].stuck;
+	if (stuck_member)
+		flags |= MS_SEND_DONTWAIT; /* a send that waited for it would never return */
+	/* A new sequence number at the message's start: a datagram of an earlier call that
+	 * arrives now (or twice) does not match. */
+	seq++;
+	memcpy(payload, &seq, sizeof(seq));
+	/* A group with a policy and a connection-oriented destination: backlogs move bytes, and
+	 * the call is never split among workers. */
+	bool managed = false;
+	for (int q = 0; q < nmodel; q++)
+		managed |= policy != MS_SLOW_BLOCK && model[q] >= 0 && pool[model[q]].conn;
+
 	struct ms_stats before = { .size = sizeof(before) }, after = { .size = sizeof(after) };
 	CHECK(ms_ctx_stats(ctx, &before) == 0);
 	size_t size = ms_group_size(g); /* a policy may remove destinations during the call */
+	/* Entries past the group's size are never written. */
+	for (size_t k = size; k < NDEST * 8; k++)
+		res[k] = (struct ms_result){ .id = -7, .status = -7, .flags = 7, .backlog = 7 };
 	int r = vector ? ms_sendv(g, iovcnt >= 0 && iovcnt <= 10 ? iov : NULL, iovcnt, flags,
 				  with_res ? res : NULL)
 		       : ms_send(g, payload, len, flags, with_res ? res : NULL);
 	CHECK(ms_ctx_stats(ctx, &after) == 0);
+	for (size_t k = size; k < NDEST * 8; k++)
+		CHECK(res[k].id == -7 && res[k].status == -7 && res[k].flags == 7 &&
+		      res[k].backlog == 7);
 	if (expect) {
 		CHECK(r == expect);
 		CHECK(after.dests_attempted == before.dests_attempted);
+		CHECK(after.fanouts == before.fanouts);
 	} else {
 		CHECK(r >= 0 && (size_t)r <= size);
 		CHECK(after.dests_attempted - before.dests_attempted == size);
 		CHECK(after.dests_accepted - before.dests_accepted == (uint64_t)r);
 		CHECK(after.slow_removed - before.slow_removed ==
 		      size - ms_group_size(g)); /* the policy's removals, all reported */
+		CHECK(after.fanouts - before.fanouts == (size > 0));
+		CHECK(after.dests_accepted + after.dests_partial + after.dests_failed -
+			      (before.dests_accepted + before.dests_partial + before.dests_failed) ==
+		      size);
 	}
+	if (!expect && with_res)
+		check_counters(&before, &after, res, size, len, managed);
+	sampled = false;
+	if (!expect && size > 0)
+		check_order(g, with_res ? res : NULL, size, managed);
+	if (!expect) {
+		/* Zero copy: io_uring, one buffer of at least zc_min (4096 by default), a fan-out
+		 * with no stamp requested (a sample with no UDP destination at a stamped place
+		 * requests none), UDP destinations alone. */
+		uint64_t zc = after.zc_sends - before.zc_sends;
+		size_t udp = 0;
+		for (int q = 0; q < nmodel; q++)
+			udp += model[q] >= 0 && pool[model[q]].maxdgram == 65507;
+		if (ms_ctx_backend(ctx) != MS_BACKEND_IO_URING || len < 4096 || sampled ||
+		    (vector && iovcnt != 1))
+			CHECK(zc == 0);
+		CHECK(zc <= udp);
+	}
+	if (!expect && ms_group_size(g) != size)
+		group_changed(); /* the policy removed some */
 
 	/* Receivers: what arrived must be what the results say, per receiver. */
 	long want[NDEST] = { 0 };
@@ -434,9 +732,11 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 			if (res[k].status == (int)len && !(res[k].flags & MS_RES_QUEUED))
 				whole++;
 			else if (!(res[k].flags & MS_RES_QUEUED))
-				CHECK(res[k].status < 0 || (p->conn && res[k].status < (int)len));
+				CHECK(res[k].status < 0 || (p->stream && res[k].status < (int)len));
 			if (res[k].status == -EMSGSIZE)
 				CHECK(p->maxdgram && len > (size_t)p->maxdgram);
+			if (p->stuck)
+				CHECK(res[k].status == -EAGAIN && res[k].flags == 0);
 			bool fails = p->conn && policy != MS_SLOW_BLOCK &&
 				     ((res[k].status < 0 && !(res[k].flags & MS_RES_DROPPED)) ||
 				      (res[k].flags & MS_RES_REMOVED));
@@ -456,15 +756,17 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 		}
 		CHECK(whole == r);
 	}
+	int outq = 0;
+	CHECK(ioctl(pool[stuck_q].fd, SIOCOUTQ, &outq) == 0 && outq == stuck_outq);
 	if (failing > 1) {
 		forget_streams();
 		for (int q = 0; q < npool; q++)
-			if (!pool[q].stream)
+			if (!pool[q].stream && !pool[q].stuck)
 				(void)drain(&pool[q], len, 0);
 		return;
 	}
 	for (int q = 0; q < npool; q++) {
-		if (pool[q].lazy)
+		if (pool[q].lazy || pool[q].stuck)
 			continue;
 		bool first = true;
 		for (int e = 0; e < q; e++)
@@ -492,30 +794,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ready = true;
 	}
 	struct in in = { data, size };
-	unsigned backend = 1 + take(&in) % 3, shape = take(&in);
+	/* The first byte: the backend, and workers (1..4, the calling thread and up to three of
+	 * the library's; no cpus). */
+	unsigned b0 = take(&in), backend = 1 + b0 % 3, shape = take(&in);
+	workers = 1 + (b0 / 3) % 4;
 	/* Timestamps: off, every fan-out's first and last destination, or all of them. */
 	unsigned ts = (shape >> 3) % 3;
 	/* Rotation: the send order starts one destination later on each fan-out. */
 	unsigned rot = shape >> 7;
+	/* The ring's size matters to io_uring alone; with workers, 1 or 8 (each worker has a
+	 * ring of its own: fewer contexts to keep). */
+	unsigned qd = backend != MS_BACKEND_IO_URING ? 0 : workers > 1 ? (shape & 1) * 3 : shape % 8;
 	struct ms_config cfg = { .size = sizeof(cfg), .backend = backend,
 				 .flags = MS_CFG_IGNORE_ENV | (rot ? MS_CFG_ROTATE : 0),
-				 .queue_depth = 1u << (shape % 8),
+				 .queue_depth = 1u << qd, .workers = workers > 1 ? workers : 0,
 				 .ts_sample = ts ? 1 : 0, .ts_flags = ts == 2 ? MS_TS_ALL_DESTS : 0 };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	/* Contexts are kept from one input to the next (one per backend, ring size and sampling):
-	 * setting up a ring and its file table costs more than most inputs, and a context
-	 * outliving many groups is what a publisher does. */
-	static struct ms_ctx *ctxs[4][8][3][2];
-	struct ms_ctx **slot = &ctxs[cfg.backend][__builtin_ctz(cfg.queue_depth)][ts][rot];
-	if (!*slot)
-		CHECK(ms_ctx_new(slot, &cfg) == 0);
+	/* Contexts are kept from one input to the next (one per backend, ring size, sampling,
+	 * rotation and workers): setting up a ring and its file table, or threads, costs more
+	 * than most inputs, and a context outliving many groups is what a publisher does. */
+	static struct ms_ctx *ctxs[4][8][3][2][4];
+	static bool no_ts; /* the kernel cannot stamp per datagram: run without timestamps */
+	if (no_ts) {
+		ts = 0;
+		cfg.ts_sample = cfg.ts_flags = 0;
+	}
+	struct ms_ctx **slot = &ctxs[cfg.backend][qd][ts][rot][workers - 1];
+	if (!*slot) {
+		int r = ms_ctx_new(slot, &cfg);
+		if (r == -ENOTSUP && ts) {
+			no_ts = true;
+			ts = 0;
+			cfg.ts_sample = cfg.ts_flags = 0;
+			slot = &ctxs[cfg.backend][qd][0][rot][workers - 1];
+			r = *slot ? 0 : ms_ctx_new(slot, &cfg);
+		}
+		CHECK(r == 0);
+	}
 	ctx = *slot;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	nmodel = 0;
 	live = 0;
 	policy = MS_SLOW_BLOCK;
 	memset(held, 0, sizeof(held));
+	ts_mode = ts;
+	rotating = rot;
+	order_known = rot_known = false;
+	last_call_ns = 0;
 
 	for (int ops = 0; in.n && ops < 64; ops++) {
 		unsigned op = take(&in) % 8;
@@ -539,11 +865,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				const struct pdest *p = &pool[pick];
 				/* An AF_UNIX receiver queues at most net.unix.max_dgram_qlen (10)
 				 * datagrams and a blocking sender waits for room: keep each
-				 * receiver's copies per send below that. */
+				 * receiver's copies per send below that. A UDP receiver's 4 MiB
+				 * buffer (8 MiB of truesize) holds 16 of the largest datagrams
+				 * (128 KiB each at most): wider fan-outs on one socket, and parts
+				 * for four workers. */
 				int copies = 0;
 				for (int k = 0; k < nmodel; k++)
 					copies += model[k] >= 0 && pool[model[k]].rx == p->rx;
-				if (copies >= 8)
+				if (copies >= (p->maxdgram && udp_big ? 16 : 8))
 					continue;
 				d = (struct ms_dest){ p->fd, p->addrlen,
 						      p->addrlen ? (struct sockaddr *)&p->addr : NULL };
@@ -573,10 +902,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 * so stop checking arrivals by removing it again. */
 				if (expect_ok < 0) {
 					CHECK(ms_group_remove(g, id) == 0);
+					group_changed();
 					continue;
 				}
 				model[id] = expect_ok;
 				live++;
+				group_changed();
 			} else {
 				CHECK(id == -EEXIST || expect_ok < 0);
 				if (id == -EEXIST) {
@@ -596,6 +927,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				model[id] = -1;
 				held[id] = 0;
 				live--;
+				group_changed();
 			}
 		} else {
 			do_send(ctx, g, &in, op == 4);
