@@ -57,6 +57,7 @@
 #include <sys/socket.h>
 
 #include "multisend.h"
+#include "counters.h" /* enum ms__errclass, struct ms__tally */
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -85,26 +86,7 @@ struct ms__plan_entry {
 #define MS__PLAN_UNIXMSG 8u  /* AF_UNIX datagram or seqpacket (see lib/be/iouring.c) */
 #define MS__PLAN_CLASSES 16u
 
-/* Outcome classes of a failed destination (ms_stats err_*). */
-enum ms__errclass {
-	MS__ERR_AGAIN,
-	MS__ERR_NOBUFS,
-	MS__ERR_MSGSIZE,
-	MS__ERR_UNREACH,
-	MS__ERR_CONN,
-	MS__ERR_BADF,
-	MS__ERR_OTHER,
-	MS__ERR_NCLASSES
-};
 enum ms__errclass ms__errclass(int err);
-
-/* What one executor run (or one whole call) did. */
-struct ms__tally {
-	uint32_t accepted, partial, failed;
-	uint32_t err[MS__ERR_NCLASSES];
-	uint32_t zc_sends, zc_copied; /* io_uring zero copy: requests, copies reported */
-	uint64_t bytes, syscalls;
-};
 
 /* One message over (a range of) the plan: what the executor reads, and its tally. */
 struct ms__batch {

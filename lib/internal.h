@@ -103,14 +103,6 @@ void ms__group_remove(struct ms_group *g, int id);
 /* Make g->plan current (no allocation: ms_group_add reserved the room). */
 void ms__plan_build(struct ms_group *g);
 
-/* Counters kept per context; ms_ctx_stats copies them out. */
-struct ms__counters {
-	uint64_t fanouts, attempted, accepted, partial, failed, bytes, syscalls;
-	uint64_t err[MS__ERR_NCLASSES];
-	uint64_t slow_queued, slow_dropped, slow_removed, backlog_bytes, backlog_discarded;
-	uint64_t zc_sends, zc_copied;
-};
-
 /* One ms_send call in progress: the executor's batch, and what the stages around it keep. */
 struct ms__send {
 	struct ms__batch b;
@@ -163,10 +155,6 @@ void ms__slow_after(struct ms__send *s, int be_err);
 /* Add one tally to another (the parts of a call). */
 void ms__tally_add(struct ms__tally *to, const struct ms__tally *t);
 
-struct ms__tscounters {
-	uint64_t sampled, requested, stamped, missing, unsupported, foreign, late;
-};
-
 struct ms_ctx {
 	const struct ms__backend *be;
 	uint32_t flags;
@@ -174,12 +162,11 @@ struct ms_ctx {
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
-	struct ms__counters c;
+	struct ms__counters c; /* lib/core/counters.h */
 	void *be_state; /* owned by the backend */
 	uint32_t ts_sample, ts_flags;
 	uint32_t ts_key;    /* the next SCM_TS_OPT_ID key */
 	uint32_t ts_epoch;  /* collections so far */
-	struct ms__tscounters ts;
 	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
 	 * in the context's own memory (the publishing code in ctx.c). */
 	struct ms_shm_slot *own;

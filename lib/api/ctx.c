@@ -141,16 +141,17 @@ static const char *const no_env_why[] = {
 
 /* ---- published counters --------------------------------------------------------------------- */
 
-/* The slot's counters, in this order (their names are what multisend-stat shows). */
+/* The slot's counters, in the table's order (lib/core/counters.h); their names are what
+ * multisend-stat shows. */
 static const char *const counter_names[] = {
-	"fanouts", "dests_attempted", "dests_accepted", "dests_partial", "dests_failed", "bytes",
-	"syscalls", "err_again", "err_nobufs", "err_msgsize", "err_unreach", "err_conn",
-	"err_badf", "err_other", "slow_queued", "slow_dropped", "slow_removed", "backlog_bytes",
-	"backlog_discarded", "ts_sampled", "ts_requested", "ts_stamped", "ts_missing",
-	"ts_unsupported", "ts_foreign", "ts_late", "offload_msgs", "offload_waits",
-	"offload_refused", "zc_sends", "zc_copied",
+#define NAME(n) #n,
+#define ERR_NAME(C, n) "err_" #n,
+	MS__COUNTERS(NAME, ERR_NAME)
+#undef NAME
+#undef ERR_NAME
 };
-#define NCOUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
+#define NCOUNTERS ((size_t)MS__NCOUNTERS)
+_Static_assert(sizeof(counter_names) / sizeof(counter_names[0]) == MS__NCOUNTERS, "a name each");
 static const char *const hist_names[MS__H_N] = {
 	[MS__H_CALL_FIRST] = "call_first_ns",
 	[MS__H_CALL_LAST] = "call_last_ns",
@@ -159,23 +160,15 @@ static const char *const hist_names[MS__H_N] = {
 };
 _Static_assert(NCOUNTERS <= MS_SHM_COUNTERS && MS__H_N <= MS_SHM_HISTS, "fits a slot");
 
+/* The values, in the table's order: the context's, and the pool's offload counts. */
 static void counters_get(const struct ms_ctx *ctx, uint64_t v[NCOUNTERS])
 {
-	const struct ms__counters *c = &ctx->c;
-	const struct ms__tscounters *t = &ctx->ts;
+	memcpy(v, ctx->c.v, sizeof(ctx->c.v));
 	uint64_t o[3];
 	ms__offload_counts(ctx, o);
-	uint64_t all[] = {
-		c->fanouts, c->attempted, c->accepted, c->partial, c->failed, c->bytes,
-		c->syscalls, c->err[MS__ERR_AGAIN], c->err[MS__ERR_NOBUFS],
-		c->err[MS__ERR_MSGSIZE], c->err[MS__ERR_UNREACH], c->err[MS__ERR_CONN],
-		c->err[MS__ERR_BADF], c->err[MS__ERR_OTHER], c->slow_queued, c->slow_dropped,
-		c->slow_removed, c->backlog_bytes, c->backlog_discarded, t->sampled,
-		t->requested, t->stamped, t->missing, t->unsupported, t->foreign, t->late,
-		o[0], o[1], o[2], c->zc_sends, c->zc_copied,
-	};
-	_Static_assert(sizeof(all) / sizeof(all[0]) == NCOUNTERS, "one value per name");
-	memcpy(v, all, sizeof(all));
+	v[MS__K_offload_msgs] = o[0];
+	v[MS__K_offload_waits] = o[1];
+	v[MS__K_offload_refused] = o[2];
 }
 
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
@@ -207,7 +200,8 @@ static void mirror(struct ms_ctx *ctx, int what)
 	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	if (what == MIRROR_SENT) {
-		static const unsigned idx[] = { 0, 1, 2, 5, 6 };
+		static const unsigned idx[] = { MS__K_fanouts, MS__K_dests_attempted,
+						MS__K_dests_accepted, MS__K_bytes, MS__K_syscalls };
 		for (size_t k = 0; k < sizeof(idx) / sizeof(idx[0]); k++)
 			__atomic_store_n(&p->counter[idx[k]], o->counter[idx[k]], __ATOMIC_RELAXED);
 	} else {
@@ -239,15 +233,14 @@ void ms__publish_counters(struct ms_ctx *ctx)
 
 void ms__publish_sent(struct ms_ctx *ctx)
 {
-	/* counter_names' first entries, in order */
 	struct ms_shm_slot *sl = ms__own_slot(ctx);
 	const struct ms__counters *c = &ctx->c;
 	ms__shm_begin(&sl->seq);
-	__atomic_store_n(&sl->counter[0], c->fanouts, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->counter[1], c->attempted, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->counter[2], c->accepted, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->counter[5], c->bytes, __ATOMIC_RELAXED);
-	__atomic_store_n(&sl->counter[6], c->syscalls, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[MS__K_fanouts], c->fanouts, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[MS__K_dests_attempted], c->dests_attempted, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[MS__K_dests_accepted], c->dests_accepted, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[MS__K_bytes], c->bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->counter[MS__K_syscalls], c->syscalls, __ATOMIC_RELAXED);
 	ms__shm_end(&sl->seq);
 	mirror(ctx, MIRROR_SENT);
 }
@@ -354,20 +347,18 @@ static void stats_fill(const struct ms_ctx *ctx, struct ms_stats *s, const uint6
 {
 	memset(s, 0, sizeof(*s));
 	s->size = sizeof(*s);
-	uint64_t *f[] = {
-		&s->fanouts, &s->dests_attempted, &s->dests_accepted, &s->dests_partial,
-		&s->dests_failed, &s->bytes, &s->syscalls, &s->err_again, &s->err_nobufs,
-		&s->err_msgsize, &s->err_unreach, &s->err_conn, &s->err_badf, &s->err_other,
-		&s->slow_queued, &s->slow_dropped, &s->slow_removed, &s->backlog_bytes,
-		&s->backlog_discarded, &s->ts_sampled, &s->ts_requested, &s->ts_stamped,
-		&s->ts_missing, &s->ts_unsupported, &s->ts_foreign, &s->ts_late,
-		&s->offload_msgs, &s->offload_waits, &s->offload_refused, &s->zc_sends,
-		&s->zc_copied,
-	};
-	_Static_assert(sizeof(f) / sizeof(f[0]) == NCOUNTERS, "one field per counter");
+#define COPY(n) s->n = v[MS__K_##n];
+#define ERR_COPY(C, n) s->err_##n = v[MS__K_err_##n];
+	MS__COUNTERS(COPY, ERR_COPY)
+#undef COPY
+#undef ERR_COPY
 	_Static_assert(sizeof(struct ms_stats) == 8 + 8 * NCOUNTERS, "every counter, once");
-	for (size_t k = 0; k < NCOUNTERS; k++)
-		*f[k] = v[k];
+	/* The public struct lists them in the table's order (so does the slot). */
+#define AT(n) _Static_assert(offsetof(struct ms_stats, n) == 8 + 8 * MS__K_##n, #n);
+#define ERR_AT(C, n) AT(err_##n)
+	MS__COUNTERS(AT, ERR_AT)
+#undef AT
+#undef ERR_AT
 	uint64_t o[3];
 	ms__offload_counts(ctx, o);
 	s->offload_msgs = o[0];

@@ -36,13 +36,11 @@ enum ms__errclass ms__errclass(int err)
 
 void ms__tally_add(struct ms__tally *to, const struct ms__tally *t)
 {
-	to->accepted += t->accepted;
-	to->partial += t->partial;
-	to->failed += t->failed;
+#define ADD(n) to->n += t->n;
+	MS__TALLY(ADD)
+#undef ADD
 	for (int c = 0; c < MS__ERR_NCLASSES; c++)
 		to->err[c] += t->err[c];
-	to->zc_sends += t->zc_sends;
-	to->zc_copied += t->zc_copied;
 	to->bytes += t->bytes;
 	to->syscalls += t->syscalls;
 }
@@ -51,8 +49,8 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 {
 	struct ms__counters *c = &ctx->c;
 	const struct ms__tally *t = &s->b.t;
-	c->attempted += t->accepted + t->partial + t->failed;
-	c->accepted += t->accepted;
+	c->dests_attempted += t->accepted + t->partial + t->failed;
+	c->dests_accepted += t->accepted;
 	c->bytes += t->bytes;
 	c->syscalls += t->syscalls;
 	if (unlikely(t->zc_sends | t->zc_copied)) {
@@ -60,10 +58,10 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		c->zc_copied += t->zc_copied;
 	}
 	if (unlikely(t->partial || t->failed || s->g->nmanaged)) {
-		c->partial += t->partial;
-		c->failed += t->failed;
+		c->dests_partial += t->partial;
+		c->dests_failed += t->failed;
 		for (int k = 0; k < MS__ERR_NCLASSES; k++)
-			c->err[k] += t->err[k];
+			c->v[MS__K_err_again + k] += t->err[k];
 		c->slow_queued += s->slow_queued;
 		c->slow_dropped += s->slow_dropped;
 		c->slow_removed += s->slow_removed;

@@ -251,9 +251,9 @@ static void send_logged(struct ms__pool *p, struct ms_group *g, const struct iov
 		}
 	}
 	if (!res) {
-		uint64_t before = ctx->c.failed + ctx->c.partial;
+		uint64_t before = ctx->c.dests_failed + ctx->c.dests_partial;
 		(void)ms__do_send(g, iov, iovcnt, len, flags, NULL);
-		__atomic_fetch_add(&p->log_lost, ctx->c.failed + ctx->c.partial - before,
+		__atomic_fetch_add(&p->log_lost, ctx->c.dests_failed + ctx->c.dests_partial - before,
 				   __ATOMIC_RELAXED);
 		return;
 	}

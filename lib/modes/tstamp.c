@@ -156,7 +156,7 @@ static void take(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 	}
 	if (!st || !ee || ee->ee_errno != ENOMSG || ee->ee_origin != SO_EE_ORIGIN_TIMESTAMPING ||
 	    (ee->ee_info != SCM_TSTAMP_SCHED && ee->ee_info != SCM_TSTAMP_SND)) {
-		ctx->ts.foreign++;
+		ctx->c.ts_foreign++;
 		return;
 	}
 	struct ts_dest *d = NULL;
@@ -167,7 +167,7 @@ static void take(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 			d = &x->d[idx];
 	}
 	if (!d) {
-		ctx->ts.late++;
+		ctx->c.ts_late++;
 		return;
 	}
 	if (ee->ee_info == SCM_TSTAMP_SND) {
@@ -281,10 +281,10 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 				.snd_ns = (d->got & MS_TS_SND) ? (int64_t)(d->snd - t->t0) : 0,
 			};
 		if (!d->got) {
-			ctx->ts.missing++;
+			ctx->c.ts_missing++;
 			continue;
 		}
-		ctx->ts.stamped++;
+		ctx->c.ts_stamped++;
 		ms__hist_add(&sl->hist[MS__H_DEST_LAG], lag(best(d), t->t0));
 	}
 	/* The first and the last destination are the sample's first and last entries (the
@@ -372,9 +372,9 @@ static void arm_one(struct ms__send *s, struct sample *t, struct ms__bucket *b, 
 {
 	struct ms_ctx *ctx = s->g->ctx;
 
-	ctx->ts.requested++;
+	ctx->c.ts_requested++;
 	if (!stampable(b)) {
-		ctx->ts.unsupported++;
+		ctx->c.ts_unsupported++;
 		return;
 	}
 	uint32_t i = t->n++;
@@ -422,7 +422,7 @@ void ms__ts_begin(struct ms__send *s)
 	t->key0 = ctx->ts_key;
 	t->start = (uint32_t)s->first;
 	t->parts = s->parts;
-	ctx->ts.sampled++;
+	ctx->c.ts_sampled++;
 	/* In send order (rotated or not): the entries' first and last are the fan-out's; a
 	 * destination whose backlog goes first is not sent by the executor. */
 	const size_t n = g->size;
