@@ -125,7 +125,24 @@ static inline void ms__status(struct ms__batch *b, size_t i, int status)
 	ms__tally_status(&b->t, b->len, status);
 }
 
-/* Positions [first, first + count) of a plan of n, wrapping around: for (MS__EACH(...)) */
+/* Positions [first, first + count) of a plan of n as at most two linear spans, part 0 from
+ * first up to the plan's end, part 1 what wraps around to the start:
+ *	for (int part = 0; part < 2; part++)
+ *		for (size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
+ *		     i < end; i++)
+ */
+static inline size_t ms__span_from(size_t first, int part)
+{
+	return part ? 0 : first;
+}
+static inline size_t ms__span_to(size_t first, size_t count, size_t n, int part)
+{
+	if (part)
+		return first + count > n ? first + count - n : 0;
+	return first + count < n ? first + count : n;
+}
+
+/* The same positions one by one, wrapping around: for (MS__EACH(...)) */
 #define MS__EACH(i, left, first, count, n)                                                    \
 	size_t i = (first), left = (count);                                                   \
 	left;                                                                                 \

@@ -485,6 +485,53 @@ static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 				ms_backend_name((enum ms_backend)b), ch->skipped[b]);
 }
 
+/* Which backends may be used (probes, MULTISEND_NO_*: ch->skipped says why not) and which is
+ * asked for (cfg, or MULTISEND_BACKEND). */
+static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, struct choice *ch)
+{
+	enum ms_backend want = (enum ms_backend)c->backend;
+#ifndef MS_HAVE_LIBURING
+	ch->skipped[MS_BACKEND_IO_URING] = "not built (liburing was not found at build time)";
+#endif
+	pthread_once(&probe_once, probe_all);
+	for (size_t k = 0; k < NBACKENDS; k++)
+		if (probe_err[k])
+			ch->skipped[preference[k]->id] = probe_why[k];
+	if (!use_env)
+		return want;
+	const char *v = secure_getenv("MULTISEND_BACKEND");
+	if (v && *v) {
+		int b = ms_backend_from_name(v);
+		if (b >= 0)
+			want = (enum ms_backend)b;
+		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
+			/* An operator's typo must not pass silently, nor flood stderr. */
+			fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
+					"auto, loop, sendmmsg, io_uring; ignored\n", v);
+	}
+	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
+		if (env_true(no_env[b]) && !ch->skipped[b])
+			ch->skipped[b] = no_env_why[b];
+	return want;
+}
+
+/* Set up the backend asked for, or (unless MS_CFG_NO_FALLBACK) the first of the preference
+ * order that works. 0, or the error ms_ctx_new returns. */
+static int backend_setup(struct ms_ctx *ctx, enum ms_backend want, struct choice *ch)
+{
+	int err = -ENOTSUP;
+	if (want != MS_BACKEND_AUTO) {
+		for (size_t k = 0; k < NBACKENDS; k++)
+			if (preference[k]->id == want)
+				err = try_backend(ctx, k, ch);
+		if (err && (ctx->flags & MS_CFG_NO_FALLBACK))
+			return err == -ENOTSUP || err == -ENOSYS ? -ENOTSUP : err;
+	}
+	for (size_t k = 0; err && k < NBACKENDS; k++)
+		err = try_backend(ctx, k, ch);
+	return err ? -ENOTSUP : 0;
+}
+
 int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 {
 	struct ms_config c;
@@ -494,36 +541,10 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		return -EINVAL;
 	if ((err = copy_config(&c, cfg)))
 		return err;
-
 	struct choice ch;
 	memset(&ch, 0, sizeof(ch));
 	bool use_env = !(c.flags & MS_CFG_IGNORE_ENV);
-	enum ms_backend want = (enum ms_backend)c.backend;
-
-#ifndef MS_HAVE_LIBURING
-	ch.skipped[MS_BACKEND_IO_URING] = "not built (liburing was not found at build time)";
-#endif
-	pthread_once(&probe_once, probe_all);
-	for (size_t k = 0; k < NBACKENDS; k++)
-		if (probe_err[k])
-			ch.skipped[preference[k]->id] = probe_why[k];
-
-	if (use_env) {
-		const char *v = secure_getenv("MULTISEND_BACKEND");
-		if (v && *v) {
-			int b = ms_backend_from_name(v);
-			if (b >= 0)
-				want = (enum ms_backend)b;
-			else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
-				/* An operator's typo must not pass silently, nor flood stderr. */
-				fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
-						"auto, loop, sendmmsg, io_uring; ignored\n", v);
-		}
-		for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
-			if (env_true(no_env[b]) && !ch.skipped[b])
-				ch.skipped[b] = no_env_why[b];
-	}
-
+	enum ms_backend want = backend_wanted(&c, use_env, &ch);
 	if (c.ts_sample && ms__ts_probe())
 		return -ENOTSUP;
 	const char *shm = c.stats_shm;
@@ -545,22 +566,9 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
 	ctx->zc_min = c.zc_min; /* 0: never, in the backend too */
-
-	err = -ENOTSUP;
-	if (want != MS_BACKEND_AUTO) {
-		for (size_t k = 0; k < NBACKENDS; k++)
-			if (preference[k]->id == want)
-				err = try_backend(ctx, k, &ch);
-		if (err && (c.flags & MS_CFG_NO_FALLBACK)) {
-			free(ctx);
-			return err == -ENOTSUP || err == -ENOSYS ? -ENOTSUP : err;
-		}
-	}
-	for (size_t k = 0; err && k < NBACKENDS; k++)
-		err = try_backend(ctx, k, &ch);
-	if (err) {
+	if ((err = backend_setup(ctx, want, &ch))) {
 		free(ctx);
-		return -ENOTSUP;
+		return err;
 	}
 	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
 	    (ctx->pub && (err = ms__mlock(ctx, ctx->pub, sizeof(*ctx->pub)))) ||

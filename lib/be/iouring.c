@@ -477,6 +477,54 @@ static unsigned count_completing(const struct uring_state *st, unsigned first, u
 	return c;
 }
 
+/* Any completion but a plain success (see the top of this file): a blocking AF_UNIX send to
+ * retry, a zero-copy result or notification, a fire-and-forget failure, an interrupted send
+ * (queued in st->retry), an error. Returns 1 if it is not among the completions waited for. */
+static __attribute__((noinline)) unsigned cqe_other(struct uring_state *st, struct ms__batch *b,
+						     const struct io_uring_cqe *c, unsigned *nretry)
+{
+	uint64_t ud = c->user_data;
+	int cr = c->res;
+	if (ud & UD_BLOCK) {
+		ud &= ~UD_BLOCK;
+		if (cr == -EAGAIN) { /* sent again, blocking, by flush_all */
+			st->bretry[st->nblock++] = ud;
+			return 0;
+		}
+	}
+	if (unlikely(ud & UD_ZC)) {
+		if (c->flags & IORING_CQE_F_NOTIF) {
+			zc_notified(st, b, ud, cr);
+			return 1;
+		}
+		if (c->flags & IORING_CQE_F_MORE)
+			st->zpending[UD_ZC_BUF(ud)]++; /* its notification will come */
+		b->t.zc_sends++;
+		if (cr == -EINVAL || cr == -EOPNOTSUPP) {
+			/* A kernel without REPORT_USAGE (before 6.2) or a socket without zero copy:
+			 * off, and this one again, plainly. */
+			st->zc_min = 0;
+			cr = -EINTR;
+		}
+		ud = UD_INDEX(ud);
+		if (cr >= 0 && (size_t)cr == b->len) {
+			b->t.accepted++;
+			b->t.bytes += b->len;
+			if (b->res)
+				b->res[ud].status = cr;
+			return 0;
+		}
+	}
+	if (cr == -EINTR) {
+		if (ud & UD_SKIP)
+			st->skip_reported++; /* prepared again, counted again */
+		st->retry[(*nretry)++] = ud & ~UD_SKIP;
+	} else {
+		record_status(st, b, ud, cr);
+	}
+	return (ud & UD_SKIP) != 0;
+}
+
 /*
  * Submit the queued requests, wait for every submitted one that completes (all but the
  * successful fire-and-forget ones, see the top of this file), record their results;
@@ -526,44 +574,7 @@ static int flush(struct uring_state *st, struct ms__batch *b, unsigned queued, u
 					res[ud].status = cr; /* the id was written when prepared */
 				continue;
 			}
-			if (ud & UD_BLOCK) {
-				ud &= ~UD_BLOCK;
-				if (cr == -EAGAIN) { /* sent again, blocking, by flush_all */
-					st->bretry[st->nblock++] = ud;
-					continue;
-				}
-			}
-			if (unlikely(ud & UD_ZC)) {
-				if (c->flags & IORING_CQE_F_NOTIF) {
-					zc_notified(st, b, ud, cr);
-					quiet++; /* not among the completions waited for */
-					continue;
-				}
-				if (c->flags & IORING_CQE_F_MORE)
-					st->zpending[UD_ZC_BUF(ud)]++; /* its notification will come */
-				b->t.zc_sends++;
-				if (cr == -EINVAL || cr == -EOPNOTSUPP) {
-					/* A kernel without REPORT_USAGE (before 6.2) or a socket
-					 * without zero copy: off, and this one again, plainly. */
-					st->zc_min = 0;
-					cr = -EINTR;
-				}
-				ud = UD_INDEX(ud);
-				if (cr >= 0 && (size_t)cr == len) {
-					ok++;
-					if (res)
-						res[ud].status = cr;
-					continue;
-				}
-			}
-			quiet += (ud & UD_SKIP) != 0; /* not among the completions waited for */
-			if (cr == -EINTR) {
-				if (ud & UD_SKIP)
-					st->skip_reported++; /* prepared again, counted again */
-				st->retry[(*nretry)++] = ud & ~UD_SKIP;
-			} else {
-				record_status(st, b, ud, cr);
-			}
+			quiet += cqe_other(st, b, c, nretry);
 		}
 		io_uring_cq_advance(&st->ring, n);
 		seen += n - quiet;
@@ -618,6 +629,41 @@ static int flush_all(struct uring_state *st, struct ms__batch *b, unsigned queue
 	return err;
 }
 
+/* Zero copy for this message (see the top of this file): a buffer whose notifications are
+ * all in, with the message copied there and *tzc the template of its requests; or -1, and
+ * this fan-out goes plainly (zero copy never waits). */
+static int zc_begin(struct uring_state *st, struct ms__batch *b, struct io_uring_sqe *tzc,
+		    uint64_t *ztag)
+{
+	const unsigned len = (unsigned)b->len;
+	int zb = -1;
+	if (len < st->zc_min || len > ZC_MAX)
+		return -1;
+	zc_reap(st, b);
+	if (!st->zpending[st->zcur])
+		zb = (int)st->zcur;
+	else if (!st->zpending[st->zcur ^ 1])
+		zb = (int)(st->zcur ^ 1);
+	if (zb < 0)
+		return -1;
+	unsigned char *zp = st->zbuf + (size_t)zb * ZC_MAX;
+	memcpy(zp, b->iov[0].iov_base, len);
+	st->zcur = (unsigned)zb ^ 1;
+	io_uring_prep_send_zc_fixed(tzc, -1, zp, len, 0, IORING_SEND_ZC_REPORT_USAGE, 0);
+	*ztag = UD_ZC | ((uint64_t)zb << ZC_SHIFT);
+	return zb;
+}
+
+/* Publish the queued requests (tail: the queue's, kept in a local by uring_flat) and flush. */
+static int submit(struct uring_state *st, struct ms__batch *b, unsigned tail, unsigned queued,
+		  unsigned nskip)
+{
+	st->ring.sq.sqe_tail = tail;
+	st->qskip += nskip;
+	st->skip_prepped += nskip;
+	return flush_all(st, b, queued);
+}
+
 /* The plan in send order, each entry a copy of one template SEND plus its own socket, flags,
  * address and user_data, written straight into the submission queue (the rare cases through
  * prep). The queue's tail is kept here and
@@ -634,26 +680,10 @@ static int uring_flat(struct uring_state *st, struct ms__batch *b, size_t first,
 	const bool allhdr = b->iovcnt != 1 || b->len > UINT32_MAX;
 	const bool special = hdr || !send_addr;
 	const unsigned len = (unsigned)b->len;
-	/* Zero copy for this message (see the top of this file): a buffer whose notifications
-	 * are all in, else this fan-out goes plainly (zero copy never waits). */
-	int zb = -1;
-	if (unlikely(st->zc_min) && len >= st->zc_min && len <= ZC_MAX && !hdr) {
-		zc_reap(st, b);
-		if (!st->zpending[st->zcur])
-			zb = (int)st->zcur;
-		else if (!st->zpending[st->zcur ^ 1])
-			zb = (int)(st->zcur ^ 1);
-	}
-	const bool rare = special || zb >= 0;
 	struct io_uring_sqe tzc;
 	uint64_t ztag = 0;
-	if (zb >= 0) {
-		unsigned char *zp = st->zbuf + (size_t)zb * ZC_MAX;
-		memcpy(zp, b->iov[0].iov_base, len);
-		st->zcur = (unsigned)zb ^ 1;
-		io_uring_prep_send_zc_fixed(&tzc, -1, zp, len, 0, IORING_SEND_ZC_REPORT_USAGE, 0);
-		ztag = UD_ZC | ((uint64_t)zb << ZC_SHIFT);
-	}
+	const int zb = unlikely(st->zc_min) && !hdr ? zc_begin(st, b, &tzc, &ztag) : -1;
+	const bool rare = special || zb >= 0;
 	const int base_flags = b->msg_flags;
 	_Static_assert(MS__PLAN_CLASSES == 16, "four bits of class");
 	struct ms_result *const res = b->res;
@@ -675,56 +705,60 @@ static int uring_flat(struct uring_state *st, struct ms__batch *b, size_t first,
 	memcpy(sqef, st->sqef[w], sizeof(sqef));
 	memcpy(tag, st->tag[w], sizeof(tag));
 	io_uring_prep_send(&tmpl, -1, b->iov[0].iov_base, len, 0);
-	for (size_t i = first, left = count; left; left--, i = i + 1 == n ? 0 : i + 1) {
-		const struct ms__plan_entry *e = &f[i];
-		if (unlikely(rare) && special &&
-		    ((e->namelen && !send_addr) || (hdr && (allhdr || e->mm->msg_hdr.msg_control)))) {
-			sq->sqe_tail = tail;
-			prep(st, b, i);
-			tail = sq->sqe_tail;
-		} else if (unlikely(rare) && zb >= 0 && e->zc) {
-			const unsigned c = e->cls;
-			struct io_uring_sqe *sqe = &sqes[tail++ & mask];
-			*sqe = tzc;
-			sqe->fd = e->fd;
-			sqe->msg_flags = msgf[c];
-			sqe->flags = sqef[c] & (uint8_t)~IOSQE_CQE_SKIP_SUCCESS; /* not with SEND_ZC */
-			sqe->addr2 = (uint64_t)(uintptr_t)e->name;
-			sqe->addr_len = (uint16_t)e->namelen;
-			sqe->user_data = i | ztag;
-			if (res)
-				res[i] = (struct ms_result){ .id = e->id, .status = 0 };
-		} else {
-			const unsigned c = e->cls;
-			struct io_uring_sqe *sqe = &sqes[tail++ & mask];
-			*sqe = tmpl;
-			sqe->fd = e->fd;
-			sqe->msg_flags = msgf[c];
-			sqe->flags = sqef[c];
-			sqe->addr2 = (uint64_t)(uintptr_t)e->name; /* NULL: connected */
-			sqe->addr_len = (uint16_t)e->namelen;
-			sqe->user_data = i | tag[c];
-			nskip += (tag[c] & UD_SKIP) != 0;
-			if (res) /* a skipped success keeps this status; a CQE overwrites it */
-				res[i] = (struct ms_result){ .id = e->id,
-							     .status = tag[c] & UD_SKIP ? (int)len : 0 };
-		}
-		if (++queued == depth || left == 1) {
-			sq->sqe_tail = tail;
-			st->qskip += nskip;
-			st->skip_prepped += nskip;
-			nskip = 0;
-			err = flush_all(st, b, queued);
-			tail = sq->sqe_tail;
-			queued = 0;
-			if (err) { /* the ring refused: the rest get its error */
-				for (left--, i = i + 1 == n ? 0 : i + 1; left;
-				     left--, i = i + 1 == n ? 0 : i + 1)
-					ms__status(b, i, err);
-				break;
+	for (int part = 0; part < 2; part++) {
+		for (size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
+		     i < end; i++) {
+			const struct ms__plan_entry *e = &f[i];
+			if (unlikely(rare) && special &&
+			    ((e->namelen && !send_addr) ||
+			     (hdr && (allhdr || e->mm->msg_hdr.msg_control)))) {
+				sq->sqe_tail = tail;
+				prep(st, b, i);
+				tail = sq->sqe_tail;
+			} else if (unlikely(rare) && zb >= 0 && e->zc) {
+				const unsigned c = e->cls;
+				struct io_uring_sqe *sqe = &sqes[tail++ & mask];
+				*sqe = tzc;
+				sqe->fd = e->fd;
+				sqe->msg_flags = msgf[c];
+				sqe->flags = sqef[c] & (uint8_t)~IOSQE_CQE_SKIP_SUCCESS; /* not with SEND_ZC */
+				sqe->addr2 = (uint64_t)(uintptr_t)e->name;
+				sqe->addr_len = (uint16_t)e->namelen;
+				sqe->user_data = i | ztag;
+				if (res)
+					res[i] = (struct ms_result){ .id = e->id, .status = 0 };
+			} else {
+				const unsigned c = e->cls;
+				struct io_uring_sqe *sqe = &sqes[tail++ & mask];
+				*sqe = tmpl;
+				sqe->fd = e->fd;
+				sqe->msg_flags = msgf[c];
+				sqe->flags = sqef[c];
+				sqe->addr2 = (uint64_t)(uintptr_t)e->name; /* NULL: connected */
+				sqe->addr_len = (uint16_t)e->namelen;
+				sqe->user_data = i | tag[c];
+				nskip += (tag[c] & UD_SKIP) != 0;
+				/* a skipped success keeps this status; a CQE overwrites it */
+				if (res)
+					res[i] = (struct ms_result){
+						.id = e->id, .status = tag[c] & UD_SKIP ? (int)len : 0
+					};
+			}
+			if (unlikely(++queued == depth)) {
+				err = submit(st, b, tail, queued, nskip);
+				tail = sq->sqe_tail;
+				queued = nskip = 0;
+				if (err) { /* the ring refused: the rest get its error */
+					size_t done = part ? n - first + i + 1 : i - first + 1;
+					for (MS__EACH(j, left, (first + done) % n, count - done, n))
+						ms__status(b, j, err);
+					return err;
+				}
 			}
 		}
 	}
+	if (queued)
+		err = submit(st, b, tail, queued, nskip);
 	return err;
 }
 

@@ -43,20 +43,23 @@ static int loop_send(void *state, struct ms__batch *b, size_t first, size_t coun
 	struct ms_result *const res = b->res;
 	uint64_t ok = 0;
 
-	for (MS__EACH(i, left, first, count, n)) {
-		const struct ms__plan_entry *e = &plan[i];
-		ssize_t r = ms__sys.sendto(e->fd, buf, len, base_flags | e->xflags, e->name,
-					   e->namelen);
-		if (unlikely((size_t)r != len)) {
-			if (r < 0 && errno == EINTR) /* nothing was sent: again */
-				loop_one(b, i);
-			else
-				ms__status(b, i, r < 0 ? -errno : (int)r);
-			continue;
+	for (int part = 0; part < 2; part++) {
+		for (size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
+		     i < end; i++) {
+			const struct ms__plan_entry *e = &plan[i];
+			ssize_t r = ms__sys.sendto(e->fd, buf, len, base_flags | e->xflags, e->name,
+						   e->namelen);
+			if (unlikely((size_t)r != len)) {
+				if (r < 0 && errno == EINTR) /* nothing was sent: again */
+					loop_one(b, i);
+				else
+					ms__status(b, i, r < 0 ? -errno : (int)r);
+				continue;
+			}
+			ok++;
+			if (res)
+				res[i] = (struct ms_result){ .id = e->id, .status = (int)len };
 		}
-		ok++;
-		if (res)
-			res[i] = (struct ms_result){ .id = e->id, .status = (int)len };
 	}
 	b->t.syscalls += count; /* first attempts; loop_one counts its own */
 	b->t.accepted += (uint32_t)ok;

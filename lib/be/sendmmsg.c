@@ -42,10 +42,7 @@ static int mmsg_send(void *state, struct ms__batch *b, size_t first, size_t coun
 	(void)state;
 
 	for (int part = 0; part < 2; part++) {
-		/* [first, end) up to the plan's end, then what wraps around to the start */
-		size_t i = part ? 0 : first;
-		size_t end = part ? (first + count > n ? first + count - n : 0)
-				  : (first + count < n ? first + count : n);
+		size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
 		while (i < end) { /* the exactly-once loop of lib/mmsg.h */
 			const struct ms__plan_entry *e = &plan[i];
 			uint32_t cnt = e->run < end - i ? e->run : (uint32_t)(end - i);
