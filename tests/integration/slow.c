@@ -869,6 +869,217 @@ static void test_closed_with_backlog(void **state)
 	fix_close(&f);
 }
 
+/* ---- the policy's record (ms_group_slow_results) ---------------------------------------- */
+
+enum { RLEN = 1000 };
+
+/* Read and count what a seqpacket receiver holds now. */
+static int drain_count(int fd)
+{
+	char buf[RLEN * 2];
+	int got = 0;
+	for (ssize_t n; (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
+		assert_int_equal(n, RLEN);
+		got++;
+	}
+	return got;
+}
+
+/* Send one RLEN-byte message to g (n destinations); read what the receivers in `keep` hold
+ * (the ones that keep up). Returns the record's entries (in sr) and fills res; checks that
+ * every destination without an entry took the whole message. */
+static int rec_send(struct ms_group *g, size_t n, struct ms_result *res,
+		    struct ms_slow_result *sr, const int *keep, int nkeep, int *whole)
+{
+	static char m[RLEN];
+	memset(m, 'r', sizeof(m));
+	memset(res, 0xa5, n * sizeof(*res));
+	*whole = ms_send(g, m, sizeof(m), 0, res);
+	int nsr = slow_record(g, sr, n, res, n), j = 0, took = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (j < nsr && sr[j].pos == i) {
+			took += res[i].status == RLEN && !sr[j].flags;
+			j++;
+			continue;
+		}
+		assert_int_equal(res[i].status, RLEN);
+		took++;
+	}
+	assert_int_equal(*whole, took);
+	for (int k = 0; k < nkeep; k++)
+		drain_count(keep[k]);
+	return nsr;
+}
+
+static size_t pos_of(const struct ms_result *res, size_t n, int id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (res[i].id == id)
+			return i;
+	fail_msg("id %d not in the results", id);
+	return 0;
+}
+
+/* A stalled seqpacket receiver (never read) among a healthy one and a datagram destination:
+ * the record says exactly what the policy did, call by call, and nothing when it did
+ * nothing; a removed destination's id is in the record of the call that removed it; every
+ * call (ms_send or ms_group_flush) replaces the record. */
+static void test_record(void **state)
+{
+	(void)state;
+	struct ms_ctx *ctx;
+	struct ms_config c = { .size = sizeof(c), .backend = backend,
+			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	assert_int_equal(ms_ctx_new(&ctx, &c), 0);
+	const uint32_t limit = 3 * (RLEN + 4); /* three seqpacket records */
+	struct ms_slow_config cfgs[] = {
+		{ .size = sizeof(cfgs[0]), .policy = MS_SLOW_QUEUE,
+		  .overflow = MS_SLOW_DISCONNECT, .queue_limit = limit },
+		{ .size = sizeof(cfgs[0]), .policy = MS_SLOW_DROP },
+	};
+	for (size_t ci = 0; ci < sizeof(cfgs) / sizeof(cfgs[0]); ci++) {
+		const bool queue = cfgs[ci].policy == MS_SLOW_QUEUE;
+		struct ms_group *g;
+		assert_int_equal(ms_group_new(ctx, &g), 0);
+		assert_int_equal(ms_group_set_slow(g, &cfgs[ci]), 0);
+		int dg[2], stall_tx, stall_rx, ok_tx, ok_rx;
+		assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, dg), 0);
+		seqpacket_pair(&stall_tx, &stall_rx);
+		seqpacket_pair(&ok_tx, &ok_rx);
+		int ids[3];
+		struct ms_dest d0 = { .fd = dg[0] }, d1 = { .fd = stall_tx }, d2 = { .fd = ok_tx };
+		assert_true((ids[0] = ms_group_add(g, &d0)) >= 0);
+		assert_true((ids[1] = ms_group_add(g, &d1)) >= 0);
+		assert_true((ids[2] = ms_group_add(g, &d2)) >= 0);
+		const int stalled = ids[1], keep[2] = { dg[1], ok_rx };
+		struct ms_result res[3];
+		struct ms_slow_result sr[3];
+		int whole;
+
+		/* Everyone keeps up: the policy does nothing, the record is empty. */
+		assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 0);
+		assert_int_equal(whole, 3);
+		const size_t sp = pos_of(res, 3, stalled);
+
+		/* Fill the stalled socket: calls in which it took the message record nothing;
+		 * the first it cannot take records exactly one entry, its own. */
+		int nsr = 0, calls = 1;
+		for (; calls < 10000 && !(nsr = rec_send(g, 3, res, sr, keep, 2, &whole)); calls++)
+			assert_int_equal(whole, 3);
+		assert_int_equal(nsr, 1);
+		assert_int_equal(whole, 2);
+		assert_int_equal(sr[0].id, stalled);
+		assert_int_equal(sr[0].pos, sp);
+		struct ms_stats st = { .size = sizeof(st) };
+		if (queue) {
+			assert_int_equal(sr[0].status, 0); /* nothing taken now: all of it queued */
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, RLEN);
+			assert_int_equal(ms_group_backlog(g), RLEN);
+			/* Still stalled: the next message queues behind, the backlog grows. */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(whole, 2);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp && sr[0].status == 0);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 2 * RLEN);
+			/* A flush that can write nothing: its own record replaces the send's. */
+			assert_int_equal(ms_group_flush(g, sr, 3), 1);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp && sr[0].status == 0);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 2 * RLEN);
+			assert_int_equal(ms_group_flush(g, NULL, 0), 1); /* count only */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 3 * RLEN); /* the limit: three records */
+			/* The fourth does not fit: overflow DISCONNECT removes it. */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(whole, 2);
+			assert_int_equal(sr[0].id, stalled);
+			assert_int_equal(sr[0].pos, sp);
+			assert_int_equal(sr[0].status, -EAGAIN);
+			assert_int_equal(sr[0].flags, MS_RES_REMOVED);
+			assert_int_equal(sr[0].backlog, 0);
+			assert_int_equal(ms_group_size(g), 2);
+			assert_int_equal(ms_group_remove(g, stalled), -ENOENT);
+			assert_int_equal(ms_group_backlog(g), 0);
+			/* The removed id stays in the record until the next call. */
+			memset(sr, 0, sizeof(sr));
+			assert_int_equal(ms_group_slow_results(g, sr, 3), 1);
+			assert_true(sr[0].id == stalled && sr[0].flags == MS_RES_REMOVED);
+			assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+			assert_int_equal(st.slow_queued, 3);
+			assert_int_equal(st.slow_removed, 1);
+			assert_int_equal(st.backlog_discarded, 3 * RLEN);
+			/* Which the next call replaces: the policy does nothing, empty record. */
+			assert_int_equal(rec_send(g, 2, res, sr, keep, 2, &whole), 0);
+			assert_int_equal(whole, 2);
+			assert_int_equal(ms_group_flush(g, sr, 3), 0);
+		} else {
+			assert_int_equal(sr[0].status, -EAGAIN);
+			assert_int_equal(sr[0].flags, MS_RES_DROPPED);
+			assert_int_equal(sr[0].backlog, 0);
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp);
+			assert_true(sr[0].status == -EAGAIN && sr[0].flags == MS_RES_DROPPED);
+			assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+			assert_int_equal(st.slow_dropped, 2);
+			/* The receiver reads again: it got every message up to the stall, and the
+			 * next call records nothing. */
+			assert_int_equal(drain_count(stall_rx), calls);
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 0);
+			assert_int_equal(whole, 3);
+			assert_int_equal(drain_count(stall_rx), 1);
+		}
+		ms_group_free(g);
+		close(dg[0]), close(dg[1]), close(stall_tx), close(stall_rx);
+		close(ok_tx), close(ok_rx);
+	}
+
+	/* A destination that held a backlog when the call began gets an entry even when the
+	 * backlog empties and the message goes whole (flags 0, backlog 0); the call after has
+	 * none. */
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_slow_config q = { .size = sizeof(q), .policy = MS_SLOW_QUEUE };
+	assert_int_equal(ms_group_set_slow(g, &q), 0);
+	int tx, rx;
+	seqpacket_pair(&tx, &rx);
+	struct ms_dest d = { .fd = tx };
+	int id = ms_group_add(g, &d);
+	assert_true(id >= 0);
+	struct ms_result r;
+	struct ms_slow_result sr[1];
+	int whole, sent = 0;
+	for (int i = 0; i < 10000 && !rec_send(g, 1, &r, sr, NULL, 0, &whole); i++)
+		sent++;
+	assert_true(sr[0].id == id && sr[0].pos == 0 && sr[0].flags == MS_RES_QUEUED);
+	assert_int_equal(sr[0].backlog, RLEN);
+	assert_int_equal(drain_count(rx), sent);
+	assert_int_equal(rec_send(g, 1, &r, sr, NULL, 0, &whole), 1);
+	assert_int_equal(whole, 1);
+	assert_true(sr[0].id == id && sr[0].status == RLEN && sr[0].flags == 0);
+	assert_int_equal(sr[0].backlog, 0);
+	assert_int_equal(drain_count(rx), 2); /* the queued one, then this one */
+	assert_int_equal(rec_send(g, 1, &r, sr, NULL, 0, &whole), 0);
+	assert_int_equal(drain_count(rx), 1);
+	/* Stall it again, then remove it: the record stays the last call's until a send to
+	 * the now empty group replaces it with nothing; a refused call changes nothing. */
+	for (int i = 0; i < 10000 && !rec_send(g, 1, &r, sr, NULL, 0, &whole); i++)
+		;
+	assert_true(sr[0].id == id && sr[0].flags == MS_RES_QUEUED);
+	assert_int_equal(ms_group_remove(g, id), 0);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 1);
+	assert_int_equal(ms_send(g, "x", 1, ~0u, NULL), -EINVAL);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 1);
+	assert_int_equal(sr[0].id, id);
+	assert_int_equal(ms_send(g, "x", 1, 0, NULL), 0);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 0);
+	ms_group_free(g);
+	close(tx);
+	close(rx);
+	ms_ctx_free(ctx);
+}
+
 int main(int argc, char **argv)
 {
 	backend = net_backend_arg(argc, argv, (struct ms_config){ 0 }, NULL, 0);
@@ -886,6 +1097,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_remove_with_backlog),
 		cmocka_unit_test(test_seqpacket_refused_and_empty),
 		cmocka_unit_test(test_closed_with_backlog),
+		cmocka_unit_test(test_record),
 	};
 	char group[64];
 	snprintf(group, sizeof(group), "slow-%s", argv[1]);
