@@ -420,8 +420,8 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
  *    thread sends it instead, from the caller's own buffers, while the caller waits: the
  *    results and the contract are the same.
  *  - Every other call on a group of the context (ms_group_add, _remove, _free, _size,
- *    _set_slow, _flush, _backlog, _ts_collect, _ts_last) first waits until the posted
- *    messages have been sent, so a group only ever changes between two fan-outs.
+ *    _set_slow, _flush, _slow_results, _backlog, _ts_collect, _ts_last) first waits until
+ *    the posted messages have been sent, so a group only ever changes between two fan-outs.
  *  - ms_ctx_stats reports what the sending threads have published (it does not wait).
  *  - Timestamps (ts_sample) time a posted fan-out from the moment the offload thread begins it.
  *
@@ -581,8 +581,10 @@ struct ms_slow_result {
 	int id;           /* the destination's id in that call (it may be removed since) */
 	int status;       /* as ms_result.status in that call; for ms_group_flush, the bytes of
 	                     its backlog sent in the call, or -errno */
-	uint32_t flags;   /* MS_RES_*; 0: its backlog was written and the message went whole
-	                     (or, for ms_group_flush, the backlog emptied) */
+	uint32_t flags;   /* MS_RES_*; 0: it held a backlog when the call began and the policy
+	                     did nothing more (the backlog was written and the message went
+	                     whole; for ms_group_flush, the backlog emptied; or status is the
+	                     error that stopped the whole call, see ms_send) */
 	uint32_t pos;     /* its position in that call's group order: res[pos] of ms_send */
 	uint64_t backlog; /* bytes the destination holds in its backlog after the call (0 when
 	                     removed: what it held is discarded) */
