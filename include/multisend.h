@@ -330,30 +330,19 @@ MS_EXPORT size_t ms_group_size(const struct ms_group *g);
 #define MS_SEND_DONTWAIT (1u << 0)
 #define MS_SEND_ALL_FLAGS (MS_SEND_DONTWAIT)
 
-/* ms_result.flags: what a slow-consumer policy (ms_group_set_slow) did for a destination. */
-#define MS_RES_QUEUED (1u << 0)  /* all or the rest of this message waits in the destination's
-                                    backlog; later calls send it, in order, before anything
-                                    newer */
-#define MS_RES_DROPPED (1u << 1) /* the policy skipped this message for this destination
-                                    (status -EAGAIN, or -ENOBUFS/-ENOMEM: the socket could
-                                    not take it now); nothing of it was sent */
-#define MS_RES_REMOVED (1u << 2) /* the policy removed the destination from the group (status
-                                    says why); its id may be reused once the call returns */
-
-/* What happened to one destination in one call. */
+/* What happened to one destination in one call: 8 bytes, so that a fan-out's result array
+ * costs the caller 8 bytes per destination. What a slow-consumer policy did is not in it (it
+ * concerns few destinations, only in groups with a policy): ms_group_slow_results has it. */
 struct ms_result {
-	int id;           /* the destination's id, as ms_group_add returned it */
-	int status;       /* bytes of this message the kernel accepted in this call (== the
-	                     message length unless a stream socket took only part of it), or
-	                     -errno */
-	uint32_t flags;   /* MS_RES_*; 0 unless the group has a slow-consumer policy */
-	uint32_t backlog; /* bytes the destination holds in its backlog after the call */
+	int id;     /* the destination's id, as ms_group_add returned it */
+	int status; /* bytes of this message the kernel accepted in this call (== the message
+	               length unless a stream socket took only part of it), or -errno */
 };
 
 /*
  * Send the len bytes at buf to every destination of g, each attempted exactly once: never
  * skipped, never sent twice (a slow-consumer policy may queue or skip the message for one
- * destination, and says so in its result). One destination's failure never stops the others
+ * destination, and ms_group_slow_results says so). One destination's failure never stops the others
  * and is never reported against another destination.
  *
  * Returns the number of destinations that accepted the WHOLE message (0 for an empty group),
@@ -438,9 +427,10 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
  *    longer than a quarter of the ring: -EMSGSIZE. An empty group: 0, nothing handed over,
  *    *seq = 0. MS_SEND_DONTWAIT also makes the message's sends non-blocking, as in ms_send.
  *  - What each destination did: every destination that did not accept the whole message
- *    (what ms_send's res would show with a status other than the message length, or with
- *    flags) is written to the context's post log, with the post number, the group, the
- *    destination's id, its status and flags; ms_ctx_post_errors reads it. The log holds
+ *    (a status other than the message length in what would be ms_send's res, or one that
+ *    a slow-consumer policy queued, dropped or removed: flags in ms_group_slow_results) is
+ *    written to the context's post log, with the post number, the group, the destination's
+ *    id, its status and the policy's flags; ms_ctx_post_errors reads it. The log holds
  *    MS_POST_LOG_ENTRIES entries; while it is full, further entries are dropped and counted,
  *    so read it as often as failures may come (after ms_ctx_drain it is complete). A log
  *    rather than a completion callback: the caller's thread reads it when it chooses, no
@@ -456,8 +446,8 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
  *    thread sends it instead, from the caller's own buffers, while the caller waits: the
  *    results and the contract are the same.
  *  - Every other call on a group of the context (ms_group_add, _remove, _free, _size,
- *    _set_slow, _flush, _backlog, _ts_collect, _ts_last) first waits until the posted
- *    messages have been sent, so a group only ever changes between two fan-outs.
+ *    _set_slow, _flush, _slow_results, _backlog, _ts_collect, _ts_last) first waits until
+ *    the posted messages have been sent, so a group only ever changes between two fan-outs.
  *  - ms_ctx_stats reports what the sending threads have published (it does not wait).
  *  - Timestamps (ts_sample) time a posted fan-out from the moment the offload thread begins it.
  *
@@ -495,7 +485,9 @@ struct ms_post_error {
 	int id;              /* the destination's id, as ms_group_add returned it */
 	int status;          /* as ms_result.status: -errno, or the bytes of the message the
 	                        kernel took (fewer than its length, or with MS_RES_QUEUED) */
-	uint32_t flags;      /* MS_RES_*, as in struct ms_result */
+	uint32_t flags;      /* MS_RES_*: what the group's slow-consumer policy did, as
+	                        ms_group_slow_results would report it for this message; 0 when
+	                        it did nothing (or the group has no policy) */
 	uint32_t pad;
 	struct ms_group *g;  /* the group it was posted to (to compare only: the group may have
 	                        been freed since) */
@@ -582,9 +574,10 @@ struct ms_slow_config {
  *            the struct this library knows; policy, overflow or queue_limit out of range;
  *   -EBUSY   a destination still holds a backlog (flush it, or remove it, first).
  *
- * How the calls report it: ms_send's result for a destination says, in flags and backlog,
- * what the policy did; its status counts only the bytes of this message the kernel took in
- * this call (0 when all of it was queued), and ms_send's return value counts only the
+ * How the calls report it: ms_group_slow_results says, destination by destination, what the
+ * policy did in the group's last call (ms_send's res has only id and status). A status counts
+ * only the bytes of this message the kernel took in this call (0 when all of it was
+ * queued), and ms_send's return value counts only the
  * destinations that took the whole message (a queued message counts in dests_partial). A
  * destination the policy removes is reported once, with MS_RES_REMOVED; the library does not
  * close its socket. Removed, whatever the policy: a destination whose stream fails (-EPIPE,
@@ -604,16 +597,67 @@ struct ms_slow_config {
  */
 MS_EXPORT int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg);
 
+/* ms_slow_result.flags (and ms_post_error.flags): what the policy did for a destination. */
+#define MS_RES_QUEUED (1u << 0)  /* all or the rest of this message waits in the destination's
+                                    backlog; later calls send it, in order, before anything
+                                    newer */
+#define MS_RES_DROPPED (1u << 1) /* the policy skipped this message for this destination
+                                    (status -EAGAIN, or -ENOBUFS/-ENOMEM: the socket could
+                                    not take it now); nothing of it was sent */
+#define MS_RES_REMOVED (1u << 2) /* the policy removed the destination from the group (status
+                                    says why); its id may be reused once the call returns */
+
+/* What the policy did for one destination in one call (see ms_group_slow_results). */
+struct ms_slow_result {
+	int id;           /* the destination's id in that call (it may be removed since) */
+	int status;       /* as ms_result.status in that call; for ms_group_flush, the bytes of
+	                     its backlog sent in the call, or -errno */
+	uint32_t flags;   /* MS_RES_*; 0: it held a backlog when the call began and the policy
+	                     did nothing more (the backlog was written and the message went
+	                     whole; for ms_group_flush, the backlog emptied; or status is the
+	                     error that stopped the whole call, see ms_send) */
+	uint32_t pos;     /* its position in that call's group order: res[pos] of ms_send */
+	uint64_t backlog; /* bytes the destination holds in its backlog after the call (0 when
+	                     removed: what it held is discarded) */
+};
+
+/*
+ * The group's record of what its slow-consumer policy did in the group's last call that
+ * attempted anything: ms_send, ms_sendv, ms_group_flush, or (MS_CFG_OFFLOAD) the last posted
+ * message sent. Every such call replaces the record, so read it before the next one. A call
+ * refused with -EINVAL leaves it alone; a send to an empty group empties it.
+ *
+ * The record has one entry, in that call's group order (ascending pos), for each destination
+ * the policy acted on: its message was queued (MS_RES_QUEUED), dropped (MS_RES_DROPPED), or
+ * it was removed (MS_RES_REMOVED: its id is in the record though no longer in the group), or
+ * it held a backlog when the call began (which was written first; flags 0 if it emptied and
+ * the new message went whole). Every other destination took the whole message or failed
+ * without the policy (its status in res says which) and has no entry: a call in which the
+ * policy did nothing leaves the record empty, and so does every call of a group without a
+ * policy. At most one entry per connection-oriented destination, so the record needs no
+ * memory on the send path: its room is reserved when such destinations are added (or the
+ * policy set), and ms_send's result array stays 8 bytes per destination with or without a
+ * policy.
+ *
+ * Copies the first min(n, count) entries to out and returns count, the number of entries the
+ * record has; -EINVAL: g NULL, or out NULL with n > 0. Context thread only; under offload it
+ * first waits until the posted messages have been sent (like every group call).
+ */
+MS_EXPORT int ms_group_slow_results(const struct ms_group *g, struct ms_slow_result *out,
+				    size_t n);
+
 /*
  * Send what the group's backlogs hold, without blocking and without a new message (ms_send does
- * the same, first, for each destination it sends to). res, if not NULL, must have room for
- * ms_group_size(g) entries and gets one entry, packed from res[0], per destination that held a
- * backlog: status = bytes sent from its backlog in this call or -errno, flags MS_RES_QUEUED
- * while some remains, MS_RES_REMOVED if the policy removed it. Returns the number of entries
- * (0 when no destination held a backlog), or -EINVAL (g NULL). Call it when a backlogged
- * destination's socket polls writable (POLLOUT), or on a timer.
+ * the same, first, for each destination it sends to). It replaces the group's record (see
+ * ms_group_slow_results) with one entry per destination that held a backlog: status = bytes
+ * sent from its backlog in this call, or -errno; flags MS_RES_QUEUED while some remains,
+ * MS_RES_REMOVED if the policy removed it (its backlog could not be written), 0 if it
+ * emptied; backlog = bytes it still holds. Copies the first min(n, count) of those entries to
+ * out, as ms_group_slow_results would, and returns count (0 when no destination held a
+ * backlog), or -EINVAL (g NULL, or out NULL with n > 0; nothing is sent). Call it when a
+ * backlogged destination's socket polls writable (POLLOUT), or on a timer.
  */
-MS_EXPORT int ms_group_flush(struct ms_group *g, struct ms_result *res);
+MS_EXPORT int ms_group_flush(struct ms_group *g, struct ms_slow_result *out, size_t n);
 
 /* Bytes the group's destinations hold in their backlogs (0 for NULL). */
 MS_EXPORT size_t ms_group_backlog(const struct ms_group *g);

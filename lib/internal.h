@@ -91,6 +91,11 @@ struct ms_group {
 	 * entries), where the policy finds its destinations' statuses. */
 	struct ms_result *scratch;
 	size_t capscratch;
+	/* What the policy did in the last call (ms_group_slow_results): nslowres entries, in the
+	 * call's group order; room for one per managed bucket, reserved when a bucket becomes
+	 * managed (ms__slow_reserve_bucket, ms_group_set_slow), so that no send allocates. */
+	struct ms_slow_result *slowres;
+	size_t nslowres, capslowres;
 };
 
 /* MS_CFG_CONNECT (lib/modes/connect.c): a connected UDP socket for addr, made like the
@@ -147,6 +152,9 @@ void ms__slow_bucket_fini(struct ms_group *g, struct ms__bucket *b);
 void ms__slow_before(struct ms__send *s);
 /* Room for cap statuses in the scratch array (a group with a policy). 0 or -errno. */
 int ms__slow_reserve(struct ms_group *g, size_t cap);
+/* Room in the policy's record for a bucket of this socket type about to join the group, if
+ * the policy would manage it (bucket_new, before anything is committed). 0 or -errno. */
+int ms__slow_reserve_bucket(struct ms_group *g, int type);
 /* After the executor: apply the policy to the managed buckets (whose statuses the executor
  * wrote into s->b.res), record their results, remove the destinations the policy
  * disconnects. be_err: the executor's own failure, or 0. */

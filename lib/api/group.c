@@ -237,6 +237,7 @@ void ms_group_free(struct ms_group *g)
 	free(g->freeids);
 	free(g->plan);
 	free(g->scratch);
+	free(g->slowres);
 	free(g->iov);
 	free(g);
 }
@@ -300,7 +301,8 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 		      struct ms__bucket **out)
 {
 	int err;
-	if ((err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)))
+	if ((err = fdmap_reserve(g->ctx, &g->fdmap)) || (err = buckets_reserve(g)) ||
+	    (err = ms__slow_reserve_bucket(g, type)))
 		return err;
 	struct ms__bucket *b = ms__zalloc(g->ctx, sizeof(*b), &err);
 	if (!b)

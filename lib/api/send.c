@@ -63,6 +63,7 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 {
 	if (flags & ~MS_SEND_ALL_FLAGS)
 		return -EINVAL;
+	g->nslowres = 0; /* the policy's record is this call's (ms__slow_after fills it) */
 	if (!g->size)
 		return 0;
 

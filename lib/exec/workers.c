@@ -208,13 +208,19 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Put the destinations of a posted message that did not take all of it in the post log. */
+/* Put the destinations of a posted message that did not take all of it, or that the group's
+ * slow-consumer policy acted on with flags, in the post log. res has the message's statuses in
+ * group order; the policy's flags are in the group's record of this call (ascending pos). */
 static void log_results(struct ms__pool *p, struct ms_group *g, uint64_t seq, size_t len,
 			const struct ms_result *res, size_t n)
 {
 	uint64_t w = p->log_w, r = __atomic_load_n(&p->log_r, __ATOMIC_ACQUIRE), lost = 0;
+	const struct ms_slow_result *sr = g->slowres, *sr_end = sr + g->nslowres;
 	for (size_t i = 0; i < n; i++) {
-		if (res[i].status == (int)len && !res[i].flags)
+		uint32_t flags = 0;
+		if (sr < sr_end && sr->pos == i)
+			flags = (sr++)->flags;
+		if (res[i].status == (int)len && !flags)
 			continue;
 		if (w - r == MS_POST_LOG_ENTRIES &&
 		    w - (r = __atomic_load_n(&p->log_r, __ATOMIC_ACQUIRE)) == MS_POST_LOG_ENTRIES) {
@@ -223,7 +229,7 @@ static void log_results(struct ms__pool *p, struct ms_group *g, uint64_t seq, si
 		}
 		p->log[w++ & (MS_POST_LOG_ENTRIES - 1)] = (struct ms_post_error){
 			.seq = seq, .g = g, .id = res[i].id, .status = res[i].status,
-			.flags = res[i].flags,
+			.flags = flags,
 		};
 	}
 	__atomic_store_n(&p->log_w, w, __ATOMIC_RELEASE);

@@ -6,7 +6,8 @@
  * A managed destination (stream or seqpacket socket in a group with a policy) is sent to
  * non-blocking by the executor like any other. Before it, the call gets a status array (the
  * caller's, or the group's scratch one); after it, ms__slow_after reads each managed
- * destination's status, applies the policy and records the outcome in its place. A
+ * destination's status, applies the policy and records the outcome in its place (and, where
+ * the policy acted, in the group's record that ms_group_slow_results reads). A
  * destination with a backlog is left out of the executor's ranges (its new message must queue
  * up behind the old bytes): here its backlog is written first, with plain non-blocking sends,
  * and then the new message if the backlog emptied. One rule keeps every stream framed: once
@@ -273,15 +274,24 @@ static int stalled_dest(struct ms__send *s, struct ms__bucket *b, int be_err, ui
 	return apply(s, b, send_direct(s, b), flags);
 }
 
-static void record(struct ms_result *res, struct ms__bucket *b, int status, uint32_t flags)
+/* The call's outcome for managed bucket b at position pos: its status in res (if any), and an
+ * entry in the group's record when the policy acted on it (flags, or a backlog it held when
+ * the call began: had_backlog). */
+static void record(struct ms_group *g, struct ms_result *res, size_t pos, struct ms__bucket *b,
+		   int status, uint32_t flags, bool had_backlog)
 {
-	if (res) {
-		res->id = b->dests[0].id;
-		res->status = status;
-		res->flags = flags;
-		/* A removed destination's backlog is discarded when the call ends. */
-		size_t held = (flags & MS_RES_REMOVED) ? 0 : b->bl.held;
-		res->backlog = held > UINT32_MAX ? UINT32_MAX : (uint32_t)held;
+	if (res)
+		res[pos] = (struct ms_result){ .id = b->dests[0].id, .status = status };
+	if (flags || had_backlog) {
+		/* Room for one entry per managed bucket (ms__slow_reserve_bucket). */
+		g->slowres[g->nslowres++] = (struct ms_slow_result){
+			.id = b->dests[0].id,
+			.status = status,
+			.flags = flags,
+			.pos = (uint32_t)pos,
+			/* A removed destination's backlog is discarded when the call ends. */
+			.backlog = (flags & MS_RES_REMOVED) ? 0 : b->bl.held,
+		};
 	}
 	if (flags & MS_RES_REMOVED)
 		b->doomed = true;
@@ -332,7 +342,8 @@ void ms__slow_after(struct ms__send *s, int be_err)
 			continue;
 		uint32_t flags = 0, *fl = &flags;
 		int status;
-		if (b->stalled) {
+		bool had_backlog = b->stalled;
+		if (had_backlog) {
 			status = stalled_dest(s, b, be_err, fl);
 		} else {
 			int st = res[i].status; /* the executor's */
@@ -342,7 +353,7 @@ void ms__slow_after(struct ms__send *s, int be_err)
 			else
 				status = apply(s, b, st, fl);
 		}
-		record(&res[i], b, status, flags);
+		record(g, res, i, b, status, flags, had_backlog);
 		if (flags & MS_RES_QUEUED) {
 			/* Taken in part or not at all yet: never "accepted", even when empty. */
 			t->partial++;
@@ -357,6 +368,27 @@ void ms__slow_after(struct ms__send *s, int be_err)
 	}
 	if (doomed)
 		remove_doomed(g);
+}
+
+static int record_reserve(struct ms_group *g, size_t cap)
+{
+	if (cap <= g->capslowres)
+		return 0;
+	size_t ncap = g->capslowres ? g->capslowres * 2 : 8;
+	if (ncap < cap)
+		ncap = cap;
+	int err = ms__grow(g->ctx, &g->slowres, ncap * sizeof(*g->slowres));
+	if (err)
+		return err;
+	g->capslowres = ncap;
+	return 0;
+}
+
+int ms__slow_reserve_bucket(struct ms_group *g, int type)
+{
+	if (g->slow.policy == MS_SLOW_BLOCK || type == SOCK_DGRAM)
+		return 0;
+	return record_reserve(g, (size_t)g->nmanaged + 1);
 }
 
 int ms__slow_reserve(struct ms_group *g, size_t cap)
@@ -394,7 +426,12 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 	for (uint32_t k = 0; k < g->nbuckets; k++)
 		if (g->buckets[k]->stalled)
 			return -EBUSY;
+	size_t nconn = 0; /* the buckets the policy will manage */
+	for (uint32_t k = 0; k < g->nbuckets; k++)
+		nconn += g->buckets[k]->type != SOCK_DGRAM;
 	int err = c.policy != MS_SLOW_BLOCK ? ms__slow_reserve(g, g->capplan) : 0;
+	if (!err && c.policy != MS_SLOW_BLOCK)
+		err = record_reserve(g, nconn);
 	if (err)
 		return err;
 	if (c.policy == MS_SLOW_QUEUE) {
@@ -411,17 +448,27 @@ int ms_group_set_slow(struct ms_group *g, const struct ms_slow_config *cfg)
 	return 0;
 }
 
-int ms_group_flush(struct ms_group *g, struct ms_result *res)
+/* Copy the record's first min(n, count) entries; returns count. */
+static int record_copy(const struct ms_group *g, struct ms_slow_result *out, size_t n)
 {
-	if (!g)
+	size_t k = g->nslowres < n ? g->nslowres : n;
+	if (k)
+		memcpy(out, g->slowres, k * sizeof(*out));
+	return (int)g->nslowres; /* at most one per managed bucket: below INT32_MAX */
+}
+
+int ms_group_flush(struct ms_group *g, struct ms_slow_result *out, size_t n)
+{
+	if (!g || (!out && n))
 		return -EINVAL;
 	ms__quiesce(g->ctx);
+	g->nslowres = 0; /* this call's record */
 	if (!g->nmanaged)
 		return 0;
 	struct ms__send s = { .g = g };
-	int n = 0;
+	size_t i = 0;
 	bool doomed = false;
-	for (uint32_t k = 0; k < g->nbuckets; k++) {
+	for (uint32_t k = 0; k < g->nbuckets; i += g->buckets[k]->n, k++) {
 		struct ms__bucket *b = g->buckets[k];
 		if (!b->stalled)
 			continue;
@@ -434,17 +481,24 @@ int ms_group_flush(struct ms_group *g, struct ms_result *res)
 		else if (b->stalled)
 			flags |= MS_RES_QUEUED;
 		int status = err ? err : sent > INT32_MAX ? INT32_MAX : (int)sent;
-		record(res ? &res[n] : NULL, b, status, flags);
+		record(g, NULL, i, b, status, flags, true);
 		s.slow_removed += (flags & MS_RES_REMOVED) != 0;
 		doomed |= b->doomed;
-		n++;
 	}
 	ms__commit(g->ctx, &s);
 	if (doomed) {
 		remove_doomed(g);
 		ms__publish(g->ctx); /* what the removed destinations held is discarded */
 	}
-	return n;
+	return record_copy(g, out, n);
+}
+
+int ms_group_slow_results(const struct ms_group *g, struct ms_slow_result *out, size_t n)
+{
+	if (!g || (!out && n))
+		return -EINVAL;
+	ms__quiesce(g->ctx);
+	return record_copy(g, out, n);
 }
 
 size_t ms_group_backlog(const struct ms_group *g)

@@ -30,12 +30,14 @@ int main(void)
 			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	struct ms_slow_config slow = { sizeof(struct ms_slow_config), MS_SLOW_QUEUE, MS_SLOW_DROP, 0 };
 	struct ms_dest d = { -1, (socklen_t)0, (const struct sockaddr *)0 };
-	struct ms_result r = { 0, 0, MS_RES_QUEUED | MS_RES_DROPPED | MS_RES_REMOVED, 0 };
+	struct ms_result r = { 0, 0 };
+	struct ms_slow_result sr = { 0, 0, MS_RES_QUEUED | MS_RES_DROPPED | MS_RES_REMOVED, 0, 0 };
 	struct iovec iov = { (void *)0, 0 };
 	enum ms_backend b = MS_BACKEND_SENDMMSG;
 	unsigned flags = MS_SEND_ALL_FLAGS | MS_SEND_DONTWAIT;
 
-	(void)cfg, (void)td, (void)st, (void)slow, (void)d, (void)r, (void)iov, (void)b, (void)flags;
+	(void)cfg, (void)td, (void)st, (void)slow, (void)d, (void)r, (void)sr, (void)iov, (void)b;
+	(void)flags;
 	if (ms_version() != MS_VERSION_NUMBER)
 		return 1;
 	if (!same(ms_version_string(), MS_VERSION_STRING))

@@ -90,11 +90,16 @@ static const struct row rows[] = {
 	OFF(struct ms_slow_config, overflow, 8),
 	OFF(struct ms_slow_config, queue_limit, 12),
 
-	SIZE(struct ms_result, 16),
+	SIZE(struct ms_result, 8),
 	OFF(struct ms_result, id, 0),
 	OFF(struct ms_result, status, 4),
-	OFF(struct ms_result, flags, 8),
-	OFF(struct ms_result, backlog, 12),
+
+	SIZE(struct ms_slow_result, 24),
+	OFF(struct ms_slow_result, id, 0),
+	OFF(struct ms_slow_result, status, 4),
+	OFF(struct ms_slow_result, flags, 8),
+	OFF(struct ms_slow_result, pos, 12),
+	OFF(struct ms_slow_result, backlog, 16),
 
 	SIZE(struct ms_hist, 32 + 8 * MS_HIST_BUCKETS),
 	OFF(struct ms_hist, count, 0),

@@ -160,6 +160,7 @@ struct fix {
 	struct ms_group *g;
 	int tx[NRX];
 	int id[NRX];
+	uint32_t pos[NRX]; /* each slot's position in the last send's res (the group order) */
 	struct rx rx[NRX];
 };
 
@@ -221,10 +222,34 @@ struct tally {
 
 static struct tally tallies[NRX];
 
+/* The group's record of the last call (ms_group_slow_results), checked against that call's
+ * results: ascending positions within the call's n destinations, each entry's id and status
+ * those of res at its position. Returns the number of entries. */
+static int slow_record(struct ms_group *g, struct ms_slow_result *sr, size_t cap,
+		       const struct ms_result *res, size_t n)
+{
+	memset(sr, 0x5a, cap * sizeof(*sr));
+	int nsr = ms_group_slow_results(g, sr, cap);
+	assert_true(nsr >= 0 && (size_t)nsr <= cap && (size_t)nsr <= n);
+	assert_int_equal(ms_group_slow_results(g, NULL, 0), nsr);
+	for (int j = 0; j < nsr; j++) {
+		assert_true(sr[j].pos < n);
+		if (j)
+			assert_true(sr[j].pos > sr[j - 1].pos);
+		if (res) {
+			assert_int_equal(sr[j].id, res[sr[j].pos].id);
+			assert_int_equal(sr[j].status, res[sr[j].pos].status);
+		}
+		assert_int_equal(sr[j].flags & ~(uint32_t)(MS_RES_QUEUED | MS_RES_DROPPED |
+							    MS_RES_REMOVED), 0);
+	}
+	return nsr;
+}
+
 /*
  * Send message seq (as a header and a payload iovec, so a partial write can end inside
- * either) and check every result against the policy's rules. Returns the slot removed in
- * this call, or -1.
+ * either) and check every result, with what the group's record says the policy did, against
+ * the policy's rules. Returns the slot removed in this call, or -1.
  */
 static int send_one(struct fix *f, uint32_t seq, unsigned policy, uint32_t limit)
 {
@@ -236,41 +261,54 @@ static int send_one(struct fix *f, uint32_t seq, unsigned policy, uint32_t limit
 	size_t n = ms_group_size(f->g);
 	memset(res, 0xa5, sizeof(res));
 	int whole = ms_sendv(f->g, iov, 2, 0, res);
+	struct ms_slow_result sr[NRX];
+	int nsr = slow_record(f->g, sr, NRX, res, n), j = 0;
 	int removed = -1, nwhole = 0;
+	uint64_t held = 0;
 	for (size_t i = 0; i < n; i++) {
 		int k = slot_of(f, res[i].id);
 		struct tally *t = &tallies[k];
+		f->pos[k] = (uint32_t)i;
 		const struct ms_result *r = &res[i];
+		/* The policy's part: an entry at this position, or nothing (no backlog then). */
+		const struct ms_slow_result *e = j < nsr && sr[j].pos == i ? &sr[j++] : NULL;
+		uint32_t flags = e ? e->flags : 0;
+		uint64_t backlog = e ? e->backlog : 0;
+		held += backlog;
 		if (r->status == (int)len) {
-			assert_int_equal(r->flags, 0);
+			assert_int_equal(flags, 0);
+			assert_int_equal(backlog, 0);
 			t->sent[t->nsent++] = seq;
 			t->full++;
 			nwhole++;
-		} else if (r->flags & MS_RES_QUEUED) {
+		} else if (flags & MS_RES_QUEUED) {
 			assert_true(policy == MS_SLOW_QUEUE || policy == MS_SLOW_DROP);
 			assert_true(r->status >= 0 && r->status < (int)len);
-			assert_true(r->backlog >= len - (size_t)r->status);
+			assert_true(backlog >= len - (size_t)r->status);
 			if (policy == MS_SLOW_DROP)
 				assert_true(r->status > 0); /* only the rest of a begun message */
 			else
-				assert_true(r->backlog <= limit + len);
+				assert_true(backlog <= limit + len);
 			t->sent[t->nsent++] = seq;
 			t->queued++;
-		} else if (r->flags & MS_RES_DROPPED) {
+		} else if (flags & MS_RES_DROPPED) {
 			assert_true(policy == MS_SLOW_DROP || policy == MS_SLOW_QUEUE);
 			assert_int_equal(r->status, -EAGAIN);
 			t->dropped++;
-		} else if (r->flags & MS_RES_REMOVED) {
+		} else if (flags & MS_RES_REMOVED) {
 			assert_true(policy == MS_SLOW_DISCONNECT || policy == MS_SLOW_QUEUE);
 			assert_true(r->status == -EAGAIN || (r->status >= 0 && r->status < (int)len));
-			assert_int_equal(r->backlog, 0);
+			assert_int_equal(backlog, 0);
 			t->removed++;
 			removed = k;
 		} else {
 			fail_msg("message %u to slot %d: status %d flags %u", seq, k, r->status,
-				 r->flags);
+				 flags);
 		}
 	}
+	assert_int_equal(j, nsr); /* every entry at a position of the call */
+	/* Only a destination with an entry can hold a backlog after the call. */
+	assert_int_equal(held, ms_group_backlog(f->g));
 	assert_int_equal(whole, nwhole);
 	return removed;
 }
@@ -278,21 +316,27 @@ static int send_one(struct fix *f, uint32_t seq, unsigned policy, uint32_t limit
 /* Resume reading the stalled receiver and flush until the backlog is gone. */
 static void resume(struct fix *f, int k)
 {
-	struct ms_result res[NRX];
+	struct ms_slow_result sr[NRX], again[NRX];
 	for (int round = 0; ms_group_backlog(f->g) && round < 100000; round++) {
 		rx_drain(&f->rx[k]);
-		int n = ms_group_flush(f->g, res);
-		assert_true(n >= 0 && n <= (int)ms_group_size(f->g));
-		for (int i = 0; i < n; i++) {
-			assert_int_equal(res[i].id, f->id[k]);
-			assert_true(res[i].status >= 0);
-			assert_int_equal(!!(res[i].flags & MS_RES_QUEUED), res[i].backlog > 0);
-		}
+		size_t before = ms_group_backlog(f->g);
+		int n = ms_group_flush(f->g, sr, NRX);
+		assert_true(n == 1); /* only the stalled receiver holds a backlog */
+		assert_int_equal(sr[0].id, f->id[k]);
+		assert_int_equal(sr[0].pos, f->pos[k]);
+		assert_true(sr[0].status >= 0);
+		assert_int_equal(sr[0].flags, sr[0].backlog ? MS_RES_QUEUED : 0);
+		assert_int_equal(sr[0].backlog, ms_group_backlog(f->g));
+		assert_int_equal(before - (size_t)sr[0].status, sr[0].backlog); /* bytes sent */
+		/* The record is the flush's, and stays until the next call. */
+		assert_int_equal(slow_record(f->g, again, NRX, NULL, ms_group_size(f->g)), 1);
+		assert_memory_equal(again, sr, sizeof(sr[0]));
 		if (ms_group_backlog(f->g))
 			poll(&(struct pollfd){ .fd = f->tx[k], .events = POLLOUT }, 1, 100);
 	}
 	assert_int_equal(ms_group_backlog(f->g), 0);
-	assert_int_equal(ms_group_flush(f->g, res), 0);
+	assert_int_equal(ms_group_flush(f->g, sr, NRX), 0);
+	assert_int_equal(ms_group_slow_results(f->g, sr, NRX), 0); /* replaced: empty */
 	for (int round = 0; round < 50; round++)
 		if (!rx_drain(&f->rx[k]))
 			poll(&(struct pollfd){ .fd = f->rx[k].fd, .events = POLLIN }, 1, 20);
@@ -498,14 +542,21 @@ static void vanish_case(uint32_t overflow)
 	close(f.rx[0].fd);
 	f.rx[0].fd = -1;
 	struct ms_result res[NRX];
+	struct ms_slow_result sr[NRX];
 	int err = 0;
 	for (int round = 0; round < 200 && !err; round++) {
-		int n = ms_group_flush(f.g, res);
-		for (int i = 0; i < n; i++)
-			if (res[i].status < 0) {
-				err = -res[i].status;
-				assert_int_equal(res[i].flags, MS_RES_REMOVED);
-			}
+		int n = ms_group_flush(f.g, sr, NRX);
+		assert_int_equal(n, 1);
+		assert_int_equal(sr[0].id, f.id[0]);
+		if (sr[0].status < 0) {
+			err = -sr[0].status;
+			assert_int_equal(sr[0].flags, MS_RES_REMOVED);
+			assert_int_equal(sr[0].backlog, 0);
+			/* Removed, yet its id is in the record. */
+			assert_int_equal(ms_group_slow_results(f.g, sr, NRX), 1);
+			assert_int_equal(sr[0].id, f.id[0]);
+			assert_int_equal(ms_group_remove(f.g, f.id[0]), -ENOENT);
+		}
 		if (!err)
 			poll(NULL, 0, 5);
 	}
@@ -524,6 +575,7 @@ static void vanish_case(uint32_t overflow)
 	assert_int_equal(ms_send(f.g, m, len, 0, res), NRX - 1);
 	for (int i = 0; i < NRX - 1; i++)
 		assert_true(res[i].id != f.id[0]);
+	assert_int_equal(ms_group_slow_results(f.g, sr, NRX), 0); /* the policy did nothing */
 	fix_close(&f);
 }
 
@@ -577,11 +629,13 @@ static void test_datagrams_untouched(void **state)
 	int full = 0;
 	for (int r = 0; r < 200 && !full; r++) {
 		assert_true(ms_send(f.g, m, sizeof(m), MS_SEND_DONTWAIT, res) >= 0);
+		struct ms_slow_result sr[NRX + 1];
+		int nsr = slow_record(f.g, sr, NRX + 1, res, NRX + 1);
+		for (int j = 0; j < nsr; j++)
+			assert_true(sr[j].id != id); /* never the policy's */
 		for (int i = 0; i <= NRX; i++) {
 			if (res[i].id != id)
 				continue;
-			assert_int_equal(res[i].flags, 0);
-			assert_int_equal(res[i].backlog, 0);
 			if (res[i].status == -EAGAIN)
 				full = 1;
 			else
@@ -635,7 +689,15 @@ static void test_bad_config(void **state)
 	assert_int_equal(ms_group_set_slow(f.g, &c), 0);
 	c.policy = MS_SLOW_DROP; /* overflow and limit mean nothing for DROP */
 	assert_int_equal(ms_group_set_slow(f.g, &c), -EINVAL);
-	assert_int_equal(ms_group_flush(NULL, NULL), -EINVAL);
+	struct ms_slow_result sr[1];
+	assert_int_equal(ms_group_flush(NULL, NULL, 0), -EINVAL);
+	assert_int_equal(ms_group_flush(NULL, sr, 1), -EINVAL);
+	assert_int_equal(ms_group_flush(f.g, NULL, 1), -EINVAL);
+	assert_int_equal(ms_group_flush(f.g, NULL, 0), 0);
+	assert_int_equal(ms_group_slow_results(NULL, sr, 1), -EINVAL);
+	assert_int_equal(ms_group_slow_results(NULL, NULL, 0), -EINVAL);
+	assert_int_equal(ms_group_slow_results(f.g, NULL, 1), -EINVAL);
+	assert_int_equal(ms_group_slow_results(f.g, NULL, 0), 0);
 	assert_int_equal(ms_group_backlog(NULL), 0);
 
 	/* While a backlog is held the policy cannot change; once flushed it can. */
@@ -687,6 +749,13 @@ static void test_remove_with_backlog(void **state)
 	fix_close(&f);
 }
 
+/* The policy's flags for the last call on a group of one destination (r its result). */
+static uint32_t one_flags(struct ms_group *g, const struct ms_result *r)
+{
+	struct ms_slow_result sr[1];
+	return slow_record(g, sr, 1, r, 1) ? sr[0].flags : 0;
+}
+
 /* A seqpacket message queued whole that the socket then refuses on its own account (larger
  * than its send buffer allows): dropped from the backlog and counted, the rest flows. Empty
  * seqpacket messages count against the queue limit too (each is a record in memory). */
@@ -714,19 +783,19 @@ static void test_seqpacket_refused_and_empty(void **state)
 	/* Straight to the socket, too big: its own error, nothing queued. */
 	assert_int_equal(ms_send(g, big, sizeof(big), 0, &r), 0);
 	assert_int_equal(r.status, -EMSGSIZE);
-	assert_int_equal(r.flags, 0);
+	assert_int_equal(one_flags(g, &r), 0);
 	/* Fill it, then the big one goes to the backlog, then a small one behind it. */
 	int sent_small = 0;
-	for (int i = 0; i < 1000 && !(r.flags & MS_RES_QUEUED); i++) {
+	for (int i = 0; i < 1000 && !(one_flags(g, &r) & MS_RES_QUEUED); i++) {
 		ms_send(g, one, sizeof(one), 0, &r);
 		sent_small += r.status == (int)sizeof(one);
 	}
-	assert_true(r.flags & MS_RES_QUEUED);
+	assert_true(one_flags(g, &r) & MS_RES_QUEUED);
 	int queued_small = 1;
 	assert_int_equal(ms_send(g, big, sizeof(big), 0, &r), 0);
-	assert_int_equal(r.flags, MS_RES_QUEUED);
+	assert_int_equal(one_flags(g, &r), MS_RES_QUEUED);
 	assert_int_equal(ms_send(g, one, sizeof(one), 0, &r), 0);
-	assert_int_equal(r.flags, MS_RES_QUEUED);
+	assert_int_equal(one_flags(g, &r), MS_RES_QUEUED);
 	queued_small++;
 	/* Read everything, flush: the big record is refused and discarded, the small ones go. */
 	char buf[20000];
@@ -736,8 +805,8 @@ static void test_seqpacket_refused_and_empty(void **state)
 			assert_int_equal(n, (ssize_t)sizeof(one));
 			got++;
 		}
-		struct ms_result fr[1];
-		assert_true(ms_group_flush(g, fr) >= 0);
+		struct ms_slow_result fr[1];
+		assert_true(ms_group_flush(g, fr, 1) >= 0);
 	}
 	for (ssize_t n; (n = recv(sv[1], buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
 		assert_int_equal(n, (ssize_t)sizeof(one));
@@ -756,11 +825,11 @@ static void test_seqpacket_refused_and_empty(void **state)
 	unsigned queued = 0, dropped = 0;
 	for (int i = 0; i < 5000; i++) {
 		int n = ms_send(g, "", 0, 0, &r);
-		if (r.flags & MS_RES_QUEUED) {
+		if (one_flags(g, &r) & MS_RES_QUEUED) {
 			assert_int_equal(n, 0); /* queued is not "took it" */
 			queued++;
 		}
-		dropped += (r.flags & MS_RES_DROPPED) != 0;
+		dropped += (one_flags(g, &r) & MS_RES_DROPPED) != 0;
 	}
 	assert_int_equal(queued, 64 / 4);
 	assert_true(dropped > 0);
@@ -784,12 +853,13 @@ static void test_closed_with_backlog(void **state)
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(dup2(sv[0], f.tx[0]), f.tx[0]); /* closes the original, takes its number */
-	struct ms_result res[NRX];
-	int n = ms_group_flush(f.g, res);
+	struct ms_slow_result sr[NRX];
+	int n = ms_group_flush(f.g, sr, NRX);
 	assert_int_equal(n, 1);
-	assert_int_equal(res[0].id, f.id[0]);
-	assert_int_equal(res[0].status, -EBADF);
-	assert_int_equal(res[0].flags, MS_RES_REMOVED);
+	assert_int_equal(sr[0].id, f.id[0]);
+	assert_int_equal(sr[0].status, -EBADF);
+	assert_int_equal(sr[0].flags, MS_RES_REMOVED);
+	assert_int_equal(sr[0].backlog, 0);
 	assert_int_equal(ms_group_size(f.g), NRX - 1);
 	char c;
 	assert_true(recv(sv[1], &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN); /* nothing leaked */
@@ -797,6 +867,217 @@ static void test_closed_with_backlog(void **state)
 	close(sv[0]);
 	close(sv[1]);
 	fix_close(&f);
+}
+
+/* ---- the policy's record (ms_group_slow_results) ---------------------------------------- */
+
+enum { RLEN = 1000 };
+
+/* Read and count what a seqpacket receiver holds now. */
+static int drain_count(int fd)
+{
+	char buf[RLEN * 2];
+	int got = 0;
+	for (ssize_t n; (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0;) {
+		assert_int_equal(n, RLEN);
+		got++;
+	}
+	return got;
+}
+
+/* Send one RLEN-byte message to g (n destinations); read what the receivers in `keep` hold
+ * (the ones that keep up). Returns the record's entries (in sr) and fills res; checks that
+ * every destination without an entry took the whole message. */
+static int rec_send(struct ms_group *g, size_t n, struct ms_result *res,
+		    struct ms_slow_result *sr, const int *keep, int nkeep, int *whole)
+{
+	static char m[RLEN];
+	memset(m, 'r', sizeof(m));
+	memset(res, 0xa5, n * sizeof(*res));
+	*whole = ms_send(g, m, sizeof(m), 0, res);
+	int nsr = slow_record(g, sr, n, res, n), j = 0, took = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (j < nsr && sr[j].pos == i) {
+			took += res[i].status == RLEN && !sr[j].flags;
+			j++;
+			continue;
+		}
+		assert_int_equal(res[i].status, RLEN);
+		took++;
+	}
+	assert_int_equal(*whole, took);
+	for (int k = 0; k < nkeep; k++)
+		drain_count(keep[k]);
+	return nsr;
+}
+
+static size_t pos_of(const struct ms_result *res, size_t n, int id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (res[i].id == id)
+			return i;
+	fail_msg("id %d not in the results", id);
+	return 0;
+}
+
+/* A stalled seqpacket receiver (never read) among a healthy one and a datagram destination:
+ * the record says exactly what the policy did, call by call, and nothing when it did
+ * nothing; a removed destination's id is in the record of the call that removed it; every
+ * call (ms_send or ms_group_flush) replaces the record. */
+static void test_record(void **state)
+{
+	(void)state;
+	struct ms_ctx *ctx;
+	struct ms_config c = { .size = sizeof(c), .backend = backend,
+			       .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV };
+	assert_int_equal(ms_ctx_new(&ctx, &c), 0);
+	const uint32_t limit = 3 * (RLEN + 4); /* three seqpacket records */
+	struct ms_slow_config cfgs[] = {
+		{ .size = sizeof(cfgs[0]), .policy = MS_SLOW_QUEUE,
+		  .overflow = MS_SLOW_DISCONNECT, .queue_limit = limit },
+		{ .size = sizeof(cfgs[0]), .policy = MS_SLOW_DROP },
+	};
+	for (size_t ci = 0; ci < sizeof(cfgs) / sizeof(cfgs[0]); ci++) {
+		const bool queue = cfgs[ci].policy == MS_SLOW_QUEUE;
+		struct ms_group *g;
+		assert_int_equal(ms_group_new(ctx, &g), 0);
+		assert_int_equal(ms_group_set_slow(g, &cfgs[ci]), 0);
+		int dg[2], stall_tx, stall_rx, ok_tx, ok_rx;
+		assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, dg), 0);
+		seqpacket_pair(&stall_tx, &stall_rx);
+		seqpacket_pair(&ok_tx, &ok_rx);
+		int ids[3];
+		struct ms_dest d0 = { .fd = dg[0] }, d1 = { .fd = stall_tx }, d2 = { .fd = ok_tx };
+		assert_true((ids[0] = ms_group_add(g, &d0)) >= 0);
+		assert_true((ids[1] = ms_group_add(g, &d1)) >= 0);
+		assert_true((ids[2] = ms_group_add(g, &d2)) >= 0);
+		const int stalled = ids[1], keep[2] = { dg[1], ok_rx };
+		struct ms_result res[3];
+		struct ms_slow_result sr[3];
+		int whole;
+
+		/* Everyone keeps up: the policy does nothing, the record is empty. */
+		assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 0);
+		assert_int_equal(whole, 3);
+		const size_t sp = pos_of(res, 3, stalled);
+
+		/* Fill the stalled socket: calls in which it took the message record nothing;
+		 * the first it cannot take records exactly one entry, its own. */
+		int nsr = 0, calls = 1;
+		for (; calls < 10000 && !(nsr = rec_send(g, 3, res, sr, keep, 2, &whole)); calls++)
+			assert_int_equal(whole, 3);
+		assert_int_equal(nsr, 1);
+		assert_int_equal(whole, 2);
+		assert_int_equal(sr[0].id, stalled);
+		assert_int_equal(sr[0].pos, sp);
+		struct ms_stats st = { .size = sizeof(st) };
+		if (queue) {
+			assert_int_equal(sr[0].status, 0); /* nothing taken now: all of it queued */
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, RLEN);
+			assert_int_equal(ms_group_backlog(g), RLEN);
+			/* Still stalled: the next message queues behind, the backlog grows. */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(whole, 2);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp && sr[0].status == 0);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 2 * RLEN);
+			/* A flush that can write nothing: its own record replaces the send's. */
+			assert_int_equal(ms_group_flush(g, sr, 3), 1);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp && sr[0].status == 0);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 2 * RLEN);
+			assert_int_equal(ms_group_flush(g, NULL, 0), 1); /* count only */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(sr[0].flags, MS_RES_QUEUED);
+			assert_int_equal(sr[0].backlog, 3 * RLEN); /* the limit: three records */
+			/* The fourth does not fit: overflow DISCONNECT removes it. */
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_int_equal(whole, 2);
+			assert_int_equal(sr[0].id, stalled);
+			assert_int_equal(sr[0].pos, sp);
+			assert_int_equal(sr[0].status, -EAGAIN);
+			assert_int_equal(sr[0].flags, MS_RES_REMOVED);
+			assert_int_equal(sr[0].backlog, 0);
+			assert_int_equal(ms_group_size(g), 2);
+			assert_int_equal(ms_group_remove(g, stalled), -ENOENT);
+			assert_int_equal(ms_group_backlog(g), 0);
+			/* The removed id stays in the record until the next call. */
+			memset(sr, 0, sizeof(sr));
+			assert_int_equal(ms_group_slow_results(g, sr, 3), 1);
+			assert_true(sr[0].id == stalled && sr[0].flags == MS_RES_REMOVED);
+			assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+			assert_int_equal(st.slow_queued, 3);
+			assert_int_equal(st.slow_removed, 1);
+			assert_int_equal(st.backlog_discarded, 3 * RLEN);
+			/* Which the next call replaces: the policy does nothing, empty record. */
+			assert_int_equal(rec_send(g, 2, res, sr, keep, 2, &whole), 0);
+			assert_int_equal(whole, 2);
+			assert_int_equal(ms_group_flush(g, sr, 3), 0);
+		} else {
+			assert_int_equal(sr[0].status, -EAGAIN);
+			assert_int_equal(sr[0].flags, MS_RES_DROPPED);
+			assert_int_equal(sr[0].backlog, 0);
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 1);
+			assert_true(sr[0].id == stalled && sr[0].pos == sp);
+			assert_true(sr[0].status == -EAGAIN && sr[0].flags == MS_RES_DROPPED);
+			assert_int_equal(ms_ctx_stats(ctx, &st), 0);
+			assert_int_equal(st.slow_dropped, 2);
+			/* The receiver reads again: it got every message up to the stall, and the
+			 * next call records nothing. */
+			assert_int_equal(drain_count(stall_rx), calls);
+			assert_int_equal(rec_send(g, 3, res, sr, keep, 2, &whole), 0);
+			assert_int_equal(whole, 3);
+			assert_int_equal(drain_count(stall_rx), 1);
+		}
+		ms_group_free(g);
+		close(dg[0]), close(dg[1]), close(stall_tx), close(stall_rx);
+		close(ok_tx), close(ok_rx);
+	}
+
+	/* A destination that held a backlog when the call began gets an entry even when the
+	 * backlog empties and the message goes whole (flags 0, backlog 0); the call after has
+	 * none. */
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_slow_config q = { .size = sizeof(q), .policy = MS_SLOW_QUEUE };
+	assert_int_equal(ms_group_set_slow(g, &q), 0);
+	int tx, rx;
+	seqpacket_pair(&tx, &rx);
+	struct ms_dest d = { .fd = tx };
+	int id = ms_group_add(g, &d);
+	assert_true(id >= 0);
+	struct ms_result r;
+	struct ms_slow_result sr[1];
+	int whole, sent = 0;
+	for (int i = 0; i < 10000 && !rec_send(g, 1, &r, sr, NULL, 0, &whole); i++)
+		sent++;
+	assert_true(sr[0].id == id && sr[0].pos == 0 && sr[0].flags == MS_RES_QUEUED);
+	assert_int_equal(sr[0].backlog, RLEN);
+	assert_int_equal(drain_count(rx), sent);
+	assert_int_equal(rec_send(g, 1, &r, sr, NULL, 0, &whole), 1);
+	assert_int_equal(whole, 1);
+	assert_true(sr[0].id == id && sr[0].status == RLEN && sr[0].flags == 0);
+	assert_int_equal(sr[0].backlog, 0);
+	assert_int_equal(drain_count(rx), 2); /* the queued one, then this one */
+	assert_int_equal(rec_send(g, 1, &r, sr, NULL, 0, &whole), 0);
+	assert_int_equal(drain_count(rx), 1);
+	/* Stall it again, then remove it: the record stays the last call's until a send to
+	 * the now empty group replaces it with nothing; a refused call changes nothing. */
+	for (int i = 0; i < 10000 && !rec_send(g, 1, &r, sr, NULL, 0, &whole); i++)
+		;
+	assert_true(sr[0].id == id && sr[0].flags == MS_RES_QUEUED);
+	assert_int_equal(ms_group_remove(g, id), 0);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 1);
+	assert_int_equal(ms_send(g, "x", 1, ~0u, NULL), -EINVAL);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 1);
+	assert_int_equal(sr[0].id, id);
+	assert_int_equal(ms_send(g, "x", 1, 0, NULL), 0);
+	assert_int_equal(ms_group_slow_results(g, sr, 1), 0);
+	ms_group_free(g);
+	close(tx);
+	close(rx);
+	ms_ctx_free(ctx);
 }
 
 int main(int argc, char **argv)
@@ -816,6 +1097,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_remove_with_backlog),
 		cmocka_unit_test(test_seqpacket_refused_and_empty),
 		cmocka_unit_test(test_closed_with_backlog),
+		cmocka_unit_test(test_record),
 	};
 	char group[64];
 	snprintf(group, sizeof(group), "slow-%s", argv[1]);

@@ -316,9 +316,9 @@ static void fan_check(struct net *nt, struct ms_group *g, unsigned round, size_t
 			fail_msg("res[%zu] (%s endpoint %ld, id %d): status %d (%s), expected %d",
 				 i, kind_name(nt->ep[e].kind), e, res[i].id, res[i].status,
 				 res[i].status < 0 ? ms_strerror(res[i].status) : "bytes", want);
-		assert_int_equal(res[i].flags, 0);
 		ok += want == (int)len;
 	}
+	assert_int_equal(ms_group_slow_results(g, NULL, 0), 0); /* no policy: nothing */
 	assert_int_equal(res[n].id, -77);
 	assert_int_equal(res[n].status, -77);
 	assert_int_equal(ret, ok);
@@ -2001,8 +2001,8 @@ static void offload_sync(uint32_t k)
 			seen[e] = true;
 			assert_int_equal(res[i].status,
 					 e == dead ? -ECONNREFUSED : (int)seq_len(&f, s));
-			assert_int_equal(res[i].flags, 0);
 		}
+		assert_int_equal(ms_group_slow_results(g, NULL, 0), 0); /* no policy */
 	}
 	assert_int_equal(ms_ctx_drain(ctx), 0);
 	assert_true(collector_join(c));
@@ -2525,6 +2525,93 @@ static void test_config(void **state)
 	free(t1);
 }
 
+/* ---- the post log and a slow-consumer policy ---------------------------------------------- */
+
+static void recv_all(int fd)
+{
+	char buf[2048];
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+}
+
+/* Posted messages to a group whose policy queues for a stalled seqpacket receiver (never
+ * read) and then removes it: the post log carries the policy's flags for each message, as the
+ * group's record (ms_group_slow_results) has them, including an empty message queued, whose
+ * status is its whole length (0) and which only the flags say was not sent. */
+static void test_offload_log_slow(void **state)
+{
+	(void)state;
+	enum { L = 500 };
+	struct opt o = { .flags = MS_CFG_OFFLOAD };
+	struct ms_ctx *ctx = ctx_new(&o);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_slow_config sc = { .size = sizeof(sc), .policy = MS_SLOW_QUEUE,
+				     .overflow = MS_SLOW_DISCONNECT, .queue_limit = 3 * (L + 4) };
+	assert_int_equal(ms_group_set_slow(g, &sc), 0);
+	int st[2], ok[2], small = 16384;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ok), 0);
+	assert_int_equal(setsockopt(st[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	struct ms_dest ds = { .fd = st[0] }, dk = { .fd = ok[0] };
+	int sid = ms_group_add(g, &ds), kid = ms_group_add(g, &dk);
+	assert_true(sid >= 0 && kid >= 0);
+	static char m[L];
+	memset(m, 'p', sizeof(m));
+	struct ms_post_error pe[8];
+	struct ms_slow_result sr[2];
+	uint64_t lost, seq = 0;
+	int got = 0;
+	/* Fill the stalled receiver: no log entry while it takes every message. */
+	for (int i = 0; i < 10000 && !got; i++) {
+		assert_int_equal(ms_post(g, m, L, 0, &seq), 2);
+		assert_int_equal(ms_ctx_drain(ctx), 0);
+		got = ms_ctx_post_errors(ctx, pe, 8, &lost);
+		if (!got)
+			assert_int_equal(ms_group_slow_results(g, sr, 2), 0);
+		recv_all(ok[1]);
+	}
+	assert_int_equal(got, 1);
+	assert_int_equal(lost, 0);
+	assert_true(pe[0].seq == seq && pe[0].g == g && pe[0].id == sid);
+	assert_int_equal(pe[0].status, 0);
+	assert_int_equal(pe[0].flags, MS_RES_QUEUED);
+	/* The record of the last message sent says the same. */
+	assert_int_equal(ms_group_slow_results(g, sr, 2), 1);
+	assert_true(sr[0].id == sid && sr[0].status == 0 && sr[0].flags == MS_RES_QUEUED);
+	assert_int_equal(sr[0].backlog, L);
+	/* An empty message (queued behind: status 0 == its length), two more, then one that no
+	 * longer fits: removed. Then one to the healthy receiver alone: no entry. */
+	uint64_t first = seq + 1;
+	assert_int_equal(ms_post(g, "", 0, 0, NULL), 2);
+	assert_int_equal(ms_post(g, m, L, 0, NULL), 2);
+	assert_int_equal(ms_post(g, m, L, 0, NULL), 2);
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	assert_int_equal(ms_post(g, m, L, 0, &seq), 1);
+	assert_int_equal(ms_ctx_drain(ctx), 0);
+	assert_int_equal(seq, first + 3);
+	assert_int_equal(ms_ctx_post_errors(ctx, pe, 8, &lost), 3);
+	assert_int_equal(lost, 0);
+	const uint32_t want_flags[3] = { MS_RES_QUEUED, MS_RES_QUEUED, MS_RES_REMOVED };
+	const int want_status[3] = { 0, 0, -EAGAIN };
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(pe[i].seq, first + (uint64_t)i);
+		assert_ptr_equal(pe[i].g, g);
+		assert_int_equal(pe[i].id, sid);
+		assert_int_equal(pe[i].status, want_status[i]);
+		assert_int_equal(pe[i].flags, want_flags[i]);
+	}
+	assert_int_equal(ms_group_slow_results(g, sr, 2), 0); /* the last message's: nothing */
+	assert_int_equal(ms_group_size(g), 1);
+	struct ms_stats s = stats(ctx);
+	assert_int_equal(s.slow_queued, 3);
+	assert_int_equal(s.slow_removed, 1);
+	assert_int_equal(s.backlog_discarded, 2 * L);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	close(st[0]), close(st[1]), close(ok[0]), close(ok[1]);
+}
+
 /* ---- main --------------------------------------------------------------------------------- */
 
 static void on_alarm(int sig)
@@ -2585,6 +2672,7 @@ int main(int argc, char **argv)
 		T(test_offload_sync),
 		T(test_offload_log),
 		T(test_offload_log_full),
+		T(test_offload_log_slow),
 		T(test_cpus_affinity),
 		T(test_config),
 	};
