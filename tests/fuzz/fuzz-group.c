@@ -1214,6 +1214,7 @@ static void post_settle(struct ms_ctx *ctx)
 			CHECK(e[j].status != (int)m->len || e[j].flags);
 		}
 	}
+	if (getenv("FUZZ_GROUP_DEBUG")) fprintf(stderr, "settle: %d msgs, log read up to seq %llu, managed %d, lazy %ld/%ld, backlog %zu\n", npm, (unsigned long long)last, npm ? pm[0].managed : -1, lazy_got, lazy_expect, wgroup ? ms_group_backlog(wgroup) : 0);
 	CHECK(lost_sum == 0); /* at most 64 messages, and only the stuck socket and the small
 	                         stream fail: far fewer than MS_POST_LOG_ENTRIES */
 	/* Each destination's outcome is one a send could have, and the counters add up. */

@@ -102,7 +102,7 @@ def phdr(backend, workers, ts=0, rot=0, qd=3):
     h = hdr(backend, workers, ts, rot, qd)
     return bytes([228 + h[0]]) + h[1:]
 def plen(n):  # post_shape's length: 16384 (a quarter of the ring), 16385, 12000, 16000
-    return {16384: 0xf002, 16385: 0xf003, 12000: 0xf005, 16000: 0xf006}.get(n, n)
+    return {16384: 0xf002, 16385: 0xf003, 12000: 0xf004, 16000: 0xf005}.get(n, n)
 def post(n, dontwait=False):
     r = plen(n)
     return bytes([3 | 8, r >> 8, r & 255, 1 | (4 if dontwait else 0)])
@@ -149,8 +149,9 @@ for be in (1, 2, 3):
         b = phdr(be, 1)
         b += add(SMALL) + add(TCP) + add(SEQPACKET)
         for i in UDP_UNCONN: b += add(i)
-        b += slow(pol, 2) if pol == 2 else slow(pol)
-        for k in range(6): b += post(16000, dontwait=bool(k & 1))
+        # do_set_slow's byte: policy = byte % 5, 0x40 a queue limit (byte 67: queue)
+        b += bytes([5, 67, 16]) if pol == 2 else slow(pol)
+        for k in range(12): b += post(16000, dontwait=bool(k & 1))
         b += FLUSH + DRAIN + post(300) + FLUSH + send(10) + post(20)
         write(f'post-slow-{pname}-{names[be]}', b)
     # the group freed with posts queued; and the context too
