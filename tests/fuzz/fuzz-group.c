@@ -824,7 +824,8 @@ static unsigned w_refused, w_posted, w_waitable;
 static unsigned char postbuf[PMAXLEN + 64];
 static long rx_pending[NDEST]; /* per receiver (first pool entry with that rx): budget used */
 static uint64_t n_refused_total, n_posted_total; /* over the run, printed at exit */
-static struct ms_group *wgroup;
+static struct ms_group *wgroup; /* the group posted to (maybe freed since: compared only) */
+static bool wgroup_freed;
 
 static int rx_key(int q)
 {
@@ -1214,7 +1215,7 @@ static void post_settle(struct ms_ctx *ctx)
 			CHECK(e[j].status != (int)m->len || e[j].flags);
 		}
 	}
-	if (getenv("FUZZ_GROUP_DEBUG")) fprintf(stderr, "settle: %d msgs, log read up to seq %llu, managed %d, lazy %ld/%ld, backlog %zu\n", npm, (unsigned long long)last, npm ? pm[0].managed : -1, lazy_got, lazy_expect, wgroup ? ms_group_backlog(wgroup) : 0);
+	if (getenv("FUZZ_GROUP_DEBUG")) fprintf(stderr, "settle: %d msgs, log read up to seq %llu, managed %d, lazy %ld/%ld, backlog %zu\n", npm, (unsigned long long)last, npm ? pm[0].managed : -1, lazy_got, lazy_expect, wgroup_freed ? 0 : ms_group_backlog(wgroup));
 	CHECK(lost_sum == 0); /* at most 64 messages, and only the stuck socket and the small
 	                         stream fail: far fewer than MS_POST_LOG_ENTRIES */
 	/* Each destination's outcome is one a send could have, and the counters add up. */
@@ -1303,7 +1304,7 @@ static void post_settle(struct ms_ctx *ctx)
 	bool any_unknown = false;
 	for (int q = 0; q < npool; q++)
 		any_unknown |= unknown[q];
-	if (any_unknown && wgroup) {
+	if (any_unknown && !wgroup_freed) {
 		struct ms_result res[PMEMB];
 		int n = ms_group_backlog(wgroup) ? ms_group_flush(wgroup, res) : 0;
 		CHECK(n >= 0);
@@ -1390,7 +1391,7 @@ static void post_finish(struct ms_ctx *ctx, struct ms_group **g, bool free_early
 	if (free_early) {
 		ms_group_free(*g); /* waits for the posts */
 		*g = NULL;
-		wgroup = NULL;
+		wgroup_freed = true;
 	}
 	post_settle(ctx);
 }
@@ -1458,6 +1459,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		post_selftest(ctx);
 	window = false;
 	npm = 0;
+	wgroup_freed = false;
 	bool free_early = false, free_ctx = false;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	nmodel = 0;

@@ -159,6 +159,6 @@ for be in (1, 2, 3):
         b = phdr(be, 3)
         for k in range(3):
             for i in UDP_UNCONN: b += add(i)
-        for i in UNIX_DG + [TCP]: b += add(i)
+        for i in UNIX_DG + [TCP, STUCK, SMALL]: b += add(i)  # the stuck one: log entries
         b += post(16000) + post(16000) + post(1000) + rm(1) + post(16000) + end
         write(f'post-{ename}-{names[be]}', b)
