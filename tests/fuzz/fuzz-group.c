@@ -22,6 +22,11 @@
  * at position 0 without MS_CFG_ROTATE, one position later on each fan-out of an unchanged
  * group with it, and (with MS_TS_ALL_DESTS) visit every UDP destination once in group order
  * from there.
+ *
+ * Inputs whose first byte is 228..239 drive offload instead (MS_CFG_OFFLOAD, a 64 KiB ring):
+ * ms_post / ms_postv among synchronous sends and group changes, each posted message checked
+ * after ms_ctx_drain against the post log, the counters and the receivers; see "Offload"
+ * below.
  */
 #include <errno.h>
 #include <fcntl.h>
