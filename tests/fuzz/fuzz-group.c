@@ -1053,19 +1053,25 @@ static void do_post_sync(struct ms_ctx *ctx, struct ms_group *g, struct in *in, 
 		group_changed();
 }
 
-/* A receiver's unread bytes or datagrams, whatever they hold, until nothing has come for
- * 100 ms (after a policy moved bytes the oracle cannot attribute). */
+/* A connection's receiver read dry, whatever it holds (after a policy moved bytes the oracle
+ * cannot attribute): until the sender has nothing queued or unacknowledged (SIOCOUTQ) and the
+ * receiver nothing unread. */
 static void post_read_dry(const struct pdest *p)
 {
 	static unsigned char buf[MAXLEN + 1];
-	for (;;) {
+	for (int t = 0; t < 200; t++) {
 		while (recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
 			;
 		CHECK(errno == EAGAIN);
+		int outq = 1;
+		CHECK(ioctl(p->fd, SIOCOUTQ, &outq) == 0);
+		if (!outq)
+			break;
 		struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
-		if (poll(&pfd, 1, 100) != 1)
-			return;
+		poll(&pfd, 1, 10);
 	}
+	while (recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		;
 }
 
 /* Every receiver holds exactly what the window's messages promise. */
