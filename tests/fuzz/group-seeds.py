@@ -21,7 +21,9 @@ def sendv(lens, dontwait=False, res=True):
 def slow(policy, limit=None):
     if limit is None:
         return bytes([5, policy])
-    return bytes([5, policy | 0x40, limit])
+    # do_set_slow: policy = byte % 5, 0x40 = a queue limit follows (policy | 0x40 would
+    # change the policy: 66 % 5 is 1)
+    return bytes([5, next(b for b in range(0x40, 0x80) if b % 5 == policy), limit])
 FLUSH, DRAIN = bytes([6]), bytes([7])
 UDP_UNCONN = [7, 8, 9]; UDP_CONN = [10, 11]; UNIX_DG = [0, 1, 2]; UNIX_UNCONN = [4, 5, 6]
 SEQPACKET, TCP, SMALL = 3, 12, 13
@@ -150,7 +152,7 @@ for be in (1, 2, 3):
         b += add(SMALL) + add(TCP) + add(SEQPACKET)
         for i in UDP_UNCONN: b += add(i)
         # do_set_slow's byte: policy = byte % 5, 0x40 a queue limit (byte 67: queue)
-        b += bytes([5, 67, 16]) if pol == 2 else slow(pol)
+        b += slow(pol, 16) if pol == 2 else slow(pol)
         for k in range(12): b += post(16000, dontwait=bool(k & 1))
         b += FLUSH + DRAIN + post(300) + FLUSH + send(10) + post(20)
         write(f'post-slow-{pname}-{names[be]}', b)
