@@ -1339,6 +1339,15 @@ static void post_settle(struct ms_ctx *ctx)
 	}
 	post_check_rx(unknown);
 	npm = 0;
+	/* The group's last sample may be a posted fan-out's (of the group as it was then):
+	 * check_order looks only at samples newer than this. */
+	if (ts_mode && !wgroup_freed) {
+		static struct ms_ts_dest t[PMEMB];
+		uint64_t call_ns = 0;
+		CHECK(ms_group_ts_collect(wgroup) >= 0);
+		if (ms_group_ts_last(wgroup, t, PMEMB, &call_ns) > 0)
+			last_call_ns = call_ns;
+	}
 }
 
 /* Offload's contract on a context of its own, once: a message over a quarter of the ring,
