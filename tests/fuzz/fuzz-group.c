@@ -22,6 +22,11 @@
  * at position 0 without MS_CFG_ROTATE, one position later on each fan-out of an unchanged
  * group with it, and (with MS_TS_ALL_DESTS) visit every UDP destination once in group order
  * from there.
+ *
+ * Inputs whose first byte is 228..239 drive offload instead (MS_CFG_OFFLOAD, a 64 KiB ring):
+ * ms_post / ms_postv among synchronous sends and group changes, each posted message checked
+ * after ms_ctx_drain against the post log, the counters and the receivers; see "Offload"
+ * below.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -833,12 +838,639 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	}
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * Offload (issue #12): inputs whose first byte is 228..239 make a context with
+ * MS_CFG_OFFLOAD and the smallest ring (offload_kib = 64: messages of at most 16 KiB, and a
+ * few of them fill it), workers 1..4 as the other inputs. There, sends (ops 3 and 4) are
+ * chosen by the op byte's bits 3-4: 0 the synchronous do_send above (after settling the
+ * posts), 1 and 2 ms_post / ms_postv, 3 a synchronous ms_send / ms_sendv among the posts
+ * (it waits for the earlier posts: checked by the order its copies arrive in). Group changes
+ * between posts are not settled first (the library waits; each post goes to the group as it
+ * was when posted); every other op settles the posts first.
+ *
+ * Settling (post_settle): ms_ctx_drain, then the whole post log is read and every posted
+ * message is accounted destination by destination (a destination with no entry took the whole
+ * message), the ms_ctx_stats deltas since the first post must add up over the posted and the
+ * synchronous messages, and every receiver must hold exactly those messages' copies, byte for
+ * byte, in order (UDP: as a multiset, see post_check_rx).
+ */
+
+enum { PMAX = 64, PMEMB = NDEST * 8, RING = 64 << 10, PMAXLEN = RING / 4 };
+struct pmsg {
+	uint32_t pseq;    /* the sequence number its payload starts with */
+	size_t len;
+	uint64_t post;    /* ms_post's number; 0 for a synchronous send */
+	bool managed;     /* a slow-consumer policy applies to a member */
+	int n;
+	int id[PMEMB];    /* the members when posted, in no particular order */
+	int q[PMEMB];     /* their pool entries */
+	int status[PMEMB];
+	uint32_t flags[PMEMB];
+	bool logged[PMEMB];
+};
+static struct pmsg pm[PMAX];
+static int npm;
+static bool post_mode, window;
+static struct ms_stats wbefore;
+static unsigned w_refused, w_posted, w_waitable;
+static unsigned char postbuf[PMAXLEN + 64];
+static long rx_pending[NDEST]; /* per receiver (first pool entry with that rx): budget used */
+static uint64_t n_refused_total, n_posted_total; /* over the run, printed at exit */
+static struct ms_group *wgroup; /* the group posted to (maybe freed since: compared only) */
+static bool wgroup_freed;
+
+static int rx_key(int q)
+{
+	for (int e = 0; e < npool; e++)
+		if (pool[e].rx == pool[q].rx)
+			return e;
+	return q;
+}
+
+/* The message with sequence number s, len bytes: payload's pattern with s at its start. */
+static void fill_msg(unsigned char *to, uint32_t s, size_t len)
+{
+	memcpy(to, payload, len);
+	memcpy(to, &s, len < sizeof(s) ? len : sizeof(s));
+}
+
+static bool policy_managed(void)
+{
+	bool m = false;
+	for (int q = 0; q < nmodel; q++)
+		m |= policy != MS_SLOW_BLOCK && model[q] >= 0 && pool[model[q]].conn;
+	return m;
+}
+
+/* What a receiver can hold unread without a blocking sender waiting for it: AF_UNIX
+ * datagrams queue at most net.unix.max_dgram_qlen (10); UDP buffers by truesize; the streams'
+ * 4 MiB buffers. */
+static long rx_cost(const struct pdest *p, size_t len)
+{
+	if (p->lazy)
+		return 0;
+	if (p->stream)
+		return (long)len;
+	if (p->maxdgram)
+		return 2 * ((long)len + 4096);
+	return 1;
+}
+static long rx_budget(const struct pdest *p)
+{
+	if (p->stream)
+		return 1 << 20;
+	if (p->maxdgram)
+		return udp_big ? 4 << 20 : 100000;
+	return 8;
+}
+
+static void post_settle(struct ms_ctx *ctx);
+
+/* Open the window (stats before the first message), and make room for a message of len
+ * bytes to the current members: settle first if a receiver could not take it unread. */
+static void post_prepare(struct ms_ctx *ctx, size_t len)
+{
+	bool full = npm == PMAX;
+	long add[NDEST] = { 0 };
+	for (int k = 0; k < nmodel; k++)
+		if (model[k] >= 0 && !pool[model[k]].stuck)
+			add[rx_key(model[k])] += rx_cost(&pool[model[k]], len);
+	for (int q = 0; q < npool; q++)
+		full |= add[q] && rx_pending[q] + add[q] > rx_budget(&pool[q]);
+	if (full)
+		post_settle(ctx);
+	if (!window) {
+		window = true;
+		npm = 0;
+		w_refused = w_posted = w_waitable = 0;
+		memset(rx_pending, 0, sizeof(rx_pending));
+		wbefore = (struct ms_stats){ .size = sizeof(wbefore) };
+		CHECK(ms_ctx_stats(ctx, &wbefore) == 0);
+	}
+	for (int q = 0; q < npool; q++)
+		rx_pending[q] += add[q];
+}
+
+static struct pmsg *record(uint32_t s, size_t len, uint64_t post)
+{
+	struct pmsg *m = &pm[npm++];
+	m->pseq = s;
+	m->len = len;
+	m->post = post;
+	m->managed = policy_managed();
+	m->n = 0;
+	for (int k = 0; k < nmodel; k++) {
+		if (model[k] < 0)
+			continue;
+		m->id[m->n] = k;
+		m->q[m->n] = model[k];
+		m->status[m->n] = (int)len;
+		m->flags[m->n] = 0;
+		m->logged[m->n] = false;
+		m->n++;
+	}
+	return m;
+}
+
+/* The message's length and gather list (over postbuf) from the input. */
+static size_t post_shape(struct in *in, bool vector, struct iovec *iov, int *iovcnt, int *expect)
+{
+	unsigned raw = (take(in) << 8) | take(in);
+	/* Mostly small, sometimes near a quarter of the ring (which fills it fast). */
+	static const size_t edges[] = { 0, 1, PMAXLEN - 1, PMAXLEN, PMAXLEN + 1, 12000, 16000 };
+	size_t len = raw >= 0xf000 ? edges[raw % 7] : raw >= 0xc000 ? raw % PMAXLEN : raw % 2048;
+	*iovcnt = 1;
+	if (!vector)
+		return len;
+	unsigned c = take(in);
+	*iovcnt = c < 250 ? (int)(c % 9) : c < 254 ? 2000 : -1;
+	if (*iovcnt < 0 || *iovcnt > IOV_MAX) {
+		*expect = -EINVAL;
+		return 0;
+	}
+	size_t off = 0;
+	for (int k = 0; k < *iovcnt && k < 9; k++) {
+		size_t l = ((size_t)take(in) * 97) % 9000;
+		bool null_base = take(in) == 0xff;
+		if (off + l > PMAXLEN + 1)
+			l = 0;
+		iov[k].iov_base = null_base ? NULL : postbuf + off;
+		iov[k].iov_len = l;
+		if (null_base && l)
+			*expect = -EINVAL;
+		off += l;
+	}
+	return off;
+}
+
+static bool member_stuck(void)
+{
+	bool s = false;
+	for (int q = 0; q < nmodel; q++)
+		s |= model[q] >= 0 && pool[model[q]].stuck;
+	return s;
+}
+
+/* ms_post / ms_postv. */
+static void do_post(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
+{
+	struct iovec iov[9];
+	int iovcnt, expect = 0;
+	size_t len = post_shape(in, vector, iov, &iovcnt, &expect);
+	unsigned fb = take(in);
+	unsigned flags = fb & 3 ? (fb >> 2) & MS_SEND_DONTWAIT : take(in);
+	if (flags & ~MS_SEND_ALL_FLAGS)
+		expect = -EINVAL;
+	if (member_stuck())
+		flags |= MS_SEND_DONTWAIT; /* a send that waited for it would never return */
+	bool managed = policy_managed();
+	if (managed || (window && npm && pm[0].managed))
+		post_settle(ctx); /* a policy moves bytes between messages: one at a time */
+	if (!expect && live && len > PMAXLEN)
+		expect = -EMSGSIZE;
+	post_prepare(ctx, expect || !live ? 0 : len);
+	CHECK(npm < PMAX);
+	seq++;
+	fill_msg(postbuf, seq, len);
+	uint64_t ps = 77;
+	int r = vector ? ms_postv(g, iovcnt >= 0 && iovcnt <= 9 ? iov : NULL, iovcnt, flags, &ps)
+		       : ms_post(g, postbuf, len, flags, &ps);
+	/* The library copied the message: the caller's buffer is free at once. */
+	memset(postbuf, 0xee, len < sizeof(postbuf) ? len : sizeof(postbuf));
+	wgroup = g;
+	if (expect || !live) {
+		CHECK(r == expect && ps == 0);
+		return;
+	}
+	if (r == -EAGAIN) {
+		/* Only with MS_SEND_DONTWAIT, when the ring is full; nothing numbered or sent. */
+		CHECK((flags & MS_SEND_DONTWAIT) && ps == 0);
+		w_refused++;
+		n_refused_total++;
+		return;
+	}
+	CHECK(r == (int)live);
+	w_posted++;
+	n_posted_total++;
+	w_waitable += !(flags & MS_SEND_DONTWAIT);
+	CHECK(ps == wbefore.offload_msgs + w_posted);
+	record(seq, len, ps);
+	group_changed(); /* another fan-out: rotation and samples moved on */
+	if (managed)
+		post_settle(ctx);
+}
+
+/* A synchronous send among the posts: it waits for them, then sends from here. */
+static void do_post_sync(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool vector)
+{
+	struct iovec iov[9];
+	int iovcnt, expect = 0;
+	size_t len = post_shape(in, vector, iov, &iovcnt, &expect);
+	unsigned flags = (take(in) & 1) ? MS_SEND_DONTWAIT : 0;
+	if (member_stuck())
+		flags |= MS_SEND_DONTWAIT;
+	if (policy_managed() || expect || len > PMAXLEN) {
+		post_settle(ctx);
+		return;
+	}
+	post_prepare(ctx, len);
+	CHECK(npm < PMAX);
+	seq++;
+	fill_msg(postbuf, seq, len);
+	struct ms_result res[PMEMB];
+	int r = vector ? ms_sendv(g, iov, iovcnt, flags, res) : ms_send(g, postbuf, len, flags, res);
+	memset(postbuf, 0xee, len);
+	wgroup = g;
+	CHECK(r >= 0 && (size_t)r <= live);
+	struct pmsg *m = record(seq, len, 0);
+	int whole = 0;
+	bool seen[256] = { false };
+	for (int k = 0; k < m->n; k++) {
+		CHECK(res[k].id >= 0 && res[k].id < nmodel && model[res[k].id] >= 0 && !seen[res[k].id]);
+		seen[res[k].id] = true;
+		int j = 0;
+		while (m->id[j] != res[k].id)
+			j++;
+		m->status[j] = res[k].status;
+		m->flags[j] = res[k].flags;
+		whole += res[k].status == (int)len && !res[k].flags;
+	}
+	CHECK(whole == r);
+	if (m->n)
+		group_changed();
+}
+
+/* A connection's receiver read dry, whatever it holds (after a policy moved bytes the oracle
+ * cannot attribute): until the sender has nothing queued or unacknowledged (SIOCOUTQ) and the
+ * receiver nothing unread. */
+static void post_read_dry(const struct pdest *p)
+{
+	static unsigned char buf[MAXLEN + 1];
+	for (int t = 0; t < 200; t++) {
+		while (recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+			;
+		CHECK(errno == EAGAIN);
+		int outq = 1;
+		CHECK(ioctl(p->fd, SIOCOUTQ, &outq) == 0);
+		if (!outq)
+			break;
+		struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
+		poll(&pfd, 1, 10);
+	}
+	while (recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+		;
+}
+
+/* Every receiver holds exactly what the window's messages promise. */
+static void post_check_rx(bool *unknown)
+{
+	static unsigned char buf[MAXLEN + 1], want[2 << 20], msg[MAXLEN];
+	for (int q = 0; q < npool; q++) {
+		const struct pdest *p = &pool[q];
+		if (p->stuck || rx_key(q) != q)
+			continue;
+		if (unknown[q]) {
+			if (p->lazy)
+				lazy_expect = lazy_got = 0;
+			post_read_dry(p);
+			continue;
+		}
+		if (p->stream) {
+			size_t nw = 0;
+			for (int i = 0; i < npm; i++)
+				for (int k = 0; k < pm[i].n; k++) {
+					if (rx_key(pm[i].q[k]) != q)
+						continue;
+					int st = pm[i].status[k];
+					if (st <= 0)
+						continue;
+					if (p->lazy) {
+						lazy_expect += st;
+						continue;
+					}
+					CHECK(nw + (size_t)st <= sizeof(want));
+					fill_msg(want + nw, pm[i].pseq, (size_t)st);
+					nw += (size_t)st;
+				}
+			if (p->lazy)
+				continue;
+			size_t got = 0;
+			for (;;) {
+				ssize_t r = recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT);
+				if (r < 0) {
+					CHECK(errno == EAGAIN);
+					struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
+					if (got < nw && poll(&pfd, 1, 1000) == 1)
+						continue;
+					break;
+				}
+				CHECK(got + (size_t)r <= nw);
+				CHECK(memcmp(buf, want + got, (size_t)r) == 0);
+				got += (size_t)r;
+			}
+			if (got != nw)
+				fprintf(stderr, "post: stream receiver %d got %zu bytes of %zu\n", q, got, nw);
+			CHECK(got == nw);
+			continue;
+		}
+		/* Datagrams: the copies of whole sends, in order. AF_INET loopback delivery
+		 * may be deferred to a softirq on another CPU (parts of consecutive fan-outs
+		 * can leave from different threads), so for UDP the order is not checked:
+		 * each datagram must be one of the copies still expected. */
+		static int exp_i[PMAX * PMEMB];
+		static bool used[PMAX * PMEMB];
+		int ne = 0;
+		for (int i = 0; i < npm; i++)
+			for (int k = 0; k < pm[i].n; k++)
+				if (rx_key(pm[i].q[k]) == q && pm[i].status[k] == (int)pm[i].len &&
+				    !pm[i].flags[k]) {
+					used[ne] = false;
+					exp_i[ne++] = i;
+				}
+		int got = 0, next = 0;
+		for (;;) {
+			ssize_t r = recv(p->rx, buf, sizeof(buf), MSG_DONTWAIT);
+			if (r < 0) {
+				CHECK(errno == EAGAIN);
+				struct pollfd pfd = { .fd = p->rx, .events = POLLIN };
+				if (got < ne && poll(&pfd, 1, 1000) == 1)
+					continue;
+				break;
+			}
+			CHECK(got < ne);
+			int at = -1;
+			if (!p->maxdgram) {
+				at = next++;
+			} else {
+				for (int e = 0; e < ne && at < 0; e++) {
+					const struct pmsg *m = &pm[exp_i[e]];
+					if (used[e] || m->len != (size_t)r)
+						continue;
+					fill_msg(msg, m->pseq, m->len);
+					if (!memcmp(buf, msg, m->len))
+						at = e;
+				}
+				if (at < 0)
+					fprintf(stderr, "post: UDP receiver %d: a datagram of %zd bytes "
+						"no send promised\n", q, r);
+				CHECK(at >= 0);
+			}
+			const struct pmsg *m = &pm[exp_i[at]];
+			if ((size_t)r != m->len)
+				fprintf(stderr, "post: receiver %d: datagram %d has %zd bytes, expected "
+					"message %u of %zu\n", q, at, r, m->pseq, m->len);
+			CHECK((size_t)r == m->len);
+			fill_msg(msg, m->pseq, m->len);
+			CHECK(memcmp(buf, msg, m->len) == 0);
+			used[at] = true;
+			got++;
+		}
+		if (got != ne)
+			fprintf(stderr, "post: receiver %d got %d datagrams of %d\n", q, got, ne);
+		CHECK(got == ne);
+	}
+}
+
+static void post_settle(struct ms_ctx *ctx)
+{
+	if (!window)
+		return;
+	window = false;
+	CHECK(ms_ctx_drain(ctx) == 0);
+	struct ms_stats a = { .size = sizeof(a) };
+	CHECK(ms_ctx_stats(ctx, &a) == 0);
+	/* The post log: every entry a destination of a message posted in this window that did
+	 * not take it whole, in message order, each once. */
+	static struct ms_post_error e[512];
+	uint64_t lost_sum = 0, last = 0;
+	int first = 0;
+	for (;;) {
+		uint64_t lost = 99;
+		int n = ms_ctx_post_errors(ctx, e, 512, &lost);
+		CHECK(n >= 0 && n <= 512);
+		lost_sum += lost;
+		if (!n)
+			break;
+		for (int j = 0; j < n; j++) {
+			CHECK(e[j].seq > wbefore.offload_msgs &&
+			      e[j].seq <= wbefore.offload_msgs + w_posted && e[j].seq >= last);
+			last = e[j].seq;
+			while (first < npm && pm[first].post != e[j].seq)
+				first++;
+			CHECK(first < npm);
+			struct pmsg *m = &pm[first];
+			CHECK(e[j].g == wgroup);
+			int k = 0;
+			while (k < m->n && m->id[k] != e[j].id)
+				k++;
+			if (k == m->n)
+				fprintf(stderr, "post: log entry for id %d, not a member of message %llu\n",
+					e[j].id, (unsigned long long)e[j].seq);
+			CHECK(k < m->n && !m->logged[k]);
+			m->logged[k] = true;
+			m->status[k] = e[j].status;
+			m->flags[k] = e[j].flags;
+			CHECK(e[j].status != (int)m->len || e[j].flags);
+		}
+	}
+	if (getenv("FUZZ_GROUP_DEBUG")) fprintf(stderr, "settle: %d msgs, log read up to seq %llu, managed %d, lazy %ld/%ld, backlog %zu\n", npm, (unsigned long long)last, npm ? pm[0].managed : -1, lazy_got, lazy_expect, wgroup_freed ? 0 : ms_group_backlog(wgroup));
+	CHECK(lost_sum == 0); /* at most 64 messages, and only the stuck socket and the small
+	                         stream fail: far fewer than MS_POST_LOG_ENTRIES */
+	/* Each destination's outcome is one a send could have, and the counters add up. */
+	uint64_t att = 0, acc = 0, part = 0, fail = 0, bytes = 0, cls[C_OTHER + 1] = { 0 };
+	uint64_t queued = 0, dropped = 0, removed = 0, fanouts = 0;
+	bool any_managed = false, unknown[NDEST] = { false };
+	for (int i = 0; i < npm; i++) {
+		const struct pmsg *m = &pm[i];
+		any_managed |= m->managed;
+		att += (uint64_t)m->n;
+		fanouts += m->n > 0;
+		for (int k = 0; k < m->n; k++) {
+			const struct pdest *p = &pool[m->q[k]];
+			int st = m->status[k];
+			uint32_t f = m->flags[k];
+			bool managed = m->managed && p->conn;
+			CHECK((f & ~(uint32_t)(MS_RES_QUEUED | MS_RES_DROPPED | MS_RES_REMOVED)) == 0);
+			if (!managed) {
+				CHECK(f == 0);
+				CHECK(st <= (int)m->len);
+				if (!p->stream)
+					CHECK(st < 0 || st == (int)m->len);
+			} else {
+				CHECK(__builtin_popcount(f) <= 1 || f == (MS_RES_QUEUED | MS_RES_REMOVED));
+				if (f & MS_RES_QUEUED)
+					CHECK(st >= 0 && (size_t)st < m->len && policy != MS_SLOW_DISCONNECT);
+				if (f & MS_RES_DROPPED)
+					CHECK(st < 0 && policy != MS_SLOW_DISCONNECT);
+				if (st != (int)m->len || f || held[m->id[k]])
+					unknown[rx_key(m->q[k])] = true;
+			}
+			if (p->stuck)
+				CHECK(st == -EAGAIN && f == 0);
+			if (st == -EMSGSIZE)
+				CHECK(p->maxdgram && m->len > (size_t)p->maxdgram);
+			if (f & MS_RES_QUEUED) {
+				part++;
+				bytes += st > 0 ? (uint64_t)st : 0;
+			} else if (st >= 0) {
+				bytes += (uint64_t)st;
+				if ((size_t)st == m->len)
+					acc++;
+				else
+					part++;
+			} else {
+				fail++;
+				cls[err_class(-st)]++;
+			}
+			queued += (f & MS_RES_QUEUED) != 0;
+			dropped += (f & MS_RES_DROPPED) != 0;
+			removed += (f & MS_RES_REMOVED) != 0;
+		}
+	}
+	CHECK(a.offload_msgs - wbefore.offload_msgs == w_posted);
+	CHECK(a.offload_refused - wbefore.offload_refused == w_refused);
+	CHECK(a.offload_waits - wbefore.offload_waits <= w_waitable);
+	if (a.fanouts - wbefore.fanouts != fanouts || a.dests_attempted - wbefore.dests_attempted != att)
+		fprintf(stderr, "post: fanouts %llu (expected %llu), attempted %llu (expected %llu)\n",
+			(unsigned long long)(a.fanouts - wbefore.fanouts), (unsigned long long)fanouts,
+			(unsigned long long)(a.dests_attempted - wbefore.dests_attempted),
+			(unsigned long long)att);
+	CHECK(a.fanouts - wbefore.fanouts == fanouts);
+	CHECK(a.dests_attempted - wbefore.dests_attempted == att);
+	CHECK(a.dests_accepted - wbefore.dests_accepted == acc);
+	CHECK(a.dests_partial - wbefore.dests_partial == part);
+	CHECK(a.dests_failed - wbefore.dests_failed == fail);
+	for (int c = 0; c <= C_OTHER; c++)
+		CHECK(err_counter(&a, c) - err_counter(&wbefore, c) == cls[c]);
+	CHECK(a.slow_queued - wbefore.slow_queued == queued);
+	CHECK(a.slow_dropped - wbefore.slow_dropped == dropped);
+	CHECK(a.slow_removed - wbefore.slow_removed == removed);
+	if (any_managed)
+		CHECK(a.bytes - wbefore.bytes >= bytes);
+	else
+		CHECK(a.bytes - wbefore.bytes == bytes);
+	/* A policy removed some: the model follows. What the policy holds or moved between
+	 * messages is read from a flush (each backlog's size), and those receivers read dry. */
+	for (int i = 0; i < npm; i++)
+		for (int k = 0; k < pm[i].n; k++)
+			if ((pm[i].flags[k] & MS_RES_REMOVED) && model[pm[i].id[k]] >= 0) {
+				model[pm[i].id[k]] = -1;
+				held[pm[i].id[k]] = 0;
+				live--;
+				group_changed();
+			}
+	bool any_unknown = false;
+	for (int q = 0; q < npool; q++)
+		any_unknown |= unknown[q];
+	if (any_unknown && !wgroup_freed) {
+		struct ms_result res[PMEMB];
+		int n = ms_group_backlog(wgroup) ? ms_group_flush(wgroup, res) : 0;
+		CHECK(n >= 0);
+		for (int k = 0; k < nmodel; k++)
+			held[k] = 0;
+		for (int j = 0; j < n; j++) {
+			CHECK(res[j].id >= 0 && res[j].id < nmodel && model[res[j].id] >= 0);
+			unknown[rx_key(model[res[j].id])] = true;
+			if (res[j].flags & MS_RES_REMOVED) {
+				model[res[j].id] = -1;
+				live--;
+				group_changed();
+			} else {
+				held[res[j].id] = res[j].backlog;
+			}
+		}
+		size_t total = 0;
+		for (int k = 0; k < nmodel; k++)
+			total += model[k] >= 0 ? held[k] : 0;
+		CHECK(ms_group_backlog(wgroup) == total);
+	}
+	post_check_rx(unknown);
+	npm = 0;
+	/* The group's last sample may be a posted fan-out's (of the group as it was then):
+	 * check_order looks only at samples newer than this. */
+	if (ts_mode && !wgroup_freed) {
+		static struct ms_ts_dest t[PMEMB];
+		uint64_t call_ns = 0;
+		CHECK(ms_group_ts_collect(wgroup) >= 0);
+		if (ms_group_ts_last(wgroup, t, PMEMB, &call_ns) > 0)
+			last_call_ns = call_ns;
+	}
+}
+
+/* Offload's contract on a context of its own, once: a message over a quarter of the ring,
+ * and a post log that overflows (the stuck socket fails every message: MS_POST_LOG_ENTRIES
+ * and more, all accounted as entries or lost). */
+static void post_selftest(struct ms_ctx *ctx)
+{
+	struct ms_group *g;
+	CHECK(ms_group_new(ctx, &g) == 0);
+	uint64_t s = 9;
+	CHECK(ms_post(g, payload, 10, 0, &s) == 0 && s == 0); /* empty group */
+	struct ms_dest d = { pool[stuck_q].fd, 0, NULL };
+	int id = ms_group_add(g, &d);
+	CHECK(id >= 0);
+	CHECK(ms_post(g, payload, PMAXLEN + 1, MS_SEND_DONTWAIT, &s) == -EMSGSIZE && s == 0);
+	struct ms_stats b = { .size = sizeof(b) }, a = { .size = sizeof(a) };
+	CHECK(ms_ctx_stats(ctx, &b) == 0);
+	unsigned posted = 0, refused = 0;
+	for (int i = 0; posted < MS_POST_LOG_ENTRIES + 100 && i < 100000; i++) {
+		int r = ms_post(g, payload, 1 + i % 64, MS_SEND_DONTWAIT, &s);
+		CHECK(r == 1 || (r == -EAGAIN && s == 0));
+		if (r == 1)
+			CHECK(s == b.offload_msgs + ++posted);
+		refused += r == -EAGAIN;
+		if (r == -EAGAIN)
+			usleep(20); /* the ring is full: let the offload thread run */
+	}
+	CHECK(ms_ctx_drain(ctx) == 0);
+	CHECK(ms_ctx_stats(ctx, &a) == 0);
+	CHECK(a.offload_msgs - b.offload_msgs == posted && a.offload_refused - b.offload_refused == refused);
+	CHECK(a.err_again - b.err_again == posted && a.dests_failed - b.dests_failed == posted);
+	static struct ms_post_error e[MS_POST_LOG_ENTRIES];
+	uint64_t lost = 0, got = 0, last = b.offload_msgs;
+	int n;
+	while ((n = ms_ctx_post_errors(ctx, e, MS_POST_LOG_ENTRIES, NULL)) > 0)
+		for (int j = 0; j < n; j++, got++) {
+			CHECK(e[j].seq > last && e[j].id == id && e[j].status == -EAGAIN && e[j].g == g);
+			last = e[j].seq;
+		}
+	CHECK(ms_ctx_post_errors(ctx, e, 0, &lost) == 0);
+	if (got != MS_POST_LOG_ENTRIES || got + lost != posted)
+		fprintf(stderr, "post log: %llu entries + %llu lost, %u posted\n",
+			(unsigned long long)got, (unsigned long long)lost, posted);
+	CHECK(got == MS_POST_LOG_ENTRIES && got + lost == posted);
+	ms_group_free(g);
+	int outq = 0;
+	CHECK(ioctl(pool[stuck_q].fd, SIOCOUTQ, &outq) == 0 && outq == stuck_outq);
+}
+
+static void post_report(void)
+{
+	fprintf(stderr, "fuzz-group: %llu messages posted, %llu refused (full ring)\n",
+		(unsigned long long)n_posted_total, (unsigned long long)n_refused_total);
+}
+
+/* The end of a post-mode input: the group freed with the posts still queued (it sends them
+ * first) or after they settled; the context freed (and made again by the next input) if the
+ * input says so. */
+static void post_finish(struct ms_ctx *ctx, struct ms_group **g, bool free_early)
+{
+	if (free_early) {
+		ms_group_free(*g); /* waits for the posts */
+		*g = NULL;
+		wgroup_freed = true;
+	}
+	post_settle(ctx);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool ready;
 	if (!ready) {
 		setup_pool();
+		atexit(post_report);
 		ready = true;
 	}
 	struct in in = { data, size };
@@ -846,6 +1478,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * the library's; no cpus). */
 	unsigned b0 = take(&in), backend = 1 + b0 % 3, shape = take(&in);
 	workers = 1 + (b0 / 3) % 4;
+	/* 228..239: offload (see "Offload" above). */
+	post_mode = b0 / 12 == 19;
 	/* Timestamps: off, every fan-out's first and last destination, or all of them. */
 	unsigned ts = (shape >> 3) % 3;
 	/* Rotation: the send order starts one destination later on each fan-out. */
@@ -863,24 +1497,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * rotation and workers): setting up a ring and its file table, or threads, costs more
 	 * than most inputs, and a context outliving many groups is what a publisher does. */
 	static struct ms_ctx *ctxs[4][8][3][2][4];
+	static struct ms_ctx *post_ctxs[4][8][3][2][4];
+	if (post_mode) {
+		cfg.flags |= MS_CFG_OFFLOAD;
+		cfg.offload_kib = RING >> 10;
+	}
 	static bool no_ts; /* the kernel cannot stamp per datagram: run without timestamps */
 	if (no_ts) {
 		ts = 0;
 		cfg.ts_sample = cfg.ts_flags = 0;
 	}
-	struct ms_ctx **slot = &ctxs[cfg.backend][qd][ts][rot][workers - 1];
+	struct ms_ctx *(*cs)[8][3][2][4] = post_mode ? post_ctxs : ctxs;
+	struct ms_ctx **slot = &cs[cfg.backend][qd][ts][rot][workers - 1];
+	bool fresh = !*slot;
 	if (!*slot) {
 		int r = ms_ctx_new(slot, &cfg);
 		if (r == -ENOTSUP && ts) {
 			no_ts = true;
 			ts = 0;
 			cfg.ts_sample = cfg.ts_flags = 0;
-			slot = &ctxs[cfg.backend][qd][0][rot][workers - 1];
+			slot = &cs[cfg.backend][qd][0][rot][workers - 1];
+			fresh = !*slot;
 			r = *slot ? 0 : ms_ctx_new(slot, &cfg);
 		}
 		CHECK(r == 0);
 	}
 	ctx = *slot;
+	if (post_mode && fresh)
+		post_selftest(ctx);
+	window = false;
+	npm = 0;
+	wgroup_freed = false;
+	bool free_early = false, free_ctx = false;
 	CHECK(ms_group_new(ctx, &g) == 0);
 	nmodel = 0;
 	live = 0;
@@ -892,7 +1540,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	last_call_ns = 0;
 
 	for (int ops = 0; in.n && ops < 64; ops++) {
-		unsigned op = take(&in) % 8;
+		unsigned ob = take(&in), op = ob % 8;
+		if (post_mode && op >= 3) {
+			unsigned sub = (ob >> 3) & 3;
+			if (op == 7 && (ob & 0xc0) == 0xc0) {
+				/* End here: the group freed with its posts queued. */
+				free_early = true;
+				free_ctx = ob & 0x20;
+				break;
+			}
+			if ((op == 3 || op == 4) && (sub == 1 || sub == 2)) {
+				do_post(ctx, g, &in, op == 4);
+				continue; /* ms_group_size would wait for the posts */
+			}
+			if ((op == 3 || op == 4) && sub == 3) {
+				do_post_sync(ctx, g, &in, op == 4);
+				continue;
+			}
+			post_settle(ctx);
+		}
 		if (op == 5) {
 			do_set_slow(g, &in);
 			continue;
@@ -982,7 +1648,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		CHECK(ms_group_size(g) == live);
 	}
-	ms_group_free(g);
+	if (post_mode)
+		post_finish(ctx, &g, free_early);
+	if (g)
+		ms_group_free(g);
 	struct ms_stats st = { .size = sizeof(st) };
 	CHECK(ms_ctx_stats(ctx, &st) == 0 && st.backlog_bytes == 0);
 	/* Freeing the group accounted its last sample: every destination that asked for a stamp
@@ -996,5 +1665,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * discarded with it. Next input starts from an empty stream. */
 	drain_lazy();
 	lazy_expect = lazy_got = 0;
+	if (free_ctx) {
+		ms_ctx_free(ctx);
+		*slot = NULL;
+	}
 	return 0;
 }

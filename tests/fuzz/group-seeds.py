@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # The named seeds of tests/fuzz/corpus/fuzz-group (fanout-*, slow-*, stuck-*, unix-stream-*,
-# workers-*): inputs that reach each mode of fuzz-group.c, written in its input format.
+# workers-*, post-*): inputs that reach each mode of fuzz-group.c, written in its input format.
 #   tests/fuzz/group-seeds.py tests/fuzz/corpus/fuzz-group
 import os, sys
 out = sys.argv[1]
@@ -21,7 +21,9 @@ def sendv(lens, dontwait=False, res=True):
 def slow(policy, limit=None):
     if limit is None:
         return bytes([5, policy])
-    return bytes([5, policy | 0x40, limit])
+    # do_set_slow: policy = byte % 5, 0x40 = a queue limit follows (policy | 0x40 would
+    # change the policy: 66 % 5 is 1)
+    return bytes([5, next(b for b in range(0x40, 0x80) if b % 5 == policy), limit])
 FLUSH, DRAIN = bytes([6]), bytes([7])
 UDP_UNCONN = [7, 8, 9]; UDP_CONN = [10, 11]; UNIX_DG = [0, 1, 2]; UNIX_UNCONN = [4, 5, 6]
 SEQPACKET, TCP, SMALL = 3, 12, 13
@@ -94,3 +96,71 @@ for be in (1, 2, 3):
     b += send(1000) + sendv([5, 0, 6]) + send(0xfff6, dontwait=True) + send(3)
     b += slow(2) + send(0xfff6) + send(100, dontwait=True) + FLUSH + rm(0) + send(9) + FLUSH
     write(f'unix-stream-{names[be]}', b)
+
+# Offload (first byte 228..239): posts (op byte bits 3-4 = 1), synchronous sends among them
+# (3), the synchronous do_send after settling (0); op 7 with 0xc0 ends the input with the
+# group freed while posts are queued (0x20: the context freed too).
+def phdr(backend, workers, ts=0, rot=0, qd=3):
+    h = hdr(backend, workers, ts, rot, qd)
+    return bytes([228 + h[0]]) + h[1:]
+def plen(n):  # post_shape's length: 16384 (a quarter of the ring), 16385, 12000, 16000
+    return {16384: 0xf002, 16385: 0xf003, 12000: 0xf004, 16000: 0xf005}.get(n, n)
+def post(n, dontwait=False):
+    r = plen(n)
+    return bytes([3 | 8, r >> 8, r & 255, 1 | (4 if dontwait else 0)])
+def postv(lens, dontwait=False):
+    b = bytes([4 | 8, 0, 0, len(lens)])
+    for l in lens:
+        b += bytes([l, 0])  # length l*97 % 9000
+    return b + bytes([1 | (4 if dontwait else 0)])
+def psync(n, dontwait=False):
+    r = plen(n)
+    return bytes([3 | 24, r >> 8, r & 255, 1 if dontwait else 0])
+def psyncv(lens):
+    b = bytes([4 | 24, 0, 0, len(lens)])
+    for l in lens:
+        b += bytes([l, 0])
+    return b + bytes([0])
+END_FREE, END_FREE_CTX = bytes([0xc7]), bytes([0xe7])
+for be in (1, 2, 3):
+    for w in (1, 2, 4):
+        b = phdr(be, w, 0 if w != 4 else 2, 1 if w == 2 else 0)
+        for k in range(3 if w < 4 else 6):
+            for i in UDP_UNCONN: b += add(i)
+        for i in UDP_CONN + UNIX_DG + UNIX_UNCONN + [TCP]: b += add(i)
+        b += post(100) + post(1400) + postv([3, 0, 5]) + psync(200) + post(0) + post(16384)
+        b += rm(3) + post(64) + add(3) + post(65) + psyncv([1, 2]) + post(16385)
+        b += send(100) + post(9) + post(10, dontwait=True) + rm(0) + post(11)
+        write(f'post-fanout-{names[be]}-w{w}', b)
+        # a full ring: bursts of 16000-byte posts, with and without MS_SEND_DONTWAIT
+        b = phdr(be, w)
+        for i in UDP_UNCONN + UDP_CONN: b += add(i)
+        for k in range(10): b += post(16000, dontwait=True)
+        b += post(16000) + post(16000) + psync(12000)
+        for k in range(8): b += post(12000, dontwait=k % 2 == 0)
+        write(f'post-full-{names[be]}-w{w}', b)
+    # the stuck socket and the small stream without a policy: -EAGAIN and short counts logged
+    b = phdr(be, 2 if be == 2 else 1)
+    b += add(STUCK) + add(SMALL) + add(USTREAM)
+    for i in UDP_UNCONN + UNIX_DG: b += add(i)
+    for k in range(6): b += post(12000) + post(16000, dontwait=True)
+    b += psync(3000) + DRAIN + post(500) + rm(0) + post(100) + DRAIN
+    write(f'post-stuck-small-{names[be]}', b)
+    # slow-consumer policies on the small stream, with posts
+    for pol, pname in ((1, 'drop'), (2, 'queue'), (3, 'disconnect')):
+        b = phdr(be, 1)
+        b += add(SMALL) + add(TCP) + add(SEQPACKET)
+        for i in UDP_UNCONN: b += add(i)
+        # do_set_slow's byte: policy = byte % 5, 0x40 a queue limit (byte 67: queue)
+        b += slow(pol, 16) if pol == 2 else slow(pol)
+        for k in range(12): b += post(16000, dontwait=bool(k & 1))
+        b += FLUSH + DRAIN + post(300) + FLUSH + send(10) + post(20)
+        write(f'post-slow-{pname}-{names[be]}', b)
+    # the group freed with posts queued; and the context too
+    for end, ename in ((END_FREE, 'free-group'), (END_FREE_CTX, 'free-ctx')):
+        b = phdr(be, 3)
+        for k in range(3):
+            for i in UDP_UNCONN: b += add(i)
+        for i in UNIX_DG + [TCP, STUCK, SMALL]: b += add(i)  # the stuck one: log entries
+        b += post(16000) + post(16000) + post(1000) + rm(1) + post(16000) + end
+        write(f'post-{ename}-{names[be]}', b)
