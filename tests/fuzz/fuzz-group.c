@@ -1084,6 +1084,15 @@ static void do_post_sync(struct ms_ctx *ctx, struct ms_group *g, struct in *in, 
 	wgroup = g;
 	CHECK(r >= 0 && (size_t)r <= live);
 	struct pmsg *m = record(seq, len, 0);
+	/* What the policy did: the group's record of this call, by position. */
+	struct ms_slow_result sr[PMEMB];
+	uint32_t fl[PMEMB] = { 0 };
+	int nsr = ms_group_slow_results(g, sr, PMEMB);
+	CHECK(nsr >= 0 && nsr <= m->n);
+	for (int i = 0; i < nsr; i++) {
+		CHECK(sr[i].pos < (uint32_t)m->n && sr[i].id == res[sr[i].pos].id);
+		fl[sr[i].pos] = sr[i].flags;
+	}
 	int whole = 0;
 	bool seen[256] = { false };
 	for (int k = 0; k < m->n; k++) {
@@ -1093,8 +1102,8 @@ static void do_post_sync(struct ms_ctx *ctx, struct ms_group *g, struct in *in, 
 		while (m->id[j] != res[k].id)
 			j++;
 		m->status[j] = res[k].status;
-		m->flags[j] = res[k].flags;
-		whole += res[k].status == (int)len && !res[k].flags;
+		m->flags[j] = fl[k];
+		whole += res[k].status == (int)len && !fl[k];
 	}
 	CHECK(whole == r);
 	if (m->n)
@@ -1364,9 +1373,9 @@ static void post_settle(struct ms_ctx *ctx)
 	for (int q = 0; q < npool; q++)
 		any_unknown |= unknown[q];
 	if (any_unknown && !wgroup_freed) {
-		struct ms_result res[PMEMB];
-		int n = ms_group_backlog(wgroup) ? ms_group_flush(wgroup, res) : 0;
-		CHECK(n >= 0);
+		struct ms_slow_result res[PMEMB];
+		int n = ms_group_backlog(wgroup) ? ms_group_flush(wgroup, res, PMEMB) : 0;
+		CHECK(n >= 0 && n <= PMEMB);
 		for (int k = 0; k < nmodel; k++)
 			held[k] = 0;
 		for (int j = 0; j < n; j++) {
