@@ -94,14 +94,7 @@ _Static_assert(sizeof(struct ms__counters) == 8 * MS__NCOUNTERS, "one word per c
 	X(partial)                                                                            \
 	X(failed)                                                                             \
 	X(zc_sends)                                                                           \
-	X(zc_copied)                                                                          \
-	X(ts_sampled)                                                                         \
-	X(ts_requested)                                                                       \
-	X(ts_stamped)                                                                         \
-	X(ts_missing)                                                                         \
-	X(ts_unsupported)                                                                     \
-	X(ts_foreign)                                                                         \
-	X(ts_late)
+	X(zc_copied)
 
 struct ms__tally {
 #define MS__T_FIELD(n) uint32_t n;
