@@ -170,6 +170,7 @@ struct ms_ctx {
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
+	bool be_fork_unsafe; /* be->caps has MS__CAP_FORK_UNSAFE (one test per call) */
 	struct ms__counters c; /* lib/core/counters.h */
 	void *be_state; /* owned by the backend */
 	uint32_t ts_sample, ts_flags;

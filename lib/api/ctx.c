@@ -570,6 +570,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return err;
 	}
+	ctx->be_fork_unsafe = ctx->be->caps & MS__CAP_FORK_UNSAFE;
 	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
 	    (ctx->pub && (err = ms__mlock(ctx, ctx->pub, sizeof(*ctx->pub)))) ||
 	    ((c.workers > 1 || (c.flags & MS_CFG_OFFLOAD)) && (err = ms__pool_start(ctx, &c)))) {

@@ -48,8 +48,9 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 		return ms__pool_send(s);
 	const struct ms__backend *be = ctx->be;
 	void *st = ctx->be_state;
-	if (unlikely((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
-	    unlikely(s->b.hdr && !(be->caps & MS__CAP_HDR))) {
+	if (unlikely(s->b.hdr | ctx->be_fork_unsafe) &&
+	    (((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
+	     (s->b.hdr && !(be->caps & MS__CAP_HDR)))) {
 		be = &ms__backend_loop;
 		st = NULL;
 	}
@@ -83,7 +84,7 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 			.n = g->size,
 			.iov = g->iov,
 			.iovcnt = iovcnt,
-			.hdr = iovcnt != 1 || len > UINT32_MAX,
+			.hdr = (iovcnt != 1) | (len > UINT32_MAX),
 			.msg_flags = MSG_NOSIGNAL | ((flags & MS_SEND_DONTWAIT) ? MSG_DONTWAIT : 0),
 			.len = len,
 			.res = res,
