@@ -215,11 +215,11 @@ static void log_results(struct ms__pool *p, struct ms_group *g, uint64_t seq, si
 			const struct ms_result *res, size_t n)
 {
 	uint64_t w = p->log_w, r = __atomic_load_n(&p->log_r, __ATOMIC_ACQUIRE), lost = 0;
-	const struct ms_slow_result *sr = g->slowres, *sr_end = sr + g->nslowres;
+	size_t k = 0; /* the next entry of the group's record (slowres may be NULL) */
 	for (size_t i = 0; i < n; i++) {
 		uint32_t flags = 0;
-		if (sr < sr_end && sr->pos == i)
-			flags = (sr++)->flags;
+		if (k < g->nslowres && g->slowres[k].pos == i)
+			flags = g->slowres[k++].flags;
 		if (res[i].status == (int)len && !flags)
 			continue;
 		if (w - r == MS_POST_LOG_ENTRIES &&
