@@ -215,6 +215,9 @@ void ms__quiesce(const struct ms_ctx *ctx);
 bool ms__offloaded(const struct ms_ctx *ctx);
 /* The offload counters: messages, waits, refusals. */
 void ms__offload_counts(const struct ms_ctx *ctx, uint64_t v[3]);
+/* Room for n results in the offload thread's array (a group grew to n; no-op without offload).
+ * Called with the context quiesced (ms_group_add). 0 or -errno. */
+int ms__offload_reserve(struct ms_ctx *ctx, size_t n);
 void ms__pool_describe(const struct ms_ctx *ctx, char *buf, size_t len);
 /* The send path shared by ms_send, ms_sendv, ms_post (forked child) and the offload thread. */
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,

@@ -267,7 +267,8 @@ static int ids_reserve(struct ms_group *g)
 	return 0;
 }
 
-/* Room for one more entry in the plan (and, with a policy, in the scratch status array). */
+/* Room for one more entry in the plan (and, with a policy, in the scratch status array; with
+ * offload, in the offload thread's result array). */
 static int plan_reserve(struct ms_group *g)
 {
 	if (g->size < g->capplan)
@@ -277,6 +278,8 @@ static int plan_reserve(struct ms_group *g)
 	int err = ms__grow(g->ctx, &g->plan, ncap * sizeof(*g->plan));
 	if (!err && g->slow.policy != MS_SLOW_BLOCK)
 		err = ms__slow_reserve(g, ncap);
+	if (!err)
+		err = ms__offload_reserve(g->ctx, ncap);
 	if (err)
 		return err;
 	g->capplan = ncap;

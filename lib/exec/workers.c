@@ -246,16 +246,8 @@ static void send_logged(struct ms__pool *p, struct ms_group *g, const struct iov
 {
 	struct ms_ctx *ctx = p->ctx;
 	const size_t n = g->size;
-	struct ms_result *res = own_res ? p->res : NULL;
-	if (!own_res || p->res_cap < n) {
-		res = malloc(n * sizeof(*res));
-		if (res && own_res) {
-			free(p->res);
-			p->res = res;
-			p->res_cap = n;
-			(void)ms__mlock(ctx, res, n * sizeof(*res));
-		}
-	}
+	/* The offload thread's array has room for every group (ms__offload_reserve). */
+	struct ms_result *res = !own_res ? malloc(n * sizeof(*res)) : p->res_cap >= n ? p->res : NULL;
 	if (!res) {
 		uint64_t before = ctx->c.dests_failed + ctx->c.dests_partial;
 		(void)ms__do_send(g, iov, iovcnt, len, flags, NULL);
@@ -486,6 +478,17 @@ int ms__pool_send(struct ms__send *s)
 }
 
 /* ---- offload -------------------------------------------------------------------------------- */
+
+int ms__offload_reserve(struct ms_ctx *ctx, size_t n)
+{
+	struct ms__pool *p = ctx->pool;
+	if (!p || !p->offload || n <= p->res_cap)
+		return 0;
+	int err = ms__grow(ctx, &p->res, n * sizeof(*p->res));
+	if (!err)
+		p->res_cap = n;
+	return err;
+}
 
 bool ms__offloaded(const struct ms_ctx *ctx)
 {

@@ -340,18 +340,18 @@ void ms__slow_after(struct ms__send *s, int be_err)
 		struct ms__bucket *b = g->buckets[k];
 		if (!b->managed)
 			continue;
-		uint32_t flags = 0, *fl = &flags;
+		uint32_t flags = 0;
 		int status;
 		bool had_backlog = b->stalled;
 		if (had_backlog) {
-			status = stalled_dest(s, b, be_err, fl);
+			status = stalled_dest(s, b, be_err, &flags);
 		} else {
 			int st = res[i].status; /* the executor's */
 			uncount(t, s->b.len, st);
 			if (be_err && st == be_err)
 				status = be_err; /* it could not be attempted: not the consumer's doing */
 			else
-				status = apply(s, b, st, fl);
+				status = apply(s, b, st, &flags);
 		}
 		record(g, res, i, b, status, flags, had_backlog);
 		if (flags & MS_RES_QUEUED) {
