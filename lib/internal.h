@@ -171,6 +171,7 @@ struct ms_ctx {
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
 	bool be_fork_unsafe; /* be->caps has MS__CAP_FORK_UNSAFE (one test per call) */
+	unsigned modes;     /* MS__MODE_*: what the stages before the executor have to do */
 	struct ms__counters c; /* lib/core/counters.h */
 	void *be_state; /* owned by the backend */
 	uint32_t ts_sample, ts_flags;
@@ -251,6 +252,10 @@ void ms__publish_all(struct ms_ctx *ctx);
  * mirror forgotten). */
 struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx);
 extern unsigned ms__fork_gen;
+#define MS__MODE_ROTATE 1u /* MS_CFG_ROTATE */
+#define MS__MODE_POOL 2u   /* library threads (workers, offload) */
+#define MS__MODE_TS 4u     /* ts_sample */
+
 /* Is this a child forked after ctx was made? (Checked once per call, in lib/api/send.c.) */
 static inline bool ms__forked(const struct ms_ctx *ctx)
 {

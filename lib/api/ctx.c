@@ -582,6 +582,8 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return err;
 	}
+	ctx->modes = ((c.flags & MS_CFG_ROTATE) ? MS__MODE_ROTATE : 0) |
+		     (ctx->pool ? MS__MODE_POOL : 0) | (c.ts_sample ? MS__MODE_TS : 0);
 	ms__publish(ctx);
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND"))
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);

@@ -59,6 +59,23 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 	return be->send(st, &s->b, s->first, s->b.n);
 }
 
+/* The stages before the executor, for a context with a mode (ctx->modes) or a group with a
+ * policy: rotation's first position, the parts, a timestamp sample, the policy's status array. */
+static void before(struct ms_ctx *ctx, struct ms__send *s)
+{
+	struct ms_group *g = s->g;
+	if (ctx->modes & MS__MODE_ROTATE)
+		s->first = rotate(g);
+	if (ctx->modes & MS__MODE_POOL)
+		s->parts = ms__pool_parts(ctx, s);
+	/* (timestamps ride on control messages: only a backend that sends prepared headers) */
+	if ((ctx->modes & MS__MODE_TS) && g->ts_calls++ % ctx->ts_sample == 0 &&
+	    (ctx->be->caps & MS__CAP_HDR))
+		ms__ts_begin(s);
+	if (s->managed)
+		ms__slow_before(s);
+}
+
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
 		unsigned flags, struct ms_result *res)
 {
@@ -93,23 +110,17 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		.parts = 1,
 		.managed = g->nmanaged > 0,
 	};
-	/* before */
-	if (ctx->flags & MS_CFG_ROTATE)
-		s.first = rotate(g);
-	if (unlikely(ctx->pool != NULL))
-		s.parts = ms__pool_parts(ctx, &s);
-	/* (timestamps ride on control messages: only a backend that sends prepared headers) */
-	if (unlikely(ctx->ts_sample) && g->ts_calls++ % ctx->ts_sample == 0 &&
-	    (ctx->be->caps & MS__CAP_HDR))
-		ms__ts_begin(&s);
-	if (unlikely(s.managed))
-		ms__slow_before(&s);
+	/* before (one test for the common call: no mode of the context's, no policy) */
+	if (unlikely(ctx->modes | s.managed))
+		before(ctx, &s);
 	int err = execute(ctx, &s);
 	/* after */
-	if (unlikely(s.ts_armed))
-		ms__ts_end(&s);
-	if (unlikely(s.managed))
-		ms__slow_after(&s, err);
+	if (unlikely(s.ts_armed | s.managed)) {
+		if (s.ts_armed)
+			ms__ts_end(&s);
+		if (s.managed)
+			ms__slow_after(&s, err);
+	}
 	ctx->c.fanouts++;
 	ms__commit(ctx, &s);
 
