@@ -60,6 +60,8 @@ MS_EXPORT const char *ms_version_string(void);
  *   MS_BACKEND_SENDMMSG  one sendmmsg(2) per socket per run of up to 1024 destinations.
  *   MS_BACKEND_IO_URING  one io_uring_enter(2) per fan-out of up to queue_depth destinations,
  *                        across any number of sockets.
+ *   MS_BACKEND_AUTO      measures them on the fan-outs the context sends and uses the cheapest
+ *                        (see "Choosing a backend" at ms_ctx_new).
  */
 enum ms_backend {
 	MS_BACKEND_AUTO = 0,
@@ -122,9 +124,12 @@ MS_EXPORT int ms_backend_from_name(const char *name);
  * the message into the ring and return at once; the thread sends it. ms_send and ms_sendv
  * are unchanged. See "Workers and offload" below. */
 #define MS_CFG_OFFLOAD (1u << 5)
+/* MS_BACKEND_AUTO decides once per shape of group, from its first measurements, and never
+ * measures or changes backend after (also MULTISEND_AUTO_FREEZE=1). See "Choosing a backend". */
+#define MS_CFG_AUTO_FREEZE (1u << 6)
 #define MS_CFG_ALL_FLAGS                                                                    \
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
-	 MS_CFG_OFFLOAD)
+	 MS_CFG_OFFLOAD | MS_CFG_AUTO_FREEZE)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need. Every field at zero
  * means "library default", and no default switches a feature on: a context made from an
@@ -138,7 +143,7 @@ struct ms_config {
 	uint32_t size;        /* sizeof(struct ms_config) */
 
 	/* The backend. */
-	uint32_t backend;     /* enum ms_backend; MS_BACKEND_AUTO picks the best available */
+	uint32_t backend;     /* enum ms_backend; MS_BACKEND_AUTO measures and picks */
 	uint32_t flags;       /* MS_CFG_* */
 	uint32_t queue_depth; /* io_uring submission entries, 1..32768, rounded up to a power of
 	                         two; 0 = 4096. A fan-out to more destinations than this takes
@@ -191,7 +196,8 @@ struct ms_config {
  *   -EINVAL   out is NULL; or one of these rules about *cfg is broken:
  *             - size: at least sizeof(struct ms_config), at most 4096, and the bytes past
  *               the struct this library knows all zero;
- *             - flags: MS_CFG_* only; backend: inside enum ms_backend;
+ *             - flags: MS_CFG_* only, MS_CFG_AUTO_FREEZE only with MS_BACKEND_AUTO;
+ *               backend: inside enum ms_backend;
  *             - queue_depth: at most 32768; zc_min: at most 65536;
  *             - ts_sample: at most 1000000000; ts_flags: MS_TS_* only, and 0 unless
  *               ts_sample is set;
@@ -211,22 +217,49 @@ struct ms_config {
  *             io_uring, what io_uring_setup returned, e.g. -EPERM or -ENOMEM).
  *   -ENOMEM   out of memory.
  *
- * Backend choice: an explicit backend is used when available; otherwise (unless
- * MS_CFG_NO_FALLBACK) the library falls through its preference order, which is also what
- * MS_BACKEND_AUTO walks: loop, io_uring, sendmmsg. On Linux 6.18 the kernel's per-datagram
- * sendmsg path costs more than the system calls that batching saves, so the plain loop spends
- * the least CPU per destination (measurements in lib/api/ctx.c); choose a backend explicitly
- * where your own measurements say otherwise; the same holds for each shape of group (one
- * unconnected socket, a connected UDP socket per destination, TCP streams). Availability of
- * io_uring is probed once per process; seccomp filters,
- * kernel.io_uring_disabled and old kernels make it unavailable, quietly.
+ * Choosing a backend: an explicit backend is used when available; otherwise (unless
+ * MS_CFG_NO_FALLBACK) the first available of loop, io_uring, sendmmsg (loop always is). An
+ * explicit backend stays fixed and deterministic. Availability of io_uring is probed once per
+ * process; seccomp filters, kernel.io_uring_disabled and old kernels make it unavailable,
+ * quietly.
+ *
+ * MS_BACKEND_AUTO measures instead of assuming: which backend costs least per destination
+ * depends on the host (system-call entry cost, mitigations, caches, the neighbours' load), on
+ * the shape of the group and on its size, and no fixed order is right everywhere. An AUTO
+ * context sets up every available backend and, while it sends real fan-outs, times a few of
+ * them (the sending threads' CPU time per destination, kernel time included) on each backend
+ * in turn, then sends with the cheapest. It keeps one decision per shape of group (datagrams
+ * on few sockets, that is 8 or more destinations per socket; datagrams on many sockets;
+ * streams) and size class (1-15, 16-127, 128-1023, 1024 or more destinations); it re-checks
+ * every backend once per period (a second of fan-outs, and at least 512), and explores from
+ * scratch when the chosen backend's own cost moves by more than 25% (the load changed).
+ *   - Results, errors, order and counters are the same whichever backend sends a call (every
+ *     backend keeps the same contract); only system-call counts differ.
+ *   - Cost: an untimed fan-out costs one counter decrement. A timed one (8 per period, plus
+ *     one per backend in each re-check, plus the first decision's rounds) reads the thread's
+ *     CPU clock twice (two clock_gettime system calls, and the same on each library thread
+ *     sending a part). The share of fan-outs sent by another backend than the chosen one, to
+ *     measure it, is at most 4 in 512 once decided; the first decision takes 4 to 12 rounds
+ *     of two fan-outs per backend. ms_stats counts all of it (auto_*), and
+ *     docs/performance.md has AUTO measured beside the fixed backends.
+ *   - MS_CFG_AUTO_FREEZE (or MULTISEND_AUTO_FREEZE=1): decide once per shape, then never time
+ *     or explore again. MS_CFG_AUTO_FREEZE with another backend than AUTO is -EINVAL.
+ *   - ms_ctx_backend says the backend AUTO's last decision chose (before any, the first of
+ *     the order above); ms_ctx_describe and MULTISEND_SHOW_BACKEND give each shape's choice
+ *     and the figures it was made on.
+ *   - A child forked after the context was made sends with what its parent had chosen, and
+ *     measures nothing.
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
  * MS_CFG_IGNORE_ENV):
  *   MULTISEND_BACKEND=loop|sendmmsg|io_uring  replaces cfg->backend (an unknown name is
  *     ignored, with one warning on stderr per process).
  *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1  disable one.
- *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped.
+ *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped;
+ *     with AUTO, also each decision as it is made (first per shape, and every change).
+ *   MULTISEND_AUTO_FREEZE=1  as MS_CFG_AUTO_FREEZE.
+ *   MULTISEND_AUTO_RECHECK=N  AUTO re-checks every N fan-outs (16..100000000) instead of once
+ *     a second (an invalid value is ignored, with one warning on stderr per process).
  *   MULTISEND_STATS_SHM=path  when cfg->stats_shm is NULL: publish live counters there.
  * A live-counter file that cannot be created is not an error: the context works without it,
  * and says so once on stderr.
@@ -237,11 +270,14 @@ MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
  * MS_CFG_OFFLOAD, the messages posted are sent first (see ms_ctx_drain). */
 MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
 
-/* The backend the context uses (never MS_BACKEND_AUTO). */
+/* The backend the context uses (never MS_BACKEND_AUTO): with AUTO, the one its last decision
+ * chose (see "Choosing a backend"). */
 MS_EXPORT enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx);
 
 /* One line describing how the backend is set up (for io_uring: ring size and flags, file
- * registration, how addresses are sent), as MULTISEND_SHOW_BACKEND prints it. Writes at most
+ * registration, how addresses are sent; with AUTO, the backends it measures, each shape's
+ * choice with every backend's CPU ns per destination, and how many fan-outs were explored
+ * and timed), as MULTISEND_SHOW_BACKEND prints it. Writes at most
  * len bytes including the terminating NUL, like snprintf, and returns the length of the whole
  * line, or -EINVAL (ctx NULL, or buf NULL with len > 0). */
 MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
@@ -726,6 +762,16 @@ struct ms_stats {
 	                             its own SO_TIMESTAMPING setting */
 	uint64_t ts_foreign;      /* error-queue entries read that were not this library's stamps */
 	uint64_t ts_late;         /* stamps that came after their fan-out was accounted, ignored */
+	/* MS_BACKEND_AUTO (see "Choosing a backend"; all 0 for a backend asked for by name) */
+	uint64_t auto_sampled;    /* fan-outs whose CPU time AUTO measured */
+	uint64_t auto_explored;   /* fan-outs sent by another backend than the one in use, to
+	                             measure it */
+	uint64_t auto_decisions;  /* choices made (first ones, re-checks, after a drift) */
+	uint64_t auto_switches;   /* ... that changed the backend in use */
+	uint64_t auto_backend;    /* enum ms_backend: the one in use now */
+	uint64_t auto_ns_loop;    /* CPU ns per destination each backend cost at the last */
+	uint64_t auto_ns_sendmmsg; /* decision (medians of its measured fan-outs); 0: not */
+	uint64_t auto_ns_io_uring; /* measured (unavailable, or no decision yet) */
 };
 
 /*

@@ -45,7 +45,8 @@
  * so their res entries are disjoint.
  *
  * Adding a backend: one file under lib/be/ with a `const struct ms__backend`, its id in the public
- * enum, and one line in the preference table of lib/api/ctx.c. Its capability bits tell the core
+ * enum, and one line in the preference table of lib/api/ctx.c (AUTO then measures it beside
+ * the others, lib/modes/auto.c). Its capability bits tell the core
  * what it cannot do; the core then does it otherwise (a child after fork() uses the loop).
  */
 #ifndef MS_BACKEND_H
@@ -152,6 +153,9 @@ static inline size_t ms__span_to(size_t first, size_t count, size_t n, int part)
 #define MS__CAP_HDR 1u         /* sends positions with their prepared headers (b->hdr: gathered
                                   messages, control messages, lengths past 32 bits) */
 #define MS__CAP_FORK_UNSAFE 2u /* its state is unusable in a forked child: the loop sends there */
+#define MS__CAP_ONE_THREAD 4u  /* its context state takes calls from one thread only, the first
+                                  that sends (io_uring's SINGLE_ISSUER ring): with offload, the
+                                  offload thread sends the caller's ms_send too */
 
 struct ms_ctx;
 struct ms__bucket;
@@ -163,22 +167,25 @@ struct ms__backend {
 	/* Can this process use the backend? 0, or -errno with *why set to a static reason. Called
 	 * once per process (the result is cached). NULL: always available. */
 	int (*probe)(const char **why);
-	/* The context's state (ctx->be_state), made by the thread that makes the context. */
-	int (*ctx_init)(struct ms_ctx *ctx);
-	void (*ctx_fini)(struct ms_ctx *ctx);
+	/* The context's state (*state, NULL if none), made by the thread that makes the
+	 * context. A context may hold the states of several backends at once (MS_BACKEND_AUTO
+	 * measures them side by side, lib/modes/auto.c): a backend keeps nothing of its own
+	 * outside its state. */
+	int (*ctx_init)(struct ms_ctx *ctx, void **state);
+	void (*ctx_fini)(void *state);
 	/* A socket joins or leaves a group (optional: io_uring registers its file). Never
 	 * called in a forked child for a context made before the fork. */
-	int (*bucket_added)(struct ms_ctx *ctx, struct ms__bucket *b);
-	void (*bucket_removed)(struct ms_ctx *ctx, struct ms__bucket *b);
+	int (*bucket_added)(struct ms_ctx *ctx, void *state, struct ms__bucket *b);
+	void (*bucket_removed)(void *state, struct ms__bucket *b);
 	/* The executor: positions [first, first + count) of b->plan, wrapping around (see the
-	 * top of this file). `state` is ctx->be_state on the context's own thread, or what
-	 * part_init made on a library thread. */
+	 * top of this file). `state` is the context's state (ctx_init) on a thread that sends
+	 * for the context, or what part_init made on a library thread. */
 	int (*send)(void *state, struct ms__batch *b, size_t first, size_t count);
 	/* A library thread's own state, made, used and freed by that thread (optional). */
 	int (*part_init)(struct ms_ctx *ctx, void **state);
 	void (*part_fini)(void *state);
 	/* One line on how the backend is set up, for MULTISEND_SHOW_BACKEND (optional). */
-	void (*describe)(const struct ms_ctx *ctx, char *buf, size_t len);
+	void (*describe)(const struct ms_ctx *ctx, const void *state, char *buf, size_t len);
 };
 
 extern const struct ms__backend ms__backend_loop;

@@ -87,6 +87,7 @@ struct ms_group {
 	struct ms__plan_entry *plan;
 	size_t capplan;
 	bool plan_ok;
+	uint8_t shape;              /* MS_BACKEND_AUTO: its measurements' index, set with the plan */
 	/* With a slow-consumer policy: the status array of a call made without one (capplan
 	 * entries), where the policy finds its destinations' statuses. */
 	struct ms_result *scratch;
@@ -117,6 +118,14 @@ struct ms__send {
 	                            parts of ms__part_range */
 	bool managed;            /* the group has buckets a slow-consumer policy manages */
 	bool ts_armed;           /* timestamps armed some headers' control messages */
+	/* The executor of this call: ctx->exec[exec] (AUTO picks it per call; else 0). */
+	const struct ms__backend *be;
+	void *st;
+	uint8_t exec;
+	bool sampled;            /* AUTO times this call: the sending threads' CPU time */
+	bool counted;            /* AUTO counted something (ms__commit publishes everything) */
+	uint64_t cpu_ns;         /* ... the calling thread's clock at the start */
+	uint64_t cpu_parts;      /* ... what the library threads' parts took */
 	uint32_t slow_queued, slow_dropped, slow_removed;
 };
 
@@ -163,17 +172,31 @@ void ms__slow_after(struct ms__send *s, int be_err);
 /* Add one tally to another (the parts of a call). */
 void ms__tally_add(struct ms__tally *to, const struct ms__tally *t);
 
-struct ms_ctx {
+/* A backend a context has set up, and its state (lib/backend.h). */
+struct ms__exec {
 	const struct ms__backend *be;
+	void *state;
+};
+#define MS__NEXEC 3 /* loop, sendmmsg, io_uring: what one context can hold at once */
+
+struct ms_ctx {
+	const struct ms__backend *be; /* exec[0].be: the backend asked for (or the fallback), or
+	                                 with MS_BACKEND_AUTO the first of the preference order */
 	uint32_t flags;
 	uint32_t queue_depth;
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
-	bool be_fork_unsafe; /* be->caps has MS__CAP_FORK_UNSAFE (one test per call) */
+	bool be_fork_unsafe; /* exec_caps has MS__CAP_FORK_UNSAFE (one test per call) */
 	unsigned modes;     /* MS__MODE_*: what the stages before the executor have to do */
 	struct ms__counters c; /* lib/core/counters.h */
-	void *be_state; /* owned by the backend */
+	/* The backends set up: one, or with MS_BACKEND_AUTO every one available (exec[0] is be),
+	 * and the union of their capabilities. */
+	struct ms__exec exec[MS__NEXEC];
+	unsigned nexec;
+	unsigned exec_caps;
+	struct ms__auto *autos; /* AUTO's measurements and choices (lib/modes/auto.c); NULL
+	                           with a fixed backend */
 	uint32_t ts_sample, ts_flags;
 	uint32_t ts_key;    /* the next SCM_TS_OPT_ID key */
 	uint32_t ts_epoch;  /* collections so far */
@@ -255,6 +278,33 @@ extern unsigned ms__fork_gen;
 #define MS__MODE_ROTATE 1u /* MS_CFG_ROTATE */
 #define MS__MODE_POOL 2u   /* library threads (workers, offload) */
 #define MS__MODE_TS 4u     /* ts_sample */
+#define MS__MODE_AUTO 8u   /* MS_BACKEND_AUTO: a backend picked per call (lib/modes/auto.c) */
+
+/* ---- MS_BACKEND_AUTO (lib/modes/auto.c) ---- */
+struct ms__auto;
+/* AUTO's state for a context with ctx->nexec backends; freeze: decide once per shape, then
+ * never measure again; recheck: fan-outs between re-checks (0: one second's worth, at least
+ * 512). 0 or -errno. */
+int ms__auto_new(struct ms_ctx *ctx, bool freeze, uint32_t recheck);
+void ms__auto_free(struct ms_ctx *ctx);
+/* The group's shape (which of AUTO's measurements its calls use), set with its plan. */
+uint8_t ms__auto_shape(const struct ms_group *g);
+/* Before the other stages: the executor for this call (s->be, s->st, s->exec), and whether
+ * to time it (s->sampled: then the calling thread's CPU clock is read, into s->cpu_ns). */
+void ms__auto_pick(struct ms_ctx *ctx, struct ms__send *s);
+/* After the executor, for a sampled call: s->cpu_ns becomes the call's CPU time (the library
+ * threads' parts added), counted into the shape's measurements. */
+void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s);
+/* The backend AUTO uses now (its last decision; before any, the first it sends with). */
+enum ms_backend ms__auto_now(const struct ms_ctx *ctx);
+/* Is b one of the backends AUTO measures? */
+bool ms__auto_has(const struct ms_ctx *ctx, enum ms_backend b);
+/* MULTISEND_SHOW_BACKEND: print each decision on stderr as it is made. */
+void ms__auto_show(struct ms_ctx *ctx);
+/* What AUTO decided, per shape, for ms_ctx_describe. */
+void ms__auto_describe(const struct ms_ctx *ctx, char *buf, size_t len);
+/* The calling thread's CPU time, ns (clock_gettime(CLOCK_THREAD_CPUTIME_ID): a system call). */
+uint64_t ms__thread_cpu_ns(void);
 
 /* Is this a child forked after ctx was made? (Checked once per call, in lib/api/send.c.) */
 static inline bool ms__forked(const struct ms_ctx *ctx)

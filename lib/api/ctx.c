@@ -23,28 +23,11 @@
 #define ZC_MIN_MAX 65536u /* one registered buffer */
 
 /*
- * Preference order, walked by MS_BACKEND_AUTO and by fallbacks, for every shape of group.
- * CPU ns per destination (process CPU time, so kernel work counts), medians of interleaved
- * runs, Linux 6.18 on 2 vCPUs. UDP: 64-byte datagrams, N = 256, 15 runs, sent into a veth
- * whose peer is down (the sender's cost alone; the loopback sink gives the same order). TCP:
- * one loopback connection per destination (`multisend-bench --tcp`, receiver CPU excluded),
- * 5 runs, loop's figure and the others' ratio to it, for 64 and 512 bytes, N = 64..1024:
- *
- *                              loop        io_uring      sendmmsg
- *   one unconnected socket     1420 (1.00) 1518 (1.07)   1573 (1.11)
- *   256 connected sockets      1106 (1.00) 1115 (1.01)   1425 (1.29)
- *   TCP streams, N = 256, 64 B 3133 (1.00) 3144 (0.98)   3782 (1.15)
- *   TCP, all six shapes        (1.00)      (0.96-1.00)   (1.09-1.25)
- *
- * io_uring's lead on streams is within the runs' spread (up to 47% between rounds there), so
- * AUTO makes the same choice for every shape and never needs to look at the group: loop first.
- *
- * A raw sendto loop, raw sendmmsg and raw sendmsg loop measured the same way give 1422, 1573
- * and 1632: the kernel's msghdr path costs more per datagram than the system call that
- * sendmmsg saves, and the library adds nothing measurable over the raw calls. So the plain
- * loop leads; io_uring (one io_uring_enter per fan-out, any number of sockets) comes next,
- * and sendmmsg last. Kernels with costlier system-call entry can reverse this: measure with
- * multisend-bench and choose a backend explicitly.
+ * The fallback order for a backend asked for by name that is unavailable (unless
+ * MS_CFG_NO_FALLBACK), and the order AUTO sets its backends up in (the first sends until AUTO
+ * has measured them all: lib/modes/auto.c). It is no ranking: which backend costs least
+ * depends on the host, the group's shape and size, and the load, which is why AUTO measures
+ * (docs/performance.md has the figures of one machine).
  */
 static const struct ms__backend *const preference[] = {
 	&ms__backend_loop,
@@ -127,6 +110,7 @@ static bool env_true(const char *name)
 }
 
 static bool warned_env; /* the bad MULTISEND_BACKEND warning, once per process */
+static bool warned_recheck; /* the same for MULTISEND_AUTO_RECHECK */
 
 static const char *const no_env[] = {
 	[MS_BACKEND_LOOP] = "MULTISEND_NO_LOOP",
@@ -382,7 +366,7 @@ int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 	if (err)
 		return err;
 	s.size = out->size;
-	s.backend = ctx->be->id;
+	s.backend = ms_ctx_backend(ctx);
 	s.ts_sample = ctx->ts_sample;
 	s.reserved = 0;
 	s.taken_ns = ms__realtime_ns();
@@ -415,7 +399,8 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 	memcpy(c, cfg, sizeof(*c));
 	if (c->flags & ~MS_CFG_ALL_FLAGS)
 		return -EINVAL;
-	if (c->backend > MS_BACKEND_IO_URING)
+	if (c->backend > MS_BACKEND_IO_URING ||
+	    ((c->flags & MS_CFG_AUTO_FREEZE) && c->backend != MS_BACKEND_AUTO))
 		return -EINVAL;
 	if (c->queue_depth > QUEUE_DEPTH_MAX || c->zc_min > ZC_MIN_MAX)
 		return -EINVAL;
@@ -443,44 +428,62 @@ struct choice {
 	char init_why[MS_BACKEND_IO_URING + 1][96];
 };
 
-static int try_backend(struct ms_ctx *ctx, size_t k, struct choice *ch)
+/* Set up be for ctx (unless it was skipped): one more entry of ctx->exec. */
+static int try_backend(struct ms_ctx *ctx, const struct ms__backend *be, struct choice *ch)
 {
-	const struct ms__backend *be = preference[k];
 	if (ch->skipped[be->id])
 		return -ENOTSUP;
-	ctx->be = be;
-	int err = be->ctx_init ? be->ctx_init(ctx) : 0;
+	void *state = NULL;
+	int err = be->ctx_init ? be->ctx_init(ctx, &state) : 0;
 	if (err) {
-		ctx->be = NULL;
 		snprintf(ch->init_why[be->id], sizeof(ch->init_why[be->id]), "setup failed: %s",
 			 ms_strerror(err));
 		ch->skipped[be->id] = ch->init_why[be->id];
+		return err;
 	}
-	return err;
+	ctx->exec[ctx->nexec++] = (struct ms__exec){ .be = be, .state = state };
+	ctx->exec_caps |= be->caps;
+	return 0;
+}
+
+static void backends_free(struct ms_ctx *ctx)
+{
+	for (unsigned k = 0; k < ctx->nexec; k++)
+		if (ctx->exec[k].be->ctx_fini)
+			ctx->exec[k].be->ctx_fini(ctx->exec[k].state);
+	ctx->nexec = 0;
 }
 
 int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 {
-	char desc[256] = "";
 	if (!ctx || (!buf && len))
 		return -EINVAL;
-	char pool[256] = "";
-	if (ctx->be->describe)
-		ctx->be->describe(ctx, desc, sizeof(desc));
+	/* the backend in use, how it is set up; AUTO's figures; the library's threads */
+	const struct ms__exec *x = &ctx->exec[0];
+	for (unsigned k = 0; k < ctx->nexec; k++)
+		if (ctx->exec[k].be->id == ms_ctx_backend(ctx))
+			x = &ctx->exec[k];
+	char desc[256] = "", choice[512] = "", pool[256] = "";
+	if (x->be->describe)
+		x->be->describe(ctx, x->state, desc, sizeof(desc));
+	if (ctx->autos)
+		ms__auto_describe(ctx, choice, sizeof(choice));
 	if (ctx->pool)
 		ms__pool_describe(ctx, pool, sizeof(pool));
-	return snprintf(buf, len, "%s%s%s%s", ctx->be->name, *desc ? ": " : "", desc, pool);
+	return snprintf(buf, len, "%s%s%s%s%s%s", x->be->name, *desc ? ": " : "", desc,
+			*choice ? "; " : "", choice, pool);
 }
 
 static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 		 const struct choice *ch)
 {
-	char desc[320];
+	char desc[1024];
 	ms_ctx_describe(ctx, desc, sizeof(desc));
 	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n", desc,
 		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
 	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
-		if (ch->skipped[b] && b != (int)ctx->be->id)
+		if (ch->skipped[b] && !(ctx->autos && ms__auto_has(ctx, (enum ms_backend)b)) &&
+		    b != (int)ctx->be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
 				ms_backend_name((enum ms_backend)b), ch->skipped[b]);
 }
@@ -516,20 +519,49 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 }
 
 /* Set up the backend asked for, or (unless MS_CFG_NO_FALLBACK) the first of the preference
- * order that works. 0, or the error ms_ctx_new returns. */
+ * order that works; for MS_BACKEND_AUTO, every backend that works, for AUTO to measure. 0, or
+ * the error ms_ctx_new returns. */
 static int backend_setup(struct ms_ctx *ctx, enum ms_backend want, struct choice *ch)
 {
 	int err = -ENOTSUP;
-	if (want != MS_BACKEND_AUTO) {
+	if (want == MS_BACKEND_AUTO) {
+		for (size_t k = 0; k < NBACKENDS; k++)
+			(void)try_backend(ctx, preference[k], ch);
+		err = ctx->nexec ? 0 : -ENOTSUP;
+	} else {
 		for (size_t k = 0; k < NBACKENDS; k++)
 			if (preference[k]->id == want)
-				err = try_backend(ctx, k, ch);
+				err = try_backend(ctx, preference[k], ch);
 		if (err && (ctx->flags & MS_CFG_NO_FALLBACK))
 			return err == -ENOTSUP || err == -ENOSYS ? -ENOTSUP : err;
+		for (size_t k = 0; err && k < NBACKENDS; k++)
+			err = try_backend(ctx, preference[k], ch);
 	}
-	for (size_t k = 0; err && k < NBACKENDS; k++)
-		err = try_backend(ctx, k, ch);
-	return err ? -ENOTSUP : 0;
+	if (err)
+		return -ENOTSUP;
+	ctx->be = ctx->exec[0].be;
+	return 0;
+}
+
+/* MS_BACKEND_AUTO over ctx->nexec backends: its settings from the config and environment. */
+static int auto_setup(struct ms_ctx *ctx, const struct ms_config *c, bool use_env)
+{
+	bool freeze = (c->flags & MS_CFG_AUTO_FREEZE) ||
+		      (use_env && env_true("MULTISEND_AUTO_FREEZE"));
+	unsigned long recheck = 0;
+	const char *v = use_env ? secure_getenv("MULTISEND_AUTO_RECHECK") : NULL;
+	if (v && *v) {
+		char *end;
+		errno = 0;
+		recheck = strtoul(v, &end, 10);
+		if (errno || *end || recheck < 16 || recheck > 100000000) {
+			recheck = 0;
+			if (!__atomic_exchange_n(&warned_recheck, true, __ATOMIC_RELAXED))
+				fprintf(stderr, "libmultisend: MULTISEND_AUTO_RECHECK=%s is not a "
+						"number of fan-outs 16..100000000; ignored\n", v);
+		}
+	}
+	return ms__auto_new(ctx, freeze, (uint32_t)recheck);
 }
 
 int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
@@ -570,23 +602,28 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		free(ctx);
 		return err;
 	}
-	ctx->be_fork_unsafe = ctx->be->caps & MS__CAP_FORK_UNSAFE;
-	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) || (err = slot_setup(ctx, shm)) ||
+	ctx->be_fork_unsafe = ctx->exec_caps & MS__CAP_FORK_UNSAFE;
+	if ((err = ms__mlock(ctx, ctx, sizeof(*ctx))) ||
+	    (ctx->nexec > 1 && (err = auto_setup(ctx, &c, use_env))) || (err = slot_setup(ctx, shm)) ||
 	    (ctx->pub && (err = ms__mlock(ctx, ctx->pub, sizeof(*ctx->pub)))) ||
 	    ((c.workers > 1 || (c.flags & MS_CFG_OFFLOAD)) && (err = ms__pool_start(ctx, &c)))) {
 		if (ctx->pub)
 			ms__shm_close(ctx->pub);
 		free(ctx->own);
-		if (ctx->be->ctx_fini)
-			ctx->be->ctx_fini(ctx);
+		ms__auto_free(ctx);
+		backends_free(ctx);
 		free(ctx);
 		return err;
 	}
 	ctx->modes = ((c.flags & MS_CFG_ROTATE) ? MS__MODE_ROTATE : 0) |
-		     (ctx->pool ? MS__MODE_POOL : 0) | (c.ts_sample ? MS__MODE_TS : 0);
+		     (ctx->pool ? MS__MODE_POOL : 0) | (c.ts_sample ? MS__MODE_TS : 0) |
+		     (ctx->autos ? MS__MODE_AUTO : 0);
 	ms__publish(ctx);
-	if (use_env && env_true("MULTISEND_SHOW_BACKEND"))
+	if (use_env && env_true("MULTISEND_SHOW_BACKEND")) {
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
+		if (ctx->autos)
+			ms__auto_show(ctx); /* and each decision, when AUTO makes it */
+	}
 	*out = ctx;
 	return 0;
 }
@@ -596,8 +633,8 @@ void ms_ctx_free(struct ms_ctx *ctx)
 	if (!ctx)
 		return;
 	ms__pool_stop(ctx); /* offload: what was handed over is sent first */
-	if (ctx->be->ctx_fini)
-		ctx->be->ctx_fini(ctx);
+	ms__auto_free(ctx);
+	backends_free(ctx);
 	ms__own_slot(ctx);
 	if (ctx->pub)
 		ms__shm_close(ctx->pub);
@@ -607,7 +644,9 @@ void ms_ctx_free(struct ms_ctx *ctx)
 
 enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx)
 {
-	return ctx ? ctx->be->id : MS_BACKEND_AUTO;
+	if (!ctx)
+		return MS_BACKEND_AUTO;
+	return ctx->autos ? ms__auto_now(ctx) : ctx->be->id;
 }
 
 int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)

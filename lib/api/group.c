@@ -206,11 +206,36 @@ int ms_group_new(struct ms_ctx *ctx, struct ms_group **out)
 	return 0;
 }
 
+/* A socket leaves every backend of the context (the first `upto` of them). */
+static void bucket_unhook(struct ms_ctx *ctx, struct ms__bucket *b, unsigned upto)
+{
+	if (ms__forked(ctx))
+		return;
+	for (unsigned k = 0; k < upto; k++)
+		if (ctx->exec[k].be->bucket_removed)
+			ctx->exec[k].be->bucket_removed(ctx->exec[k].state, b);
+}
+
+/* ... and joins them all, or none. 0 or -errno. */
+static int bucket_hook(struct ms_ctx *ctx, struct ms__bucket *b)
+{
+	if (ms__forked(ctx))
+		return 0;
+	for (unsigned k = 0; k < ctx->nexec; k++) {
+		const struct ms__backend *be = ctx->exec[k].be;
+		int err = be->bucket_added ? be->bucket_added(ctx, ctx->exec[k].state, b) : 0;
+		if (err) {
+			bucket_unhook(ctx, b, k);
+			return err;
+		}
+	}
+	return 0;
+}
+
 static void bucket_drop(struct ms_group *g, struct ms__bucket *b)
 {
 	ms__ts_bucket_gone(g, b);
-	if (g->ctx->be->bucket_removed && !ms__forked(g->ctx))
-		g->ctx->be->bucket_removed(g->ctx, b);
+	bucket_unhook(g->ctx, b, g->ctx->nexec);
 	ms__slow_bucket_fini(g, b);
 	fdmap_delete(&g->fdmap, b->fd);
 	struct ms__bucket *last = g->buckets[--g->nbuckets];
@@ -320,8 +345,7 @@ static int bucket_new(struct ms_group *g, int fd, int type, int family, uint64_t
 		bucket_free(b);
 		return err;
 	}
-	if (g->ctx->be->bucket_added && !ms__forked(g->ctx) &&
-	    (err = g->ctx->be->bucket_added(g->ctx, b))) {
+	if ((err = bucket_hook(g->ctx, b))) {
 		bucket_free(b);
 		return err;
 	}

@@ -46,8 +46,8 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 {
 	if (s->parts > 1)
 		return ms__pool_send(s);
-	const struct ms__backend *be = ctx->be;
-	void *st = ctx->be_state;
+	const struct ms__backend *be = s->be;
+	void *st = s->st;
 	if (unlikely(s->b.hdr | ctx->be_fork_unsafe) &&
 	    (((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
 	     (s->b.hdr && !(be->caps & MS__CAP_HDR)))) {
@@ -60,20 +60,25 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 }
 
 /* The stages before the executor, for a context with a mode (ctx->modes) or a group with a
- * policy: rotation's first position, the parts, a timestamp sample, the policy's status array. */
+ * policy: AUTO's choice of executor, rotation's first position, the parts, a timestamp
+ * sample, the policy's status array; last, when AUTO times the call, the clock. */
 static void before(struct ms_ctx *ctx, struct ms__send *s)
 {
 	struct ms_group *g = s->g;
+	if (ctx->modes & MS__MODE_AUTO)
+		ms__auto_pick(ctx, s);
 	if (ctx->modes & MS__MODE_ROTATE)
 		s->first = rotate(g);
 	if (ctx->modes & MS__MODE_POOL)
 		s->parts = ms__pool_parts(ctx, s);
 	/* (timestamps ride on control messages: only a backend that sends prepared headers) */
 	if ((ctx->modes & MS__MODE_TS) && g->ts_calls++ % ctx->ts_sample == 0 &&
-	    (ctx->be->caps & MS__CAP_HDR))
+	    (s->be->caps & MS__CAP_HDR))
 		ms__ts_begin(s);
 	if (s->managed)
 		ms__slow_before(s);
+	if (s->sampled)
+		s->cpu_ns = ms__thread_cpu_ns();
 }
 
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
@@ -109,13 +114,17 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		.g = g,
 		.parts = 1,
 		.managed = g->nmanaged > 0,
+		.be = ctx->be,
+		.st = ctx->exec[0].state,
 	};
 	/* before (one test for the common call: no mode of the context's, no policy) */
 	if (unlikely(ctx->modes | s.managed))
 		before(ctx, &s);
 	int err = execute(ctx, &s);
 	/* after */
-	if (unlikely(s.ts_armed | s.managed)) {
+	if (unlikely(s.ts_armed | s.managed | s.sampled)) {
+		if (s.sampled)
+			ms__auto_done(ctx, &s);
 		if (s.ts_armed)
 			ms__ts_end(&s);
 		if (s.managed)

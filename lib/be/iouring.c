@@ -293,7 +293,7 @@ static int state_new(const struct ms_ctx *ctx, struct uring_state **out)
 	return 0;
 }
 
-static int uring_ctx_init(struct ms_ctx *ctx)
+static int uring_ctx_init(struct ms_ctx *ctx, void **state)
 {
 	struct uring_state *st;
 	int err = state_new(ctx, &st);
@@ -302,19 +302,18 @@ static int uring_ctx_init(struct ms_ctx *ctx)
 	files_register(st);
 	set_classes(st);
 	zc_setup(ctx, st);
-	ctx->be_state = st;
+	*state = st;
 	return 0;
 }
 
-static void uring_ctx_fini(struct ms_ctx *ctx)
+static void uring_ctx_fini(void *state)
 {
-	state_free(ctx->be_state);
-	ctx->be_state = NULL;
+	state_free(state);
 }
 
-static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
+static int uring_bucket_added(struct ms_ctx *ctx, void *state, struct ms__bucket *b)
 {
-	struct uring_state *st = ctx->be_state;
+	struct uring_state *st = state;
 	uint32_t fd = (uint32_t)b->fd;
 
 	b->fixed = false;
@@ -346,9 +345,9 @@ static int uring_bucket_added(struct ms_ctx *ctx, struct ms__bucket *b)
 	return 0;
 }
 
-static void uring_bucket_removed(struct ms_ctx *ctx, struct ms__bucket *b)
+static void uring_bucket_removed(void *state, struct ms__bucket *b)
 {
-	struct uring_state *st = ctx->be_state;
+	struct uring_state *st = state;
 	if (!b->fixed)
 		return;
 	uint32_t fd = (uint32_t)b->fd;
@@ -817,7 +816,7 @@ static void uring_part_fini(void *state)
 	state_free(state);
 }
 
-static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
+static void uring_describe(const struct ms_ctx *ctx, const void *state, char *buf, size_t len)
 {
 	static const struct {
 		unsigned flag;
@@ -828,7 +827,7 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 		{ IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN" },
 		{ IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN" },
 	};
-	const struct uring_state *st = ctx->be_state;
+	const struct uring_state *st = state;
 	char flags[96] = "";
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		if (st->setup_flags & names[k].flag)
@@ -852,7 +851,7 @@ static void uring_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 const struct ms__backend ms__backend_iouring = {
 	.id = MS_BACKEND_IO_URING,
 	.name = "io_uring",
-	.caps = MS__CAP_HDR | MS__CAP_FORK_UNSAFE,
+	.caps = MS__CAP_HDR | MS__CAP_FORK_UNSAFE | MS__CAP_ONE_THREAD,
 	.probe = uring_probe,
 	.ctx_init = uring_ctx_init,
 	.ctx_fini = uring_ctx_fini,

@@ -51,7 +51,15 @@
 	X(ts_missing)                                                                         \
 	X(ts_unsupported)                                                                     \
 	X(ts_foreign)                                                                         \
-	X(ts_late)
+	X(ts_late)                                                                            \
+	X(auto_sampled)                                                                       \
+	X(auto_explored)                                                                      \
+	X(auto_decisions)                                                                     \
+	X(auto_switches)                                                                      \
+	X(auto_backend)                                                                       \
+	X(auto_ns_loop)                                                                       \
+	X(auto_ns_sendmmsg)                                                                   \
+	X(auto_ns_io_uring)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

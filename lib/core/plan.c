@@ -28,5 +28,7 @@ void ms__plan_build(struct ms_group *g)
 				.zc = b->type == SOCK_DGRAM && b->family != AF_UNIX,
 			};
 	}
+	if (g->ctx->autos)
+		g->shape = ms__auto_shape(g);
 	g->plan_ok = true;
 }

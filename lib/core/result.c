@@ -69,7 +69,7 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
 	 * (whose sampling changes counters of its own on the way), moved only five counters. */
 	if (likely(!t->failed && !t->partial && !s->g->nmanaged && !ctx->ts_sample &&
-		   !(t->zc_sends | t->zc_copied)))
+		   !(t->zc_sends | t->zc_copied) && !s->counted))
 		ms__publish_sent(ctx);
 	else
 		ms__publish(ctx);

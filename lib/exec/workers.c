@@ -114,11 +114,14 @@ struct worker {
 	int cpu;           /* -1: not pinned */
 	pthread_t th;
 	bool started;
-	void *be;          /* the backend's state for this thread (part_init) */
+	void *be[MS__NEXEC]; /* each backend's state for this thread (part_init), as ctx->exec */
 	int init_err;
 	/* The job, written by the poster before `go` moves, read by the worker after. */
 	struct ms__batch b;
 	size_t first, count;
+	uint8_t exec;      /* which backend (ctx->exec[exec]) */
+	bool sample;       /* AUTO times the call: measure this part's CPU time */
+	uint64_t cpu_ns;   /* ... into here */
 	int err;
 	struct waitword go __attribute__((aligned(64)));   /* jobs posted */
 	struct waitword done __attribute__((aligned(64))); /* jobs finished */
@@ -185,12 +188,22 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct ms__pool *p = w->pool;
-	const struct ms__backend *be = p->ctx->be;
+	const struct ms_ctx *ctx = p->ctx;
 	char name[16];
 
 	snprintf(name, sizeof(name), "ms-worker-%u", w->idx);
 	pthread_setname_np(pthread_self(), name);
-	int err = be->part_init ? be->part_init(p->ctx, &w->be) : 0;
+	int err = 0;
+	unsigned k;
+	for (k = 0; k < ctx->nexec && !err; k++)
+		if (ctx->exec[k].be->part_init)
+			err = ctx->exec[k].be->part_init(p->ctx, &w->be[k]);
+	if (err) {
+		for (unsigned j = 0; j + 1 < k; j++)
+			if (ctx->exec[j].be->part_fini)
+				ctx->exec[j].be->part_fini(w->be[j]);
+		memset(w->be, 0, sizeof(w->be));
+	}
 	worker_started(w, err);
 	if (err)
 		return NULL;
@@ -200,11 +213,15 @@ static void *worker_main(void *arg)
 		seen = __atomic_load_n(&w->go.v, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
 			break;
-		w->err = be->send(w->be, &w->b, w->first, w->count);
+		uint64_t t0 = w->sample ? ms__thread_cpu_ns() : 0;
+		w->err = ctx->exec[w->exec].be->send(w->be[w->exec], &w->b, w->first, w->count);
+		if (w->sample)
+			w->cpu_ns = ms__thread_cpu_ns() - t0;
 		signal_change(&w->done);
 	}
-	if (be->part_fini)
-		be->part_fini(w->be);
+	for (k = 0; k < ctx->nexec; k++)
+		if (ctx->exec[k].be->part_fini)
+			ctx->exec[k].be->part_fini(w->be[k]);
 	return NULL;
 }
 
@@ -426,10 +443,10 @@ void ms__pool_stop(struct ms_ctx *ctx)
 		 * messages are its parent's to send; their backend states are only copies of the
 		 * parent's memory here (for io_uring, this process's mappings and descriptor of a
 		 * ring the parent keeps), freed like any other copy. */
-		const struct ms__backend *be = ctx->be;
 		for (uint32_t k = 0; k < p->nworkers; k++)
-			if (be->part_fini && p->w[k].be)
-				be->part_fini(p->w[k].be);
+			for (unsigned x = 0; x < ctx->nexec; x++)
+				if (ctx->exec[x].be->part_fini && p->w[k].be[x])
+					ctx->exec[x].be->part_fini(p->w[k].be[x]);
 	}
 	ctx->pool = NULL;
 	pool_free(p);
@@ -441,7 +458,7 @@ uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s)
 {
 	const struct ms__pool *p = ctx->pool;
 	if (p->parts < 2 || s->managed || s->b.len > UINT32_MAX ||
-	    (s->b.hdr && !(ctx->be->caps & MS__CAP_HDR)) || !in_parent(p))
+	    (s->b.hdr && !(s->be->caps & MS__CAP_HDR)) || !in_parent(p))
 		return 1;
 	size_t k = s->g->size / PART_MIN;
 	return k < 2 ? 1 : k < p->parts ? (uint32_t)k : p->parts;
@@ -460,10 +477,12 @@ int ms__pool_send(struct ms__send *s)
 		w->b = s->b; /* no counts yet: each part counts its own */
 		w->first = (first + off) % n;
 		w->count = count;
+		w->exec = s->exec;
+		w->sample = s->sampled;
 		signal_change(&w->go);
 	}
 	ms__part_range(n, s->parts, 0, &off, &count);
-	int err = ctx->be->send(ctx->be_state, &s->b, first, count);
+	int err = s->be->send(s->st, &s->b, first, count);
 	for (uint32_t k = 1; k < s->parts; k++) {
 		struct worker *w = &p->w[k - 1];
 		uint32_t want = w->go.v;
@@ -471,6 +490,8 @@ int ms__pool_send(struct ms__send *s)
 		while ((seen = __atomic_load_n(&w->done.v, __ATOMIC_ACQUIRE)) != want)
 			wait_change(&w->done, seen, p->spin_ns);
 		ms__tally_add(&s->b.t, &w->b.t);
+		if (w->sample)
+			s->cpu_parts += w->cpu_ns;
 		if (!err)
 			err = w->err;
 	}
@@ -587,7 +608,7 @@ int ms__offload_send(struct ms_group *g, const struct iovec *iov, int iovcnt, si
 		     unsigned flags, struct ms_result *res)
 {
 	struct ms__pool *p = g->ctx->pool;
-	if (g->ctx->be->id != MS_BACKEND_IO_URING) {
+	if (!(g->ctx->exec_caps & MS__CAP_ONE_THREAD)) {
 		ms__quiesce(g->ctx);
 		return ms__do_send(g, iov, iovcnt, len, flags, res);
 	}

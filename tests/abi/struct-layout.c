@@ -49,7 +49,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, cpus, CFG_PTRS),
 	OFF(struct ms_config, stats_shm, CFG_PTRS + PTR),
 
-	SIZE(struct ms_stats, 8 + 8 * 31),
+	SIZE(struct ms_stats, 8 + 8 * 39),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -83,6 +83,14 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, ts_unsupported, 232),
 	OFF(struct ms_stats, ts_foreign, 240),
 	OFF(struct ms_stats, ts_late, 248),
+	OFF(struct ms_stats, auto_sampled, 256),
+	OFF(struct ms_stats, auto_explored, 264),
+	OFF(struct ms_stats, auto_decisions, 272),
+	OFF(struct ms_stats, auto_switches, 280),
+	OFF(struct ms_stats, auto_backend, 288),
+	OFF(struct ms_stats, auto_ns_loop, 296),
+	OFF(struct ms_stats, auto_ns_sendmmsg, 304),
+	OFF(struct ms_stats, auto_ns_io_uring, 312),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -109,7 +117,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 31),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 39),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),

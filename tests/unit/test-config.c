@@ -121,6 +121,21 @@ static void test_backend_outside_enum(void **state)
 	assert_int_equal(try_cfg(&c), 0);
 }
 
+/* MS_CFG_AUTO_FREEZE qualifies MS_BACKEND_AUTO: with a backend asked for by name it would be
+ * ignored, so it is refused. */
+static void test_auto_freeze_needs_auto(void **state)
+{
+	(void)state;
+	struct ms_config c = base();
+	c.flags |= MS_CFG_AUTO_FREEZE;
+	for (uint32_t b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++) {
+		c.backend = b;
+		assert_int_equal(try_cfg(&c), -EINVAL);
+	}
+	c.backend = MS_BACKEND_AUTO;
+	assert_int_equal(try_cfg(&c), 0);
+}
+
 static void test_queue_depth_range(void **state)
 {
 	(void)state;
@@ -358,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_size_tail_nonzero),
 		cmocka_unit_test(test_flags_unknown),
 		cmocka_unit_test(test_backend_outside_enum),
+		cmocka_unit_test(test_auto_freeze_needs_auto),
 		cmocka_unit_test(test_queue_depth_range),
 		cmocka_unit_test(test_zc_min_range),
 		cmocka_unit_test(test_ts_sample_range),
