@@ -7,6 +7,9 @@
   check.py coverage MANDIR LIB MAP     every function the built library exports (nm -D
                                        --defined-only LIB; the version script MAP if nm is
                                        missing) has a page by its name in section 3
+  check.py synopsis MANDIR HEADER       each exported function's prototype in HEADER appears,
+                                       word for word, in the SYNOPSIS of its page; the
+                                       SEE ALSO of libmultisend.3 names every other page
   check.py options TOOL PAGE SOURCE    the long options TOOL accepts (read from its source:
                                        bench/cli.c's and multisend-stat.c's getopt_long
                                        tables, multisend-run's case patterns) equal the
@@ -169,11 +172,63 @@ def options(tool, page, source):
     return 77 if waiting else 0
 
 
+def roff_text(line):
+    """The text of one .B/.BI/.BR/.I line (alternating fonts joined), or of a text line."""
+    import shlex
+    if re.match(r'^\.(B|I|BI|IB|BR|RB|IR|RI)\s', line):
+        macro, rest = line.split(None, 1)
+        words = shlex.split(rest.replace('\\', '\\\\'))
+        line = (' ' if macro in ('.B', '.I') else '').join(words)
+    elif line.startswith('.'):
+        return ''
+    return line.replace('\\\\', '\\').replace('\\-', '-').replace('\\(dq', '"').replace('\\e', '\\')
+
+
+def synopsis_of(mandir, name):
+    path = os.path.join(mandir, f'{name}.3')
+    t = stub_target(path)
+    if t:
+        path = os.path.join(mandir, f'{t.group(3)}.{t.group(4)}')
+    text, on = [], False
+    for line in open(path, encoding='utf-8').read().splitlines():
+        if line.startswith('.SH'):
+            on = line.strip() == '.SH SYNOPSIS'
+            continue
+        if on:
+            text.append(roff_text(line))
+    return ' '.join(' '.join(text).split())
+
+
+def synopsis(mandir, header):
+    text = re.sub(r'/\*.*?\*/', '', open(header, encoding='utf-8').read(), flags=re.S)
+    protos = [' '.join(p.split()) for p in re.findall(r'^MS_EXPORT\s+([^;]*;)', text, re.M)]
+    bad = 0
+    for p in protos:
+        name = re.search(r'(\w+)\s*\(', p).group(1)
+        if not os.path.exists(os.path.join(mandir, f'{name}.3')):
+            print(f'{name}: no page (see the coverage test)')
+            bad += 1
+        elif p not in synopsis_of(mandir, name):
+            print(f'{name}: the SYNOPSIS of its page lacks the header\'s prototype\n  {p}')
+            bad += 1
+    see = open(os.path.join(mandir, 'libmultisend.3'), encoding='utf-8').read()
+    see = see.split('.SH SEE ALSO', 1)[-1].replace('\\-', '-')
+    for page in pages(mandir):
+        stem, sec = page.rsplit('.', 1)
+        if page != 'libmultisend.3' and f'.BR {stem} ({sec})' not in see:
+            print(f'libmultisend.3: SEE ALSO does not name {stem}({sec})')
+            bad += 1
+    print(f'{len(protos)} prototypes in {os.path.basename(header)}, {bad} problems')
+    return 1 if bad or not protos else 0
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == 'lint':
         return lint(argv[2])
     if len(argv) == 5 and argv[1] == 'coverage':
         return coverage(argv[2], argv[3], argv[4])
+    if len(argv) == 4 and argv[1] == 'synopsis':
+        return synopsis(argv[2], argv[3])
     if len(argv) == 5 and argv[1] == 'options':
         return options(argv[2], argv[3], argv[4])
     print(__doc__)
