@@ -413,6 +413,29 @@ static void refresh(struct source *s, char *why, size_t whylen)
 
 /* ---- main ------------------------------------------------------------------------------- */
 
+/* The JSON interface's version (docs/json.md): the first member of every object this program
+ * prints. It rises only when a member changes meaning or goes away; members may be added
+ * without it. The object itself is stat_json's (stat-file.c); the member goes in front. */
+#define STAT_JSON_SCHEMA_VERSION 1
+
+static void print_json(const struct source *s, uint64_t now_real)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	if (mem) {
+		stat_json(mem, s, now_real);
+		if (fclose(mem) == 0 && len > 1 && buf[0] == '{') {
+			printf("{\"schema_version\":%d,%s", STAT_JSON_SCHEMA_VERSION, buf + 1);
+			free(buf);
+			return;
+		}
+	}
+	free(buf);
+	fprintf(stderr, ME ": cannot format a JSON line (out of memory)\n");
+	exit(EXIT_FAILURE);
+}
+
 static void sleep_until(uint64_t t)
 {
 	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000u),
@@ -550,7 +573,7 @@ int main(int argc, char **argv)
 			if (screen)
 				stat_screen(stdout, s, now_real);
 			else
-				stat_json(stdout, s, now_real);
+				print_json(s, now_real);
 			if (!s->problem && s->done && !s->said_done) {
 				char ep[4 * PATH_MAX], en[4 * sizeof(s->program)];
 				stat_escape(ep, sizeof(ep), s->path, false);
