@@ -286,7 +286,6 @@ enum {
 	MODE_SWEEP = 2,
 	MODE_LATENCY = 4,
 	MODE_CAPACITY = 8,
-	MODE_TIMELINE = 16, /* --timeline: persistent variants in short rotating slices */
 };
 
 struct opts {
@@ -364,8 +363,9 @@ struct opts {
 	unsigned bg_load;
 	double load_from;
 	bool load_from_half, load_from_given;
-	/* --timeline SECONDS (MODE_TIMELINE): each variant keeps its context and group for the
-	 * whole time, sending in slices of slice_ms that rotate order every turn. */
+	/* --timeline SECONDS (0: not given): run that instead of the modes (which keep their
+	 * default): each variant keeps its context and group for the whole time, sending in
+	 * slices of about 150 ms in an order rotated every turn. */
 	double timeline;
 };
 

@@ -776,7 +776,11 @@ int parse_args(int argc, char **argv, struct opts *o)
 		if (o->nrates)
 			return bad("--rate is for the latency and capacity modes, not --timeline%s",
 				   "");
-		o->modes = MODE_TIMELINE;
+		if (auto_warmup_given)
+			return bad("--auto-warmup and --timeline exclude each other (the timeline "
+				   "counts AUTO from its first send, as each half is reported)%s",
+				   "");
+		/* o->modes keeps its default: --timeline replaces the modes (main.c). */
 	}
 	if ((o->ts_all || o->ts_hist) && !o->ts_sample)
 		return bad("%s needs --ts-sample K or --ts-compare K",

@@ -75,6 +75,13 @@ static int run_modes(struct session *s)
 	unsigned nf, nz;
 	int err = 0;
 
+	if (o->timeline > 0) {
+		/* --timeline replaces the modes. */
+		s->nmodes = 1;
+		PICK(o, o->fanouts, o->nfanouts, tl_fan, tl_fan, f, nf);
+		PICK(o, o->sizes, o->nsizes, tl_size, tl_size, z, nz);
+		return run_timeline(s, f, nf, z, nz);
+	}
 	s->nmodes = (unsigned)__builtin_popcount(o->modes);
 
 	if (o->modes & MODE_COMPARE) {
@@ -97,12 +104,6 @@ static int run_modes(struct session *s)
 	if (!err && (o->modes & MODE_CAPACITY)) {
 		next_mode(s);
 		err = run_capacity(s);
-	}
-	if (!err && (o->modes & MODE_TIMELINE)) {
-		next_mode(s);
-		PICK(o, o->fanouts, o->nfanouts, tl_fan, tl_fan, f, nf);
-		PICK(o, o->sizes, o->nsizes, tl_size, tl_size, z, nz);
-		err = run_timeline(s, f, nf, z, nz);
 	}
 	return err;
 }
@@ -167,7 +168,7 @@ static double planned_seconds(const struct opts *o)
 	double per = o->duration > 0 ? o->duration : o->quick ? 3 : 60;
 	int modes = __builtin_popcount(o->modes);
 
-	if (o->modes & MODE_TIMELINE)
+	if (o->timeline > 0)
 		return o->timeline * (o->nfanouts ? o->nfanouts : 1) * (o->nsizes ? o->nsizes : 1);
 	return per * modes;
 }
@@ -181,7 +182,7 @@ static double expected_seconds(const struct opts *o)
 
 	for (unsigned i = 0; i < o->nvariants; i++)
 		want_auto |= o->order[i] == V_AUTO;
-	if (!want_auto || (o->modes & MODE_TIMELINE))
+	if (!want_auto || o->timeline > 0)
 		return t;
 #define NCONF(full_, quick_, user_) \
 	((user_) ? (user_) : o->quick ? ARRAY_SIZE(quick_) : ARRAY_SIZE(full_))
@@ -269,11 +270,19 @@ static void describe(struct session *s, const struct netns *ns)
 			   "library's own per destination, sharing the\n            unconnected "
 			   "socket's port (bound with SO_REUSEADDR)"
 			 : "");
-	snprintf(s->method_desc, sizeof(s->method_desc),
-		 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
-		 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "
-		 "by round",
-		 order);
+	if (o->timeline > 0)
+		snprintf(s->method_desc, sizeof(s->method_desc),
+			 "timeline: for %.3g s per configuration the backends take turns in slices of "
+			 "about 150 ms, in the order %s rotated by one every turn, each keeping its "
+			 "context and group throughout (no warm-up: every slice counts); figures "
+			 "are totals over the whole run and over the slices that started in each half",
+			 o->timeline, order);
+	else
+		snprintf(s->method_desc, sizeof(s->method_desc),
+			 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
+			 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "
+			 "by round",
+			 order);
 }
 
 int main(int argc, char **argv)
@@ -343,7 +352,7 @@ int main(int argc, char **argv)
 		/* In --timeline, half is each timeline's (the sending thread switches it). */
 		if (!o.load_from_half)
 			s.load_at_s = o.load_from;
-		else if (!(o.modes & MODE_TIMELINE))
+		else if (o.timeline <= 0)
 			s.load_at_s = s.expected_s / 2;
 	}
 	/* Signals are taken by sigtimedwait below, never by handlers: block them everywhere

@@ -37,8 +37,6 @@ const char *mode_name(unsigned mode)
 		return "latency";
 	case MODE_CAPACITY:
 		return "capacity";
-	case MODE_TIMELINE:
-		return "timeline";
 	}
 	return "?";
 }
@@ -209,7 +207,7 @@ static const char *load_desc(const struct session *s, char *buf, size_t len)
 
 	if (l < 0 || (size_t)l >= len)
 		return buf;
-	if (o->load_from_half && (o->modes & MODE_TIMELINE))
+	if (o->load_from_half && o->timeline > 0)
 		snprintf(buf + l, len - (size_t)l,
 			 "off for the first half of each timeline, on for the second (from %.3g s)",
 			 o->timeline / 2);
@@ -315,7 +313,7 @@ void json_env(FILE *f, const struct session *s)
 		fputs(",\"background_load\":null", f);
 	}
 	fprintf(f, ",\"auto_warmup_s\":%.3f", s->o->auto_warmup);
-	if (s->o->modes & MODE_TIMELINE)
+	if (s->o->timeline > 0)
 		fprintf(f, ",\"timeline_s\":%.3f", s->o->timeline);
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < s->o->nvariants; i++) {

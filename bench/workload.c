@@ -321,7 +321,12 @@ int variants_open(struct session *s)
 		}
 		/* The library describes set-ups that have options (io_uring's ring); for the others
 		 * say what multisend.h promises about their system calls. */
-		if (v == V_AUTO)
+		if (v == V_AUTO && s->o->timeline > 0)
+			snprintf(x->detail, sizeof(x->detail),
+				 "auto: the library's own choice (MS_BACKEND_AUTO), a new context "
+				 "per configuration, kept across all its slices from its first "
+				 "send; its ms_ctx_describe is printed after the run");
+		else if (v == V_AUTO)
 			snprintf(x->detail, sizeof(x->detail),
 				 "auto: the library's own choice (MS_BACKEND_AUTO), a new context "
 				 "per configuration, kept across its rounds after a %.3g s warm-up; "
