@@ -816,8 +816,8 @@ static void tl_figures(struct tl_result *t, unsigned nv)
 
 /* One configuration for o->timeline seconds: every variant keeps its context and group (the
  * rig's) for the whole time and sends in slices of about SLICE_NS, taking turns in an order
- * rotated by one every turn. A slice belongs to the half it starts in. With --load-from half
- * the load is off at the start and switched on at half time, before the first slice of the
+ * rotated by one every turn. A turn belongs to the half it starts in. With --load-from half
+ * the load is off at the start and switched on at half time, before the first turn of the
  * second half. */
 static int timeline_one(struct session *s, struct rig *r)
 {
@@ -841,20 +841,21 @@ static int timeline_one(struct session *s, struct rig *r)
 	const uint64_t t0 = now_ns();
 	bool switched = false;
 
+	/* The end and the half are taken at turn boundaries, so that every variant has as many
+	 * slices as the others in each half (the run ends up to one turn late). */
 	for (unsigned turn = 0; !err; turn++) {
-		unsigned k;
+		const uint64_t el = now_ns() - t0;
 
-		for (k = 0; k < nv; k++) {
+		if (el >= total)
+			break;
+		if (half && !switched && el >= total / 2) {
+			load_set(s->load, true);
+			switched = true;
+		}
+		const int part = el < total / 2 ? TL_FIRST : TL_SECOND;
+
+		for (unsigned k = 0; k < nv && !err; k++) {
 			const unsigned i = (k + turn) % nv;
-			const uint64_t el = now_ns() - t0;
-
-			if (el >= total)
-				break;
-			if (half && !switched && el >= total / 2) {
-				load_set(s->load, true);
-				switched = true;
-			}
-			const int part = el < total / 2 ? TL_FIRST : TL_SECOND;
 			const bool on = load_is_on(s->load);
 			struct sample smp;
 
@@ -888,8 +889,6 @@ static int timeline_one(struct session *s, struct rig *r)
 				      (double)(now_ns() - t0) / 1e9, s->o->timeline,
 				      variant_name(act[i]), on ? " (load on)" : "");
 		}
-		if (k < nv)
-			break;
 	}
 	if (err)
 		return err;
