@@ -418,7 +418,7 @@ int main(int argc, char **argv)
 	loadavg_now(s.loadavg_end, sizeof(s.loadavg_end));
 	if (!sig && !w.err && s.nres)
 		report_legend(&s);
-	if (!sig && (s.nres || s.ntl))
+	if (!sig && (s.nres || s.ntl || s.nlat || s.cap.done))
 		report_end(&s);
 	if (sig)
 		fprintf(stderr, "multisend-bench: interrupted by %s; stopped%s\n", strsignal(sig),

@@ -566,29 +566,37 @@ static void auto_describe(struct session *s, char *buf, size_t len)
 		snprintf(buf, len, "(ms_ctx_describe failed)");
 }
 
-/* AUTO's first --auto-warmup seconds in a configuration: real sends, timed like a run (so its
- * own CPU per destination can be reported), before the warm-up every backend gets and before
- * the rounds, so that what it explores at the start stays out of the steady-state figures.
- * Batches double up to about 50 ms each. Also counted in the warm-up's sends (accounting). */
-static int auto_warmup(struct session *s, struct rig *r, struct result *res)
+int auto_warmup_send(struct session *s, struct rig *r, struct sample *acc)
 {
 	const uint64_t want = (uint64_t)(s->o->auto_warmup * 1e9), t0 = now_ns();
 	uint64_t count = 1;
 
-	res->have_auto_first = true;
-	res->auto_first_s = s->o->auto_warmup;
 	while (now_ns() - t0 < want) {
 		struct sample smp;
 		int err = timed_run(s, r, V_AUTO, count, count, &smp);
 
 		if (err)
 			return err;
-		sample_add(&res->auto_first, &smp);
-		sample_add(&res->warm, &smp);
+		if (acc)
+			sample_add(acc, &smp);
 		if (smp.wall_ns < 50000000ull / 2)
 			count *= 2;
 	}
 	return 0;
+}
+
+/* AUTO's first --auto-warmup seconds in a configuration (auto_warmup_send) before the warm-up
+ * every backend gets and before the rounds, so that what it explores at the start stays out of
+ * the steady-state figures; reported apart, and counted in the warm-up's sends (accounting). */
+static int auto_warmup(struct session *s, struct rig *r, struct result *res)
+{
+	int err;
+
+	res->have_auto_first = true;
+	res->auto_first_s = s->o->auto_warmup;
+	err = auto_warmup_send(s, r, &res->auto_first);
+	sample_add(&res->warm, &res->auto_first);
+	return err;
 }
 
 /* Measure one configuration: warm-up, rounds, results. */
