@@ -175,7 +175,7 @@ static void usage(FILE *f)
 	      "                         an order rotated every turn; CPU per destination over the\n"
 	      "                         whole run and each half, and auto over the best fixed\n"
 	      "                         library backend. Not with --mode, --duration, --iterations,\n"
-	      "                         --rounds, --quick\n"
+	      "                         --rounds, --quick, --csv, --report\n"
 	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
@@ -776,6 +776,9 @@ int parse_args(int argc, char **argv, struct opts *o)
 		if (o->nrates)
 			return bad("--rate is for the latency and capacity modes, not --timeline%s",
 				   "");
+		if (o->csv || o->report)
+			return bad("--timeline writes its figures to the table and --json, not to %s",
+				   o->csv ? "--csv" : "--report");
 		if (auto_warmup_given)
 			return bad("--auto-warmup and --timeline exclude each other (the timeline "
 				   "counts AUTO from its first send, as each half is reported)%s",

@@ -40,6 +40,14 @@ static void __attribute__((noreturn)) worker(pid_t parent, uint64_t deadline_ns,
 	/* Dies with the bench, however it ends; if it already ended, now. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 		_exit(0);
+	/* Holds none of the bench's descriptors: a pipe on its output (--json -) must see its end
+	 * when the bench ends, sockets and files close when the bench closes them. */
+	int devnull = open("/dev/null", O_RDWR);
+
+	if (devnull >= 0)
+		for (int fd = 0; fd < 3; fd++)
+			dup2(devnull, fd);
+	close_range(3, ~0u, 0);
 	alarm(secs); /* the backstop: SIGALRM's default action ends the process */
 	signal(SIGALRM, SIG_DFL);
 	signal(SIGINT, SIG_DFL);

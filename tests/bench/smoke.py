@@ -414,7 +414,9 @@ def t_usage(bench):
                        (["--timeline", "5", "--rate", "100"], "not --timeline"),
                        (["--timeline", "5", "--backends", "auto", "--auto-warmup", "1"],
                         "exclude each other"),
-                       (["--callgrind", "--timeline", "5"], "no use there")):
+                       (["--callgrind", "--timeline", "5"], "no use there"),
+                       (["--timeline", "5", "--csv", "/tmp/x.csv"], "not to --csv"),
+                       (["--timeline", "5", "--report", "/tmp/x"], "not to --report")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
