@@ -28,6 +28,7 @@
 
 #include "hist.h"
 #include "kstat.h"
+#include "load.h"
 #include "util.h"
 
 #define BENCH_VERSION "0.1.0"
@@ -102,6 +103,11 @@ enum variant_id {
 	V_LOOP_W_TS,
 	V_SENDMMSG_W_TS,
 	V_IO_URING_W_TS,
+	/* The library's AUTO (MS_BACKEND_AUTO, "auto"): whatever backend the library chooses.
+	 * Not a variant of a fixed backend (no "+ts", "+dontwait"... of its own; --dontwait and
+	 * --rotate apply to it). Its context is made afresh for each configuration and kept
+	 * across that configuration's rounds, after a warm-up of --auto-warmup seconds. */
+	V_AUTO,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -113,6 +119,7 @@ enum variant_id {
 #define V_FIRST_ZC V_LOOP_ZC
 #define V_FIRST_W V_LOOP_W
 #define V_FIRST_W_TS V_LOOP_W_TS
+#define V_END_W V_AUTO /* one past the last "+wK" variant */
 
 static inline bool variant_is_ts(enum variant_id v)
 {
@@ -147,12 +154,12 @@ static inline bool variant_is_zc(enum variant_id v)
 /* "+wK" and "+wK+ts" */
 static inline bool variant_is_w(enum variant_id v)
 {
-	return v >= V_FIRST_W && v < V_COUNT;
+	return v >= V_FIRST_W && v < V_END_W;
 }
 
 static inline bool variant_is_w_ts(enum variant_id v)
 {
-	return v >= V_FIRST_W_TS && v < V_COUNT;
+	return v >= V_FIRST_W_TS && v < V_END_W;
 }
 
 /* The variants whose context samples transmit timestamps, on sockets of their own. */
@@ -347,6 +354,19 @@ struct opts {
 	const char *callgrind_out;
 	uint64_t cg_warmup;
 	const char *cg_conflict; /* an option given that --callgrind has no use for */
+	/* AUTO (--backends auto): seconds of real sends before its first measured round in each
+	 * configuration (--auto-warmup; default 2, 0 allowed). */
+	double auto_warmup;
+	/* --background-load K: K worker processes (0: none) doing short system calls and memory
+	 * traffic; --load-from: seconds after the start (load_from_half: half of the expected
+	 * run; in --timeline, of each timeline) before they start working. */
+	unsigned bg_load;
+	double load_from;
+	bool load_from_half, load_from_given;
+	/* --timeline SECONDS (0: not given): run that instead of the modes (which keep their
+	 * default): each variant keeps its context and group for the whole time, sending in
+	 * slices of about 150 ms in an order rotated every turn. */
+	double timeline;
 };
 
 /* A backend under test: raw-sendto (no library) or one of the library's. */
@@ -439,6 +459,12 @@ struct result {
 	/* The warm-up's sends, summed: not timed, but sent, received and accounted for like the
 	 * rounds' (the deliver sink checks them too). */
 	struct sample warm;
+	/* AUTO: its first auto_first_s seconds of sends (--auto-warmup), before the rounds, as a
+	 * timed sample of their own; and its context's ms_ctx_describe after the rounds. */
+	bool have_auto_first;
+	double auto_first_s;
+	struct sample auto_first;
+	char auto_desc[512];
 };
 
 /* One backend at one configuration and offered rate. */
@@ -480,6 +506,24 @@ struct capacity {
 	char sentence[768];
 };
 
+/* --timeline: one variant at one configuration over the whole run and each half. */
+enum { TL_WHOLE, TL_FIRST, TL_SECOND, TL_NPART };
+struct tl_result {
+	enum variant_id v;
+	uint64_t n, size;
+	double seconds;           /* the timeline's length */
+	unsigned slices[TL_NPART];
+	struct sample part[TL_NPART]; /* summed over the slices that started in that part */
+	double cpu[TL_NPART];     /* process CPU ns per destination */
+	double caller[TL_NPART];  /* the sending thread's */
+	/* Over the best (lowest CPU/dest) fixed library backend of the same part (loop,
+	 * sendmmsg, io_uring and their variants; not raw-*, not auto): 0 when none ran. */
+	double vs_best[TL_NPART];
+	int best[TL_NPART];       /* that backend, -1: none */
+	bool load_on[TL_NPART];   /* the background load ran during (some of) that part */
+	char auto_desc[512];      /* AUTO: its context's ms_ctx_describe at the end */
+};
+
 struct env_info {
 	char kernel[4 * 65 + 8]; /* four utsname fields */
 	char cpu_model[128];
@@ -507,6 +551,12 @@ struct session {
 	struct lat_result *lat;
 	size_t nlat, caplat;
 	struct capacity cap;
+	struct tl_result *tl;
+	size_t ntl, captl;
+	struct bg_load *load;  /* --background-load, else NULL */
+	double expected_s;     /* the run's expected length (for --load-from half) */
+	double load_at_s;      /* when main sets the load on, s after started_ns; < 0: not main's */
+	char loadavg_end[64];  /* /proc/loadavg's three averages after the run */
 
 	FILE *table; /* the human-readable output: stdout, or stderr under --json - */
 	FILE *json;
@@ -544,6 +594,9 @@ uint32_t variant_zc_min(const struct opts *o, enum variant_id v);
 uint32_t variant_workers(const struct opts *o, enum variant_id v);
 /* Create the library contexts for the wanted backends; unavailable ones get a reason. */
 int variants_open(struct session *s);
+/* Replace v's context with a new one made the same way (AUTO, once per configuration, so its
+ * decisions are that configuration's). 0 or -errno (v then unavailable for the rest). */
+int variant_renew(struct session *s, enum variant_id v);
 void variants_close(struct session *s);
 
 /* run.c */
@@ -574,6 +627,10 @@ int run_latency(struct session *s, const uint64_t *fanouts, unsigned nf, const u
 int latency_probe(struct session *s, enum variant_id v, uint64_t n, uint64_t size,
 		  uint64_t rate, double seconds, double *p99_ns, uint64_t *preempted);
 
+/* run.c: --timeline */
+int run_timeline(struct session *s, const uint64_t *fanouts, unsigned nf, const uint64_t *sizes,
+		 unsigned ns);
+
 /* capacity.c */
 int run_capacity(struct session *s);
 
@@ -584,6 +641,8 @@ int callgrind_child(struct session *s);
 
 /* env.c */
 void env_collect(struct env_info *e);
+/* The 1, 5 and 15 minute load averages, as /proc/loadavg says them ("" if unreadable). */
+void loadavg_now(char *buf, size_t len);
 
 /* report.c */
 void report_header(struct session *s);
@@ -595,6 +654,11 @@ void report_ts(struct session *s, size_t first, size_t n);
 void report_ts_latency(struct session *s, size_t first, size_t n);
 void report_latency(struct session *s, const struct lat_result *l);
 void report_capacity(struct session *s);
+void report_timeline(struct session *s, size_t first, size_t n);
+void json_timeline(FILE *f, const struct session *s, const struct tl_result *t);
+/* After the run: each configuration's AUTO ms_ctx_describe, the load that ran and when, and
+ * the load average at the end. */
+void report_end(struct session *s);
 void report_skip(struct session *s, const char *what, const char *why);
 void report_legend(struct session *s);
 /* A "!" line under the table. */

@@ -48,6 +48,7 @@ static const char *const colour[V_COUNT] = {
 	[V_LOOP_W_TS] = "#9c9ede",
 	[V_SENDMMSG_W_TS] = "#e7cb94",
 	[V_IO_URING_W_TS] = "#cedb9c",
+	[V_AUTO] = "#d62728",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

@@ -28,8 +28,9 @@ static void usage(FILE *f)
 	      "                                     its scheduled start (p50..p99.99, max)\n"
 	      "                           capacity  the largest fan-out per core for --rate,\n"
 	      "                                     --size, --cpu-budget, --p99-bound\n"
-	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring\n"
-	      "                         or all; runs interleave in this order. Default: raw-sendto\n"
+	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring,\n"
+	      "                         auto, or all (all but auto); runs interleave in this order.\n"
+	      "                         Default: raw-sendto\n"
 	      "                         and every available library backend (--callgrind: all).\n"
 	      "                         raw-sendto is the baseline every ratio is taken against;\n"
 	      "                         raw-sendmmsg and raw-io_uring are the library's sendmmsg\n"
@@ -150,6 +151,32 @@ static void usage(FILE *f)
 	      "                         them (contexts are made before --cpu pins the sending thread,\n"
 	      "                         so they do not inherit its CPU)\n"
 	      "\n"
+	      "AUTO and background load:\n"
+	      "      --backends ...,auto  the library's MS_BACKEND_AUTO beside the fixed backends,\n"
+	      "                         as a long-running publisher sees it: a new context and\n"
+	      "                         group per configuration, kept across its rounds (and its\n"
+	      "                         timeline slices); after the run each configuration's\n"
+	      "                         ms_ctx_describe is printed\n"
+	      "      --auto-warmup SEC  seconds of real sends AUTO makes before its first measured\n"
+	      "                         round in each configuration (0..3600, default 2), reported\n"
+	      "                         apart ('auto first SEC s'); needs auto in --backends\n"
+	      "      --background-load K  K processes (0..64, default 0) that loop on short system\n"
+	      "                         calls and walks of an 8 MiB buffer while the bench runs; not\n"
+	      "                         the bench's threads, so never in its CPU figures. Killed\n"
+	      "                         with the bench (PR_SET_PDEATHSIG) and at their own deadline\n"
+	      "                         (the expected run plus a margin); not pinned\n"
+	      "      --load-from WHEN   when the load starts: 0 (default, the whole run), seconds\n"
+	      "                         after the start, or half (half the expected run; with\n"
+	      "                         --timeline, half of each timeline, quiet again before the\n"
+	      "                         next); needs --background-load\n"
+	      "      --timeline SEC     a mode of its own: for each --fanout x --size (default 256 x\n"
+	      "                         64), every backend keeps one context and group for SEC\n"
+	      "                         seconds (1..86400) and sends in slices of about 150 ms, in\n"
+	      "                         an order rotated every turn; CPU per destination over the\n"
+	      "                         whole run and each half, and auto over the best fixed\n"
+	      "                         library backend. Not with --mode, --duration, --iterations,\n"
+	      "                         --rounds, --quick, --csv, --report\n"
+	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
 	      "                         --fanout (default 256) and --size (default 64), --sink and\n"
@@ -232,7 +259,7 @@ static int parse_backends(const char *arg, struct opts *o)
 
 		if (v < 0)
 			return bad("--backends: unknown backend '%s' (raw-sendto, raw-sendmmsg, "
-				   "raw-io_uring, loop, sendmmsg, io_uring, all)",
+				   "raw-io_uring, loop, sendmmsg, io_uring, auto, all)",
 				   tok);
 		if (seen[v])
 			return bad("--backends: '%s' given twice", tok);
@@ -257,6 +284,11 @@ static int expand_variants(struct opts *o)
 	for (unsigned i = 0; i < o->nvariants; i++) {
 		enum variant_id v = o->order[i];
 
+		/* AUTO has no variants of its own: it runs as it is beside them. */
+		if (v == V_AUTO) {
+			order[n++] = v;
+			continue;
+		}
 		if (!variant_is_raw(v))
 			lib++;
 		if (variant_is_raw(v) || !o->ts_sample || o->ts_compare)
@@ -327,6 +359,10 @@ enum {
 	OPT_CALLGRIND,
 	OPT_CALLGRIND_OUT,
 	OPT_CALLGRIND_CHILD,
+	OPT_AUTO_WARMUP,
+	OPT_BG_LOAD,
+	OPT_LOAD_FROM,
+	OPT_TIMELINE,
 };
 
 static const struct option long_opts[] = {
@@ -376,6 +412,10 @@ static const struct option long_opts[] = {
 	{ "callgrind-out", required_argument, NULL, OPT_CALLGRIND_OUT },
 	/* Internal: what --callgrind runs under valgrind (callgrind.c). */
 	{ "callgrind-child", required_argument, NULL, OPT_CALLGRIND_CHILD },
+	{ "auto-warmup", required_argument, NULL, OPT_AUTO_WARMUP },
+	{ "background-load", required_argument, NULL, OPT_BG_LOAD },
+	{ "load-from", required_argument, NULL, OPT_LOAD_FROM },
+	{ "timeline", required_argument, NULL, OPT_TIMELINE },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, 'V' },
 	{ NULL, 0, NULL, 0 },
@@ -385,12 +425,14 @@ int parse_args(int argc, char **argv, struct opts *o)
 {
 	uint64_t u;
 	int c, n;
+	bool auto_warmup_given = false, mode_given = false;
 
 	memset(o, 0, sizeof(*o));
 	o->modes = MODE_COMPARE;
 	o->cpu = -1;
 	o->cpu_budget = 0.7;
 	o->progress = true;
+	o->auto_warmup = 2;
 	/* The "+ts" variants join only with --ts-sample or --ts-compare (expand_ts). raw-sendmmsg
 	 * and raw-io_uring only when asked for: the default run's time is fixed, and two more
 	 * backends would cut every backend's timed runs to two thirds (wider ranges for the
@@ -404,6 +446,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		switch (c) {
 		case 'm':
 			o->cg_conflict = "--mode";
+			mode_given = true;
 			if (parse_modes(optarg, &o->modes))
 				return -EINVAL;
 			break;
@@ -641,6 +684,35 @@ int parse_args(int argc, char **argv, struct opts *o)
 				return bad("--callgrind-child: expected a warm-up count, got '%s'", optarg);
 			o->cg_child = true;
 			break;
+		case OPT_AUTO_WARMUP:
+			o->cg_conflict = "--auto-warmup";
+			if (parse_double(optarg, 0, 3600, &o->auto_warmup))
+				return bad("--auto-warmup: expected seconds 0..3600, got '%s'", optarg);
+			auto_warmup_given = true;
+			break;
+		case OPT_BG_LOAD:
+			o->cg_conflict = "--background-load";
+			if (parse_u64(optarg, 0, 64, &u))
+				return bad("--background-load: expected 0..64 load processes, got '%s'",
+					   optarg);
+			o->bg_load = (unsigned)u;
+			break;
+		case OPT_LOAD_FROM:
+			o->cg_conflict = "--load-from";
+			o->load_from_given = true;
+			if (!strcmp(optarg, "half"))
+				o->load_from_half = true, o->load_from = 0;
+			else if (parse_double(optarg, 0, 86400, &o->load_from))
+				return bad("--load-from: expected seconds 0..86400 or 'half', got '%s'",
+					   optarg);
+			else
+				o->load_from_half = false;
+			break;
+		case OPT_TIMELINE:
+			o->cg_conflict = "--timeline";
+			if (parse_double(optarg, 1, 86400, &o->timeline))
+				return bad("--timeline: expected seconds 1..86400, got '%s'", optarg);
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -681,6 +753,38 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return bad("--callgrind-child is internal to --callgrind: one backend, one --fanout, one "
 			   "--size, --iterations%s",
 			   "");
+	for (unsigned i = 0; o->callgrind && i < o->nvariants; i++)
+		if (o->order[i] == V_AUTO)
+			return bad("--callgrind and --backends auto exclude each other (AUTO chooses by "
+				   "timing its sends, which valgrind distorts)%s",
+				   "");
+	bool want_auto = false;
+
+	for (unsigned i = 0; i < o->nvariants; i++)
+		want_auto |= o->order[i] == V_AUTO;
+	if (auto_warmup_given && !want_auto)
+		return bad("--auto-warmup needs auto in --backends%s", "");
+	if (o->load_from_given && !o->bg_load)
+		return bad("--load-from needs --background-load K (K = 1..64)%s", "");
+	if (o->timeline > 0) {
+		if (mode_given)
+			return bad("--timeline is a mode of its own: not with --mode%s", "");
+		if (o->duration > 0 || o->iterations || o->rounds || o->quick)
+			return bad("--timeline SECONDS sets the run's length: not with --duration, "
+				   "--iterations, --rounds or --quick%s",
+				   "");
+		if (o->nrates)
+			return bad("--rate is for the latency and capacity modes, not --timeline%s",
+				   "");
+		if (o->csv || o->report)
+			return bad("--timeline writes its figures to the table and --json, not to %s",
+				   o->csv ? "--csv" : "--report");
+		if (auto_warmup_given)
+			return bad("--auto-warmup and --timeline exclude each other (the timeline "
+				   "counts AUTO from its first send, as each half is reported)%s",
+				   "");
+		/* o->modes keeps its default: --timeline replaces the modes (main.c). */
+	}
 	if ((o->ts_all || o->ts_hist) && !o->ts_sample)
 		return bad("%s needs --ts-sample K or --ts-compare K",
 			   o->ts_all ? "--ts-all" : "--ts-hist");

@@ -40,12 +40,28 @@ static void cpu_info(struct env_info *e)
 	fclose(f);
 }
 
+void loadavg_now(char *out, size_t len)
+{
+	char buf[128];
+
+	out[0] = 0;
+	if (!read_file("/proc/loadavg", buf, sizeof(buf))) {
+		/* The first three fields: 1, 5 and 15 minute averages. */
+		char *p = buf;
+
+		for (int i = 0; i < 3 && (p = strchr(p + 1, ' ')); i++)
+			;
+		if (p)
+			*p = 0;
+		snprintf(out, len, "%s", buf);
+	}
+}
+
 void env_collect(struct env_info *e)
 {
 	struct utsname u;
 	cpu_set_t set;
 	struct rlimit rl;
-	char buf[64];
 
 	memset(e, 0, sizeof(*e));
 	if (!uname(&u))
@@ -58,16 +74,7 @@ void env_collect(struct env_info *e)
 	if (read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource",
 		      e->clocksource, sizeof(e->clocksource)))
 		snprintf(e->clocksource, sizeof(e->clocksource), "unknown");
-	if (!read_file("/proc/loadavg", buf, sizeof(buf))) {
-		/* The first three fields: 1, 5 and 15 minute averages. */
-		char *p = buf;
-
-		for (int i = 0; i < 3 && (p = strchr(p + 1, ' ')); i++)
-			;
-		if (p)
-			*p = 0;
-		snprintf(e->loadavg, sizeof(e->loadavg), "%s", buf);
-	}
+	loadavg_now(e->loadavg, sizeof(e->loadavg));
 	time_t t = time(NULL);
 	struct tm tm;
 

@@ -152,6 +152,10 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 	int err = 0;
 
 	for (unsigned i = 0; i < nv; i++) {
+		/* AUTO's first seconds (its exploration) before anything is measured. */
+		if (act[i] == V_AUTO && s->o->auto_warmup > 0 &&
+		    (err = auto_warmup_send(s, r, NULL)))
+			return err;
 		est[i] = rig_calibrate(s, r, act[i], 20000000, NULL);
 		if (est[i] < 0)
 			return (int)est[i];
@@ -274,7 +278,11 @@ int latency_probe(struct session *s, enum variant_id v, uint64_t n, uint64_t siz
 
 	if (err)
 		return err;
-	err = lat_init(&l, v, &r, rate, 1);
+	/* AUTO's context is new with each rig: its first seconds before the measurement. */
+	if (v == V_AUTO && s->o->auto_warmup > 0)
+		err = auto_warmup_send(s, &r, NULL);
+	if (!err)
+		err = lat_init(&l, v, &r, rate, 1);
 	if (!err) {
 		/* Three parts, and the median of their p99s: one burst of other work on the machine
 		 * spoils one part, not the answer. */

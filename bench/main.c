@@ -41,6 +41,7 @@ static const uint64_t sw_fan_q[] = { 1, 4, 16, 64, 256 };
 static const uint64_t sw_size[] = { 64, 256, 512, 1024, 1472 }, sw_size_q[] = { 64, 512 };
 static const uint64_t lat_fan[] = { 16, 256 }, lat_fan_q[] = { 16 };
 static const uint64_t lat_size[] = { 64 };
+static const uint64_t tl_fan[] = { 256 }, tl_size[] = { 64 };
 
 /* The user's list, else the mode's quick or full default. */
 #define PICK(o, user, nuser, full_list, quick_list, outp, outn)                                 \
@@ -74,6 +75,13 @@ static int run_modes(struct session *s)
 	unsigned nf, nz;
 	int err = 0;
 
+	if (o->timeline > 0) {
+		/* --timeline replaces the modes. */
+		s->nmodes = 1;
+		PICK(o, o->fanouts, o->nfanouts, tl_fan, tl_fan, f, nf);
+		PICK(o, o->sizes, o->nsizes, tl_size, tl_size, z, nz);
+		return run_timeline(s, f, nf, z, nz);
+	}
 	s->nmodes = (unsigned)__builtin_popcount(o->modes);
 
 	if (o->modes & MODE_COMPARE) {
@@ -160,7 +168,34 @@ static double planned_seconds(const struct opts *o)
 	double per = o->duration > 0 ? o->duration : o->quick ? 3 : 60;
 	int modes = __builtin_popcount(o->modes);
 
+	if (o->timeline > 0)
+		return o->timeline * (o->nfanouts ? o->nfanouts : 1) * (o->nsizes ? o->nsizes : 1);
 	return per * modes;
+}
+
+/* How long the whole run should take: the modes' budgets, and AUTO's warm-up in each of their
+ * configurations (which the budgets do not include). */
+static double expected_seconds(const struct opts *o)
+{
+	double t = planned_seconds(o);
+	bool want_auto = false;
+
+	for (unsigned i = 0; i < o->nvariants; i++)
+		want_auto |= o->order[i] == V_AUTO;
+	if (!want_auto || o->timeline > 0)
+		return t;
+#define NCONF(full_, quick_, user_) \
+	((user_) ? (user_) : o->quick ? ARRAY_SIZE(quick_) : ARRAY_SIZE(full_))
+	if (o->modes & MODE_COMPARE)
+		t += o->auto_warmup * (double)NCONF(cmp_fan, cmp_fan_q, o->nfanouts) *
+		     (double)NCONF(cmp_size, cmp_size_q, o->nsizes);
+	if (o->modes & MODE_SWEEP)
+		t += o->auto_warmup * (double)NCONF(sw_fan, sw_fan_q, o->nfanouts) *
+		     (double)NCONF(sw_size, sw_size_q, o->nsizes);
+	if (o->modes & MODE_CAPACITY)
+		t += o->auto_warmup * 8;
+#undef NCONF
+	return t;
 }
 
 static void draw_progress(struct session *s)
@@ -209,6 +244,7 @@ static void free_session(struct session *s)
 		free(s->lat[i].ts);
 	}
 	free(s->lat);
+	free(s->tl);
 }
 
 static void describe(struct session *s, const struct netns *ns)
@@ -234,11 +270,19 @@ static void describe(struct session *s, const struct netns *ns)
 			   "library's own per destination, sharing the\n            unconnected "
 			   "socket's port (bound with SO_REUSEADDR)"
 			 : "");
-	snprintf(s->method_desc, sizeof(s->method_desc),
-		 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
-		 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "
-		 "by round",
-		 order);
+	if (o->timeline > 0)
+		snprintf(s->method_desc, sizeof(s->method_desc),
+			 "timeline: for %.3g s per configuration the backends take turns in slices of "
+			 "about 150 ms, in the order %s rotated by one every turn, each keeping its "
+			 "context and group throughout (no warm-up: every slice counts); figures "
+			 "are totals over the whole run and over the slices that started in each half",
+			 o->timeline, order);
+	else
+		snprintf(s->method_desc, sizeof(s->method_desc),
+			 "warm-up, then rounds that run each backend once in the order %s (interleaved); "
+			 "figures are medians over rounds [min-max]; ratios to raw-sendto are taken round "
+			 "by round",
+			 order);
 }
 
 int main(int argc, char **argv)
@@ -289,6 +333,28 @@ int main(int argc, char **argv)
 		csv_header(s.csv);
 	}
 
+	/* --background-load: processes forked now, before any thread or namespace exists (they
+	 * are the bench's children, never its threads), stopped until set working. Their own
+	 * deadline: twice the expected run plus a minute; the bench kills them before that. */
+	struct bg_load load = { 0 };
+
+	s.expected_s = expected_seconds(&o);
+	s.load_at_s = -1;
+	if (o.bg_load) {
+		char why[256];
+
+		if (load_start(&load, o.bg_load, 2 * s.expected_s + 60, why, sizeof(why))) {
+			fprintf(stderr, "multisend-bench: %s\n", why);
+			status = 1;
+			goto out_files;
+		}
+		s.load = &load;
+		/* In --timeline, half is each timeline's (the sending thread switches it). */
+		if (!o.load_from_half)
+			s.load_at_s = o.load_from;
+		else if (o.timeline <= 0)
+			s.load_at_s = s.expected_s / 2;
+	}
 	/* Signals are taken by sigtimedwait below, never by handlers: block them everywhere
 	 * (threads inherit the mask) before any thread or namespace exists. A closed pipe must
 	 * not kill us before the namespace is gone: writes then fail with EPIPE instead. */
@@ -318,6 +384,8 @@ int main(int argc, char **argv)
 	w.s = &s;
 	w.ns = s.ns ? &ns : NULL;
 	s.started_ns = now_ns();
+	if (s.load && s.load_at_s == 0)
+		load_set(s.load, true);
 	if ((rc = pthread_create(&tid, NULL, worker_main, &w))) {
 		fprintf(stderr, "multisend-bench: pthread_create: %s\n", strerror(rc));
 		status = 1;
@@ -335,6 +403,9 @@ int main(int argc, char **argv)
 		}
 		if (tty && !sig && now_ns() - s.started_ns > 1000000000ull)
 			draw_progress(&s);
+		if (s.load && s.load_at_s > 0 && !load_is_on(s.load) &&
+		    (double)(now_ns() - s.started_ns) >= s.load_at_s * 1e9)
+			load_set(s.load, true);
 	}
 	pthread_join(tid, NULL);
 	pthread_mutex_lock(&s.out_lock);
@@ -342,8 +413,13 @@ int main(int argc, char **argv)
 		fputs("\r\033[K", stderr);
 	pthread_mutex_unlock(&s.out_lock);
 
+	if (s.load)
+		load_set(s.load, false);
+	loadavg_now(s.loadavg_end, sizeof(s.loadavg_end));
 	if (!sig && !w.err && s.nres)
 		report_legend(&s);
+	if (!sig && (s.nres || s.ntl || s.nlat || s.cap.done))
+		report_end(&s);
 	if (sig)
 		fprintf(stderr, "multisend-bench: interrupted by %s; stopped%s\n", strsignal(sig),
 			s.ns ? ", removing the namespace" : "");
@@ -358,6 +434,8 @@ int main(int argc, char **argv)
 		fprintf(s.table, "\nreport written to %s/index.html\n", o.report);
 
 out_ns:
+	/* Every load process killed and reaped, whatever happened above. */
+	load_stop(&load);
 	if (ns.created) {
 		int err = netns_destroy(&ns);
 

@@ -191,6 +191,37 @@ static int backend_width(const struct session *s)
 	return w;
 }
 
+/* The header's "load" line: what background load runs, and when. */
+static const char *load_desc(const struct session *s, char *buf, size_t len)
+{
+	const struct opts *o = s->o;
+
+	if (!o->bg_load) {
+		snprintf(buf, len, "no background load (--background-load K adds some)");
+		return buf;
+	}
+	int l = snprintf(buf, len,
+			 "%u background process%s (short system calls and walks of an 8 MiB "
+			 "buffer; not pinned), ",
+			 o->bg_load, o->bg_load == 1 ? "" : "es");
+
+	if (l < 0 || (size_t)l >= len)
+		return buf;
+	if (o->load_from_half && o->timeline > 0)
+		snprintf(buf + l, len - (size_t)l,
+			 "off for the first half of each timeline, on for the second (from %.3g s)",
+			 o->timeline / 2);
+	else if (o->load_from_half)
+		snprintf(buf + l, len - (size_t)l,
+			 "on from half the expected run (%.3g s of about %.3g s)", s->expected_s / 2,
+			 s->expected_s);
+	else if (o->load_from > 0)
+		snprintf(buf + l, len - (size_t)l, "on from %.3g s after the start", o->load_from);
+	else
+		snprintf(buf + l, len - (size_t)l, "on for the whole run");
+	return buf;
+}
+
 void text_header(FILE *f, const struct session *s)
 {
 	const struct env_info *e = &s->env;
@@ -228,6 +259,9 @@ void text_header(FILE *f, const struct session *s)
 	fprintf(f, "  sockets   %s\n", s->shape_desc);
 	fprintf(f, "  sink      %s\n", s->sink_desc);
 	fprintf(f, "  method    %s\n", s->method_desc);
+	char load[256];
+
+	fprintf(f, "  load      %s\n", load_desc(s, load, sizeof(load)));
 	fprintf(f, "  start     %s, load average %s, RLIMIT_NOFILE %" PRIu64 "\n", e->date,
 		e->loadavg, e->nofile);
 }
@@ -236,7 +270,7 @@ void json_env(FILE *f, const struct session *s)
 {
 	const struct env_info *e = &s->env;
 
-	fputs("{\"type\":\"env\",\"bench_version\":", f);
+	fputs("{\"type\":\"env\",\"schema_version\":1,\"bench_version\":", f);
 	json_str(f, BENCH_VERSION);
 	fputs(",\"library_version\":", f);
 	json_str(f, e->lib_version);
@@ -268,6 +302,19 @@ void json_env(FILE *f, const struct session *s)
 	else
 		fputs(",\"tx_timestamps\":null", f);
 	json_send_options(f, s->o);
+	if (s->o->bg_load) {
+		fprintf(f, ",\"background_load\":{\"processes\":%u,\"from\":", s->o->bg_load);
+		if (s->o->load_from_half)
+			fputs("\"half\"", f);
+		else
+			fprintf(f, "%.3f", s->o->load_from);
+		fprintf(f, ",\"expected_run_s\":%.3f}", s->expected_s);
+	} else {
+		fputs(",\"background_load\":null", f);
+	}
+	fprintf(f, ",\"auto_warmup_s\":%.3f", s->o->auto_warmup);
+	if (s->o->timeline > 0)
+		fprintf(f, ",\"timeline_s\":%.3f", s->o->timeline);
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < s->o->nvariants; i++) {
 		const struct variant *v = &s->var[s->o->order[i]];
@@ -368,6 +415,11 @@ static void table_heading(struct session *s, unsigned mode)
 	fprintf(f, " %8s %6s\n", "/fan-out", "");
 }
 
+static double per_dest(uint64_t ns, uint64_t dests)
+{
+	return dests ? (double)ns / (double)dests : 0;
+}
+
 void report_result(struct session *s, const struct result *r)
 {
 	FILE *f = s->table;
@@ -416,6 +468,14 @@ void report_result(struct session *s, const struct result *r)
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10" PRIu64, r->k.dev_tx_dropped);
 	fputc('\n', f);
+	if (r->have_auto_first) {
+		const struct sample *x = &r->auto_first;
+
+		fprintf(f, "        auto first %.3gs: %.0f ns/dest process, %.0f caller (%" PRIu64
+			   " fan-outs, before the warm-up and rounds; not in the row above)\n",
+			r->auto_first_s, per_dest(x->proc_ns - x->rx_ns - x->drain_ns, x->dests),
+			per_dest(x->thread_ns, x->dests), x->fanouts);
+	}
 	if (r->failed)
 		fprintf(f, "        ! %" PRIu64 " of %" PRIu64 " destinations were refused%s\n",
 			r->failed, r->dests,
@@ -1007,6 +1067,25 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		fputs(",\"ratio_to_no_ts\":null", f);
 	}
 	json_ts(f, s, r->v, r->ts);
+	if (r->have_auto_first) {
+		const struct sample *x = &r->auto_first;
+
+		fprintf(f,
+			",\"auto_first\":{\"seconds\":%.3f,\"fanouts\":%" PRIu64
+			",\"dests_sent\":%" PRIu64 ",\"dests_failed\":%" PRIu64
+			",\"cpu_ns_per_dest_process\":%.1f,\"cpu_ns_per_dest_caller\":%.1f"
+			",\"wall_ns\":%" PRIu64 "}",
+			r->auto_first_s, x->fanouts, x->dests, x->failed,
+			per_dest(x->proc_ns - x->rx_ns - x->drain_ns, x->dests),
+			per_dest(x->thread_ns, x->dests), x->wall_ns);
+	} else {
+		fputs(",\"auto_first\":null", f);
+	}
+	fputs(",\"auto_describe\":", f);
+	if (r->v == V_AUTO)
+		json_str(f, r->auto_desc);
+	else
+		fputs("null", f);
 	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
 	fprintf(f,
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
@@ -1312,6 +1391,13 @@ void report_legend(struct session *s)
 	      "drops: datagrams the kernel dropped over all rounds, counted at the receiving sockets "
 	      "(loopback, deliver)\n  or by the private namespace's UDP counters (netns-drop).\n",
 	      s->table);
+	for (unsigned i = 0; i < s->o->nvariants; i++)
+		if (s->o->order[i] == V_AUTO)
+			fprintf(s->table,
+				"auto: the library's MS_BACKEND_AUTO on a context made for each "
+				"configuration and kept across its rounds;\n  auto first Xs: its first "
+				"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
+				"reported apart.\n");
 	if (show_twin(s))
 		fputs("raw-sendmmsg, raw-io_uring: the library's sendmmsg and io_uring fan-outs written by "
 		      "hand, without the library.\nvs raw twin: a library backend's CPU/dest over its "
@@ -1409,6 +1495,200 @@ void report_skip(struct session *s, const char *what, const char *why)
 		json_str(s->json, what);
 		fputs(",\"reason\":", s->json);
 		json_str(s->json, why);
+		fputs("}\n", s->json);
+	}
+	out_end(s);
+}
+
+/* ---- --timeline ------------------------------------------------------------------------------ */
+
+static const char *const tl_part_names[TL_NPART] = { "whole", "first_half", "second_half" };
+
+static const char *best_name(int v)
+{
+	return v < 0 ? "-" : variant_name((enum variant_id)v);
+}
+
+void json_timeline(FILE *f, const struct session *s, const struct tl_result *t)
+{
+	fputs("{\"type\":\"timeline\",\"backend\":", f);
+	json_str(f, variant_name(t->v));
+	fprintf(f, ",\"fanout\":%" PRIu64 ",\"size\":%" PRIu64 ",\"seconds\":%.3f", t->n, t->size,
+		t->seconds);
+	fputs(",\"sink\":", f);
+	json_str(f, sink_name(s->o->sink));
+	fputs(",\"sockets\":", f);
+	json_str(f, s->o->connected ? "connected" : "unconnected");
+	for (int p = 0; p < TL_NPART; p++) {
+		const struct sample *x = &t->part[p];
+
+		fprintf(f,
+			",\"%s\":{\"slices\":%u,\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
+			",\"dests_failed\":%" PRIu64 ",\"wall_ns\":%" PRIu64
+			",\"cpu_ns_per_dest_process\":%.2f,\"cpu_ns_per_dest_caller\":%.2f"
+			",\"drops\":%" PRIu64 ",\"load_on\":%s,\"best_fixed\":",
+			tl_part_names[p], t->slices[p], x->fanouts, x->dests, x->failed, x->wall_ns,
+			t->cpu[p], t->caller[p], x->drops, t->load_on[p] ? "true" : "false");
+		if (t->best[p] < 0)
+			fputs("null,\"ratio_to_best_fixed\":null", f);
+		else {
+			json_str(f, best_name(t->best[p]));
+			fprintf(f, ",\"ratio_to_best_fixed\":%.4f", t->vs_best[p]);
+		}
+		if (sink_reads(s->o->sink))
+			json_deliver(f, s, x);
+		if (s->o->sink == SINK_NETNS_DROP)
+			fprintf(f, ",\"veth_tx_dropped\":%" PRIu64, x->k.dev_tx_dropped);
+		fputc('}', f);
+	}
+	fputs(",\"auto_describe\":", f);
+	if (t->v == V_AUTO)
+		json_str(f, t->auto_desc);
+	else
+		fputs("null", f);
+	fputs("}\n", f);
+}
+
+void report_timeline(struct session *s, size_t first, size_t n)
+{
+	FILE *f = s->table;
+	const int bw = backend_width(s);
+	char load[256];
+
+	if (!n)
+		return;
+	out_begin(s);
+	const struct tl_result *t0 = &s->tl[first];
+
+	fprintf(f, "\ntimeline: %s sink, %s; fan-out %" PRIu64 ", %" PRIu64 " B, %.3g s; slices "
+		   "of about 150 ms, order rotated every turn;\n  every backend keeps its context "
+		   "and group throughout; load: %s\n",
+		sink_name(s->o->sink),
+		s->o->connected ? "one connected socket per destination" : "one unconnected socket",
+		t0->n, t0->size, t0->seconds, load_desc(s, load, sizeof(load)));
+	fprintf(f, "%-*s %6s  %-29s %7s  %-31s %8s", bw, "backend", "slices",
+		"CPU ns/dest process", "caller", "vs best fixed library backend", "drops");
+	if (sink_reads(s->o->sink))
+		fprintf(f, " %9s %6s", "received", "unacc.");
+	if (s->o->sink == SINK_NETNS_DROP)
+		fprintf(f, " %10s", "veth drops");
+	fprintf(f, "\n%-*s %6s  %9s %9s %9s %7s  %9s %10s %10s\n", bw, "", "", "whole", "1st half",
+		"2nd half", "whole", "whole", "1st half", "2nd half");
+	for (size_t i = first; i < first + n; i++) {
+		const struct tl_result *t = &s->tl[i];
+		const struct sample *x = &t->part[TL_WHOLE];
+		char r[TL_NPART][16];
+
+		for (int p = 0; p < TL_NPART; p++)
+			if (t->best[p] < 0 || t->vs_best[p] <= 0)
+				snprintf(r[p], sizeof(r[p]), "-");
+			else
+				snprintf(r[p], sizeof(r[p]), "%.3f", t->vs_best[p]);
+		fprintf(f, "%-*s %6u  %9.1f %9.1f %9.1f %7.1f  %9s %10s %10s %8" PRIu64, bw,
+			variant_name(t->v), t->slices[TL_WHOLE], t->cpu[TL_WHOLE], t->cpu[TL_FIRST],
+			t->cpu[TL_SECOND], t->caller[TL_WHOLE], r[TL_WHOLE], r[TL_FIRST], r[TL_SECOND],
+			x->drops);
+		if (sink_reads(s->o->sink))
+			fprintf(f, " %9" PRIu64 " %6" PRId64, x->received, x->unaccounted);
+		if (s->o->sink == SINK_NETNS_DROP)
+			fprintf(f, " %10" PRIu64, x->k.dev_tx_dropped);
+		fputc('\n', f);
+		if (x->failed)
+			fprintf(f, "        ! %" PRIu64 " of %" PRIu64 " destinations were refused\n",
+				x->failed, x->dests);
+		if (s->o->sink == SINK_LOOPBACK && x->drops)
+			fprintf(f, "        ! %" PRIu64 " datagrams were dropped at the receivers: a "
+				   "queue overflowed between drains\n",
+				x->drops);
+		if (sink_reads(s->o->sink) && (x->unaccounted || x->bad || x->corrupt))
+			fprintf(f, "        ! deliver: %" PRId64 " datagrams unaccounted, %" PRIu64
+				   " malformed, %" PRIu64 " corrupt, %" PRIu64 " late\n",
+				x->unaccounted, x->bad, x->corrupt, x->late);
+		if (s->o->sink == SINK_NETNS_DROP && x->k.dev_tx_dropped < x->dests - x->failed)
+			fprintf(f, "        ! the veth dropped %" PRIu64 " datagrams of %" PRIu64
+				   " sent: something else received or queued them\n",
+				x->k.dev_tx_dropped, x->dests - x->failed);
+	}
+	for (size_t i = first; i < first + n; i++) {
+		const struct tl_result *t = &s->tl[i];
+
+		if (t->v != V_AUTO)
+			continue;
+		char r[TL_NPART][48];
+
+		for (int p = 0; p < TL_NPART; p++)
+			if (t->best[p] < 0 || t->vs_best[p] <= 0)
+				snprintf(r[p], sizeof(r[p]), "-");
+			else
+				snprintf(r[p], sizeof(r[p]), "%.3f (%s)", t->vs_best[p],
+					 best_name(t->best[p]));
+		fprintf(f, "  auto / best fixed: whole %s, first half %s, second half %s%s\n",
+			r[TL_WHOLE], r[TL_FIRST], r[TL_SECOND],
+			t->load_on[TL_SECOND] && !t->load_on[TL_FIRST] ? "; load on in the second "
+									   "half only" : "");
+	}
+	if (s->json)
+		for (size_t i = first; i < first + n; i++)
+			json_timeline(s->json, s, &s->tl[i]);
+	out_end(s);
+}
+
+/* ---- after the run -------------------------------------------------------------------------- */
+
+void report_end(struct session *s)
+{
+	FILE *f = s->table;
+	bool any = false;
+
+	out_begin(s);
+	for (size_t i = 0; i < s->nres; i++) {
+		const struct result *r = &s->res[i];
+
+		if (r->v != V_AUTO)
+			continue;
+		if (!any)
+			fputs("\nauto (ms_ctx_describe of its context after each configuration):\n", f);
+		any = true;
+		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s\n", mode_name(r->mode),
+			r->n, r->size, r->auto_desc);
+	}
+	for (size_t i = 0; i < s->ntl; i++) {
+		const struct tl_result *t = &s->tl[i];
+
+		if (t->v != V_AUTO)
+			continue;
+		if (!any)
+			fputs("\nauto (ms_ctx_describe of its context after each configuration):\n", f);
+		any = true;
+		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s\n", "timeline", t->n,
+			t->size, t->auto_desc);
+	}
+	const struct bg_load *l = s->load;
+	const double on_s = l ? (double)(l->on_ns + (l->on ? now_ns() - l->last_on_ns : 0)) / 1e9
+			      : 0;
+	const double first_s = l && l->first_on_ns
+				       ? (double)(l->first_on_ns - s->started_ns) / 1e9 : -1;
+
+	if (l)
+		fprintf(f, "\nbackground load: %u process%s, first on at %.1f s, on for %.1f s in "
+			   "all (%u switches); load average at the start %s, at the end %s\n",
+			s->o->bg_load, s->o->bg_load == 1 ? "" : "es", first_s, on_s, l->switches,
+			s->env.loadavg, s->loadavg_end);
+	else
+		fprintf(f, "\nload average at the start %s, at the end %s\n", s->env.loadavg,
+			s->loadavg_end);
+	if (s->json) {
+		fputs("{\"type\":\"end\",\"loadavg_start\":", s->json);
+		json_str(s->json, s->env.loadavg);
+		fputs(",\"loadavg_end\":", s->json);
+		json_str(s->json, s->loadavg_end);
+		if (l)
+			fprintf(s->json,
+				",\"background_load\":{\"processes\":%u,\"first_on_s\":%.3f,"
+				"\"on_s\":%.3f,\"switches\":%u}",
+				s->o->bg_load, first_s, on_s, l->switches);
+		else
+			fputs(",\"background_load\":null", s->json);
 		fputs("}\n", s->json);
 	}
 	out_end(s);

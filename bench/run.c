@@ -559,6 +559,46 @@ static int store_result(struct session *s, const struct result *r)
 	return 0;
 }
 
+/* AUTO's context as the library describes it now (its decision and figures). */
+static void auto_describe(struct session *s, char *buf, size_t len)
+{
+	if (!s->var[V_AUTO].ctx || ms_ctx_describe(s->var[V_AUTO].ctx, buf, len) < 0)
+		snprintf(buf, len, "(ms_ctx_describe failed)");
+}
+
+int auto_warmup_send(struct session *s, struct rig *r, struct sample *acc)
+{
+	const uint64_t want = (uint64_t)(s->o->auto_warmup * 1e9), t0 = now_ns();
+	uint64_t count = 1;
+
+	while (now_ns() - t0 < want) {
+		struct sample smp;
+		int err = timed_run(s, r, V_AUTO, count, count, &smp);
+
+		if (err)
+			return err;
+		if (acc)
+			sample_add(acc, &smp);
+		if (smp.wall_ns < 50000000ull / 2)
+			count *= 2;
+	}
+	return 0;
+}
+
+/* AUTO's first --auto-warmup seconds in a configuration (auto_warmup_send) before the warm-up
+ * every backend gets and before the rounds, so that what it explores at the start stays out of
+ * the steady-state figures; reported apart, and counted in the warm-up's sends (accounting). */
+static int auto_warmup(struct session *s, struct rig *r, struct result *res)
+{
+	int err;
+
+	res->have_auto_first = true;
+	res->auto_first_s = s->o->auto_warmup;
+	err = auto_warmup_send(s, r, &res->auto_first);
+	sample_add(&res->warm, &res->auto_first);
+	return err;
+}
+
 /* Measure one configuration: warm-up, rounds, results. */
 static int measure(struct session *s, unsigned mode, struct rig *r, double run_ns,
 		   unsigned rounds)
@@ -572,6 +612,13 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 
 	memset(res, 0, sizeof(res));
 	for (unsigned i = 0; i < nv; i++) {
+		if (act[i] == V_AUTO && s->o->auto_warmup > 0) {
+			if ((err = auto_warmup(s, r, &res[i])))
+				return err;
+			progress_step(s, 0, "%s fan-out %llu, %llu B: auto's first %.3g s",
+				      mode_name(mode), (unsigned long long)r->n,
+				      (unsigned long long)r->size, s->o->auto_warmup);
+		}
 		double e = rig_calibrate(s, r, act[i],
 					 (uint64_t)(run_ns > MIN_RUN_NS ? run_ns : MIN_RUN_NS),
 					 &res[i].warm);
@@ -631,6 +678,9 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 		ts[i] = res[i].ts;
 	}
 	ts_relate(act, ts, nv);
+	for (unsigned i = 0; i < nv; i++)
+		if (act[i] == V_AUTO)
+			auto_describe(s, res[i].auto_desc, sizeof(res[i].auto_desc));
 	const struct result *raw = NULL, *loop = NULL;
 
 	for (unsigned i = 0; i < nv; i++) {
@@ -728,5 +778,169 @@ int run_throughput(struct session *s, unsigned mode, const uint64_t *fanouts, un
 		if (!err)
 			report_results_done(s, mode, sizes[j]);
 	}
+	return err;
+}
+
+/* ---- --timeline ------------------------------------------------------------------------------ */
+
+#define SLICE_NS 150000000ull /* each variant's turn: about 150 ms of sending */
+
+static int store_tl(struct session *s, const struct tl_result *t)
+{
+	if (grow((void **)&s->tl, &s->captl, s->ntl, sizeof(*s->tl), 16))
+		return -ENOMEM;
+	s->tl[s->ntl++] = *t;
+	return 0;
+}
+
+/* The fixed library backends: the ones AUTO chooses among (and their variants). */
+static bool fixed_lib(enum variant_id v)
+{
+	return v != V_AUTO && !variant_is_raw(v);
+}
+
+static void tl_figures(struct tl_result *t, unsigned nv)
+{
+	for (unsigned i = 0; i < nv; i++)
+		for (int p = 0; p < TL_NPART; p++) {
+			const struct sample *x = &t[i].part[p];
+
+			t[i].cpu[p] = per(proc_work(x), x->dests);
+			t[i].caller[p] = per(x->thread_ns, x->dests);
+		}
+	for (int p = 0; p < TL_NPART; p++) {
+		int best = -1;
+
+		for (unsigned i = 0; i < nv; i++)
+			if (fixed_lib(t[i].v) && t[i].cpu[p] > 0 &&
+			    (best < 0 || t[i].cpu[p] < t[best].cpu[p]))
+				best = (int)i;
+		for (unsigned i = 0; i < nv; i++) {
+			t[i].best[p] = best < 0 ? -1 : (int)t[best].v;
+			t[i].vs_best[p] = best < 0 ? 0 : t[i].cpu[p] / t[best].cpu[p];
+		}
+	}
+}
+
+/* One configuration for o->timeline seconds: every variant keeps its context and group (the
+ * rig's) for the whole time and sends in slices of about SLICE_NS, taking turns in an order
+ * rotated by one every turn. A turn belongs to the half it starts in. With --load-from half
+ * the load is off at the start and switched on at half time, before the first turn of the
+ * second half. */
+static int timeline_one(struct session *s, struct rig *r)
+{
+	enum variant_id act[V_COUNT];
+	const unsigned nv = active_variants(s, act);
+	const uint64_t total = (uint64_t)(s->o->timeline * 1e9);
+	const bool half = s->load && s->o->load_from_half;
+	struct tl_result t[V_COUNT];
+	double est[V_COUNT] = { 0 }; /* wall ns per fan-out so far, 0: not yet sent */
+	int err = 0;
+
+	memset(t, 0, sizeof(t));
+	for (unsigned i = 0; i < nv; i++) {
+		t[i].v = act[i];
+		t[i].n = r->n;
+		t[i].size = r->size;
+		t[i].seconds = s->o->timeline;
+	}
+	if (half)
+		load_set(s->load, false);
+	const uint64_t t0 = now_ns();
+	bool switched = false;
+
+	/* The end and the half are taken at turn boundaries, so that every variant has as many
+	 * slices as the others in each half (the run ends up to one turn late). */
+	for (unsigned turn = 0; !err; turn++) {
+		const uint64_t el = now_ns() - t0;
+
+		if (el >= total)
+			break;
+		if (half && !switched && el >= total / 2) {
+			load_set(s->load, true);
+			switched = true;
+		}
+		const int part = el < total / 2 ? TL_FIRST : TL_SECOND;
+
+		for (unsigned k = 0; k < nv && !err; k++) {
+			const unsigned i = (k + turn) % nv;
+			const bool on = load_is_on(s->load);
+			struct sample smp;
+
+			memset(&smp, 0, sizeof(smp));
+			if (est[i] <= 0) {
+				/* Its first slice: batches doubling until the slice is spent. */
+				double e = rig_calibrate(s, r, act[i], SLICE_NS, &smp);
+
+				if (e < 0) {
+					err = (int)e;
+					break;
+				}
+			} else {
+				uint64_t it = (uint64_t)((double)SLICE_NS / est[i]);
+				uint64_t burst = (uint64_t)((double)MAX_BURST_NS / est[i]);
+
+				if ((err = timed_run(s, r, act[i], it ? it : 1, burst ? burst : 1, &smp)))
+					break;
+			}
+			sample_add(&t[i].part[TL_WHOLE], &smp);
+			sample_add(&t[i].part[part], &smp);
+			t[i].slices[TL_WHOLE]++;
+			t[i].slices[part]++;
+			t[i].load_on[TL_WHOLE] |= on;
+			t[i].load_on[part] |= on;
+			est[i] = (double)t[i].part[TL_WHOLE].wall_ns /
+				 (double)t[i].part[TL_WHOLE].fanouts;
+			progress_step(s, (double)smp.wall_ns / 1e9,
+				      "timeline fan-out %llu, %llu B: %.0f/%.0f s %s%s",
+				      (unsigned long long)r->n, (unsigned long long)r->size,
+				      (double)(now_ns() - t0) / 1e9, s->o->timeline,
+				      variant_name(act[i]), on ? " (load on)" : "");
+		}
+	}
+	if (err)
+		return err;
+	for (unsigned i = 0; i < nv; i++)
+		if (act[i] == V_AUTO)
+			auto_describe(s, t[i].auto_desc, sizeof(t[i].auto_desc));
+	tl_figures(t, nv);
+	size_t first = s->ntl;
+
+	for (unsigned i = 0; i < nv && !err; i++)
+		err = store_tl(s, &t[i]);
+	if (!err)
+		report_timeline(s, first, nv);
+	return err;
+}
+
+int run_timeline(struct session *s, const uint64_t *fanouts, unsigned nf, const uint64_t *sizes,
+		 unsigned nsz)
+{
+	int err = 0;
+
+	progress_plan(s, s->o->timeline * nf * nsz);
+	for (unsigned j = 0; j < nsz && !err; j++)
+		for (unsigned i = 0; i < nf && !err; i++) {
+			struct rig r;
+			char why[256];
+
+			if (stopped(s))
+				return -EINTR;
+			err = rig_open(s, &r, fanouts[i], sizes[j], why, sizeof(why));
+			if (err) {
+				char what[96];
+
+				snprintf(what, sizeof(what), "fan-out %llu, %llu B",
+					 (unsigned long long)fanouts[i], (unsigned long long)sizes[j]);
+				report_skip(s, what, why);
+				progress_step(s, s->o->timeline, "skipped %s", what);
+				if (err == -EXDEV)
+					return err;
+				err = 0;
+				continue;
+			}
+			err = timeline_one(s, &r);
+			rig_close(&r);
+		}
 	return err;
 }

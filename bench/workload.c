@@ -35,6 +35,7 @@ static const char *const names[V_COUNT] = {
 	[V_SENDMMSG_OFF] = "sendmmsg+offload",
 	[V_IO_URING_OFF] = "io_uring+offload",
 	[V_IO_URING_ZC] = "io_uring+zc",
+	[V_AUTO] = "auto",
 };
 
 /* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
@@ -69,6 +70,7 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_LOOP_W_TS] = MS_BACKEND_LOOP,
 	[V_SENDMMSG_W_TS] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_W_TS] = MS_BACKEND_IO_URING,
+	[V_AUTO] = MS_BACKEND_AUTO,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -105,6 +107,8 @@ int variant_from_name(const char *name)
 	for (int v = 0; v < V_FIRST_TS; v++)
 		if (!strcmp(name, names[v]))
 			return v;
+	if (!strcmp(name, names[V_AUTO]))
+		return V_AUTO;
 	return -EINVAL;
 }
 
@@ -223,6 +227,42 @@ static bool any_connects(const struct session *s)
 	return false;
 }
 
+/* The configuration of a library variant's context. */
+static struct ms_config variant_config(const struct session *s, enum variant_id v)
+{
+	const struct opts *o = s->o;
+	const bool ts = variant_stamped(v);
+
+	/* Exactly this backend, whatever MULTISEND_* says: the label must be true. */
+	const bool rot = o->rotate || variant_is_rot(v);
+	const bool off = variant_offloads(s->o, v);
+	const uint32_t workers = variant_workers(s->o, v);
+	/* The library's threads: K - 1 beside the caller, or with offload K (the caller
+	 * sends nothing). --cpus pins as many as there are, --spin-us needs one. */
+	const uint32_t threads = (workers ? workers : 1) - (off ? 0 : 1);
+	struct ms_config cfg = {
+		.size = sizeof(cfg),
+		.backend = lib_backend[v],
+		.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV |
+			 (rot ? MS_CFG_ROTATE : 0) |
+			 (variant_connects(s->o, v) ? MS_CFG_CONNECT : 0) |
+			 (off ? MS_CFG_OFFLOAD : 0),
+		.ts_sample = ts ? o->ts_sample : 0,
+		.ts_flags = ts && o->ts_all ? MS_TS_ALL_DESTS : 0,
+		.workers = workers,
+		.offload_kib = off ? o->offload_kib : 0,
+		.cpus = threads && o->ncpus ? o->cpus : NULL,
+		.ncpus = threads < o->ncpus ? threads : o->ncpus,
+		.spin_us = threads ? o->spin_us : 0,
+		.zc_min = variant_zc_min(s->o, v),
+	};
+
+	/* AUTO: the library's choice, which may fall back (no MS_CFG_NO_FALLBACK). */
+	if (v == V_AUTO)
+		cfg.flags &= ~(uint32_t)MS_CFG_NO_FALLBACK;
+	return cfg;
+}
+
 int variants_open(struct session *s)
 {
 	int any = 0;
@@ -260,29 +300,7 @@ int variants_open(struct session *s)
 			any += x->available;
 			continue;
 		}
-		/* Exactly this backend, whatever MULTISEND_* says: the label must be true. */
-		const bool rot = s->o->rotate || variant_is_rot((enum variant_id)v);
-		const bool off = variant_offloads(s->o, (enum variant_id)v);
-		const uint32_t workers = variant_workers(s->o, (enum variant_id)v);
-		/* The library's threads: K - 1 beside the caller, or with offload K (the caller
-		 * sends nothing). --cpus pins as many as there are, --spin-us needs one. */
-		const uint32_t threads = (workers ? workers : 1) - (off ? 0 : 1);
-		struct ms_config cfg = {
-			.size = sizeof(cfg),
-			.backend = lib_backend[v],
-			.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV |
-				 (rot ? MS_CFG_ROTATE : 0) |
-				 (variant_connects(s->o, (enum variant_id)v) ? MS_CFG_CONNECT : 0) |
-				 (off ? MS_CFG_OFFLOAD : 0),
-			.ts_sample = ts ? s->o->ts_sample : 0,
-			.ts_flags = ts && s->o->ts_all ? MS_TS_ALL_DESTS : 0,
-			.workers = workers,
-			.offload_kib = off ? s->o->offload_kib : 0,
-			.cpus = threads && s->o->ncpus ? s->o->cpus : NULL,
-			.ncpus = threads < s->o->ncpus ? threads : s->o->ncpus,
-			.spin_us = threads ? s->o->spin_us : 0,
-			.zc_min = variant_zc_min(s->o, (enum variant_id)v),
-		};
+		struct ms_config cfg = variant_config(s, (enum variant_id)v);
 		int err = ms_ctx_new(&x->ctx, &cfg);
 
 		if (err) {
@@ -294,7 +312,7 @@ int variants_open(struct session *s)
 				why_unavailable(base, err, x->detail, sizeof(x->detail));
 			continue;
 		}
-		if (ms_ctx_backend(x->ctx) != lib_backend[v]) {
+		if (v != V_AUTO && ms_ctx_backend(x->ctx) != lib_backend[v]) {
 			snprintf(x->detail, sizeof(x->detail), "unavailable: the library chose %s",
 				 ms_backend_name(ms_ctx_backend(x->ctx)));
 			ms_ctx_free(x->ctx);
@@ -303,8 +321,19 @@ int variants_open(struct session *s)
 		}
 		/* The library describes set-ups that have options (io_uring's ring); for the others
 		 * say what multisend.h promises about their system calls. */
-		if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
-		    !strcmp(x->detail, names[base]))
+		if (v == V_AUTO && s->o->timeline > 0)
+			snprintf(x->detail, sizeof(x->detail),
+				 "auto: the library's own choice (MS_BACKEND_AUTO), a new context "
+				 "per configuration, kept across all its slices from its first "
+				 "send; its ms_ctx_describe is printed after the run");
+		else if (v == V_AUTO)
+			snprintf(x->detail, sizeof(x->detail),
+				 "auto: the library's own choice (MS_BACKEND_AUTO), a new context "
+				 "per configuration, kept across its rounds after a %.3g s warm-up; "
+				 "its ms_ctx_describe is printed after the run",
+				 s->o->auto_warmup);
+		else if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
+			 !strcmp(x->detail, names[base]))
 			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[base]);
 		detail_variant(s->o, x, (enum variant_id)v);
 		if (ts) {
@@ -321,6 +350,23 @@ int variants_open(struct session *s)
 		any++;
 	}
 	return any ? 0 : -ENOTSUP;
+}
+
+int variant_renew(struct session *s, enum variant_id v)
+{
+	struct variant *x = &s->var[v];
+	struct ms_config cfg = variant_config(s, v);
+	int err;
+
+	ms_ctx_free(x->ctx);
+	x->ctx = NULL;
+	err = ms_ctx_new(&x->ctx, &cfg);
+	if (err) {
+		x->ctx = NULL;
+		x->available = false;
+		why_unavailable(v, err, x->detail, sizeof(x->detail));
+	}
+	return err;
 }
 
 void variants_close(struct session *s)
@@ -633,6 +679,11 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 
 		if (!s->var[v].available || variant_is_raw((enum variant_id)v))
 			continue;
+		/* AUTO starts afresh in each configuration: a new context, kept for its rounds. */
+		if (v == V_AUTO && (ret = variant_renew(s, V_AUTO))) {
+			snprintf(err, errlen, "auto: ms_ctx_new: %s", ms_strerror(ret));
+			goto fail;
+		}
 		if (variant_stamped((enum variant_id)v)) {
 			ret = open_senders(s, r, &r->ts_shared[v], &r->ts_conn[v], err, errlen);
 			if (ret)

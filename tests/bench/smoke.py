@@ -57,6 +57,20 @@ usage: smoke.py TEST BENCH
   tcp           --tcp: N TCP connections to receivers that count bytes; every destination-send
                 of every backend arrives whole (bytes read = sent x size, messages received =
                 sent, the library's byte count too); refused with netns-drop
+  auto          --backends ...,auto: AUTO's row beside the fixed backends in the table, JSON
+                (ratio to raw-sendto, auto_first for --auto-warmup, auto_describe) and CSV, on
+                deliver with every destination-send accounted (warm-up's and auto's first
+                seconds too); --auto-warmup 0 has no auto_first; as root, netns-drop too;
+                the env object carries schema_version 1
+  load          --background-load K: the load processes are the bench's children while it
+                runs, and none is left once it ends (nor after the bench is killed with
+                SIGKILL: PR_SET_PDEATHSIG); --load-from half/seconds said in the header, the
+                JSON env and end objects
+  timeline      --timeline 3 with --background-load 1 --load-from half on deliver: one
+                timeline object per backend, slices of both halves adding up to the whole,
+                as many slices per backend in each half, every destination-send accounted,
+                AUTO's ratio to the best fixed library
+                backend per part, the load off in the first half and on in the second
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -375,7 +389,34 @@ def t_usage(bench):
                        (["--backends", "loop+offload"], "unknown backend"),
                        (["--backends", "loop+w2"], "unknown backend"),
                        (["--callgrind", "--offload"], "no use there"),
-                       (["--callgrind", "--compare-workers", "2"], "no use there")):
+                       (["--callgrind", "--compare-workers", "2"], "no use there"),
+                       (["--backends", "loop,autox"], "unknown backend"),
+                       (["--backends", "auto,auto"], "twice"),
+                       (["--auto-warmup", "1"], "needs auto"),
+                       (["--backends", "auto", "--auto-warmup", "-1"], "--auto-warmup"),
+                       (["--backends", "auto", "--auto-warmup", "3601"], "--auto-warmup"),
+                       (["--backends", "auto", "--ts-sample", "4"], "library backend"),
+                       (["--callgrind", "--backends", "auto"], "exclude each other"),
+                       (["--background-load", "65"], "--background-load"),
+                       (["--background-load", "-1"], "--background-load"),
+                       (["--background-load", "two"], "--background-load"),
+                       (["--load-from", "half"], "needs --background-load"),
+                       (["--background-load", "0", "--load-from", "2"],
+                        "needs --background-load"),
+                       (["--background-load", "1", "--load-from", "later"], "--load-from"),
+                       (["--background-load", "1", "--load-from", "-3"], "--load-from"),
+                       (["--callgrind", "--background-load", "1"], "no use there"),
+                       (["--timeline", "0.5"], "--timeline"), (["--timeline", "x"], "--timeline"),
+                       (["--timeline", "5", "--mode", "compare"], "not with --mode"),
+                       (["--timeline", "5", "--duration", "2"], "not with --duration"),
+                       (["--timeline", "5", "--rounds", "2"], "not with --duration"),
+                       (["--timeline", "5", "--quick"], "not with --duration"),
+                       (["--timeline", "5", "--rate", "100"], "not --timeline"),
+                       (["--timeline", "5", "--backends", "auto", "--auto-warmup", "1"],
+                        "exclude each other"),
+                       (["--callgrind", "--timeline", "5"], "no use there"),
+                       (["--timeline", "5", "--csv", "/tmp/x.csv"], "not to --csv"),
+                       (["--timeline", "5", "--report", "/tmp/x"], "not to --report")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -391,7 +432,8 @@ def t_usage(bench):
                  "--lib-connect", "--compare-connect", "--workers", "--offload ",
                  "--compare-offload", "--compare-workers", "--offload-kib", "--spin-us",
                  "--cpus", "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
-                 "--zc-min", "--compare-zc", "--mtu", "--tcp",
+                 "--zc-min", "--compare-zc", "--mtu", "--tcp", "auto", "--auto-warmup",
+                 "--background-load", "--load-from", "--timeline",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -1320,6 +1362,186 @@ def t_tcp(bench):
                       f"{name} {part}: library counters {lc}, sent {sent}")
 
 
+def check_auto(objs, results, what, warmup):
+    """AUTO's row: its own result beside the fixed backends', with its ratio to raw-sendto, its
+    first seconds apart (--auto-warmup) and its context's description; schema_version in env."""
+    env = [o for o in objs if o.get("type") == "env"][0]
+    check(env.get("schema_version") == 1, f"{what}: env schema_version {env.get('schema_version')}")
+    check(any(b["name"] == "auto" and b["available"] for b in env["backends"]),
+          f"{what}: auto not among the available backends")
+    autos = [r for r in results if r["backend"] == "auto"]
+    fixed = {r["backend"] for r in results if r["backend"] != "auto"}
+    check(autos and fixed, f"{what}: auto {len(autos)} rows, fixed {sorted(fixed)}")
+    for r in results:
+        name = f"{what} {r['backend']} N={r['fanout']}"
+        if r["backend"] != "auto":
+            check(r.get("auto_first", 0) is None and r.get("auto_describe", 0) is None,
+                  f"{name}: auto fields on a fixed backend")
+            continue
+        check(isinstance(r.get("auto_describe"), str) and r["auto_describe"],
+              f"{name}: no auto_describe")
+        af = r.get("auto_first")
+        if warmup:
+            if check(isinstance(af, dict), f"{name}: no auto_first"):
+                check(abs(af["seconds"] - warmup) < 1e-6 and af["fanouts"] > 0 and
+                      af["dests_sent"] == af["fanouts"] * r["fanout"] and
+                      af["cpu_ns_per_dest_process"] > 0, f"{name}: auto_first {af}")
+                # Its sends are the warm-up's too (accounted with it).
+                check(r["warmup"]["fanouts"] >= af["fanouts"], f"{name}: warm-up {r['warmup']}")
+        else:
+            check(af is None, f"{name}: --auto-warmup 0 but auto_first {af}")
+
+
+def t_auto(bench):
+    with tempfile.TemporaryDirectory() as d:
+        csv = os.path.join(d, "r.csv")
+        rc, out, err = run(bench, "--sink", "deliver", "--backends", "raw-sendto,loop,sendmmsg,auto",
+                           "--fanout", "1,16", "--size", "64", "--rounds", "2", "--duration", "1",
+                           "--auto-warmup", "0.2", "--no-progress", "--json", "-", "--csv", csv)
+        check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+        objs = parse_lines(out)
+        avail, results = check_results(objs)
+        check("auto" in avail, f"auto not available: {avail}")
+        check_auto(objs, results, "deliver", 0.2)
+        check_accounted(results, "deliver")
+        for r in results:
+            dv = r["warmup"].get("deliver", {})
+            check(dv.get("unaccounted") == 0 and dv.get("malformed") == 0,
+                  f"deliver {r['backend']} warm-up: {dv}")
+        for line in ("auto first 0.2s", "auto (ms_ctx_describe"):
+            check(line in err, f"the table lacks {line!r}")
+        rows = [l for l in err.splitlines() if l.split()[2:3] == ["auto"]]
+        check(len(rows) == 2, f"table rows of auto: {rows}")
+        with open(csv) as f:
+            lines = f.read().splitlines()
+        check(sum(1 for l in lines[1:] if l.split(",")[2] == "auto") == 2,
+              "the CSV lacks auto's rows")
+    rc, out, err = run(bench, "--backends", "raw-sendto,loop,sendmmsg,auto", "--fanout", "16",
+                       "--rounds", "1",
+                       "--duration", "0.5", "--auto-warmup", "0", "--no-progress", "--json", "-")
+    check(rc == 0, f"--auto-warmup 0: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_auto(objs, results, "--auto-warmup 0", 0)
+    if not have_netns():
+        return 0
+    rc, out, err = run(bench, "--sink", "netns-drop",
+                       "--backends", "raw-sendto,loop,sendmmsg,io_uring,auto",
+                       "--fanout", "64", "--rounds", "2", "--duration", "0.5",
+                       "--auto-warmup", "0.2", "--no-progress", "--json", "-")
+    check(rc == 0, f"netns-drop: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    avail, results = check_results(objs)
+    check_auto(objs, results, "netns-drop", 0.2)
+    check_netns_sent(results, "netns-drop")
+    return 0
+
+
+def alive(pid):
+    """pid exists and is not a zombie (a killed orphan waits for its new parent's wait)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def t_load(bench):
+    args = [bench, "--backends", "raw-sendto,loop,sendmmsg", "--fanout", "16", "--rounds", "2",
+            "--duration", "2", "--no-progress", "--background-load", "2", "--json", "-"]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = set()
+    deadline = time.time() + 20
+    while p.poll() is None and time.time() < deadline:
+        seen |= set(children(p.pid))
+        time.sleep(0.05)
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0, f"exit status {p.returncode}; stderr:\n{err}")
+    check(len(seen) >= 2, f"expected 2 load processes among the bench's children, saw {seen}")
+    left = [k for k in seen if alive(k)]
+    check(not left, f"load processes left after the bench ended: {left}")
+    check("2 background processes" in err and "on for the whole run" in err,
+          "the header does not say what load ran")
+    check("background load: 2 processes" in err, "no load line after the run")
+    objs = parse_lines(out)
+    check_results(objs)
+    env = [o for o in objs if o.get("type") == "env"][0]
+    check(env.get("background_load", {}).get("processes") == 2 and
+          env["background_load"].get("from") == 0, f"env background_load {env.get('background_load')}")
+    end = [o for o in objs if o.get("type") == "end"]
+    check(len(end) == 1 and end[0]["background_load"]["on_s"] > 0, f"end object {end}")
+
+    # Half: off at first, on from half the expected run.
+    rc, out, err = run(bench, "--backends", "raw-sendto,loop", "--fanout", "16", "--rounds", "2",
+                       "--duration", "2", "--no-progress", "--background-load", "1",
+                       "--load-from", "half", "--json", "-")
+    check(rc == 0, f"--load-from half: exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    env = [o for o in objs if o.get("type") == "env"][0]
+    check(env.get("background_load", {}).get("from") == "half", f"env {env.get('background_load')}")
+    check("on from half the expected run" in err, "the header does not say half")
+
+    # Killed with SIGKILL: its load processes die with it (PR_SET_PDEATHSIG), at once.
+    p = subprocess.Popen(args[:-2] + ["--duration", "30"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    kids = []
+    deadline = time.time() + 10
+    while len(kids) < 2 and time.time() < deadline:
+        kids = children(p.pid)
+        time.sleep(0.05)
+    check(len(kids) >= 2, f"no load processes to see: {kids}")
+    time.sleep(0.3)
+    p.kill()
+    p.wait()
+    deadline = time.time() + 5
+    while any(alive(k) for k in kids) and time.time() < deadline:
+        time.sleep(0.05)
+    check(not any(alive(k) for k in kids),
+          f"load processes alive after the bench was killed: {[k for k in kids if alive(k)]}")
+    return 0
+
+
+def t_timeline(bench):
+    rc, out, err = run(bench, "--sink", "deliver", "--backends", "raw-sendto,loop,sendmmsg,auto",
+                       "--fanout", "16", "--size", "64", "--timeline", "3",
+                       "--background-load", "1", "--load-from", "half", "--no-progress",
+                       "--json", "-")
+    check(rc == 0, f"exit status {rc}; stderr:\n{err}")
+    objs = parse_lines(out)
+    env = [o for o in objs if o.get("type") == "env"][0]
+    check(env.get("schema_version") == 1 and env.get("timeline_s") == 3, f"env {env}")
+    tl = [o for o in objs if o.get("type") == "timeline"]
+    check(sorted(o["backend"] for o in tl) == ["auto", "loop", "raw-sendto", "sendmmsg"],
+          f"timeline objects {[o['backend'] for o in tl]}")
+    for o in tl:
+        name = f"timeline {o['backend']}"
+        w, a, b = o["whole"], o["first_half"], o["second_half"]
+        check(w["slices"] >= 2 and a["slices"] >= 1 and b["slices"] >= 1 and
+              a["slices"] + b["slices"] == w["slices"], f"{name}: slices {w['slices']} = "
+              f"{a['slices']} + {b['slices']}")
+        for k in ("fanouts", "dests_sent", "dests_failed", "wall_ns"):
+            check(a[k] + b[k] == w[k], f"{name}: {k} {a[k]} + {b[k]} != {w[k]}")
+        check(w["dests_sent"] == w["fanouts"] * 16, f"{name}: dests_sent {w['dests_sent']}")
+        for part in (w, a, b):
+            check(part["cpu_ns_per_dest_process"] > 0, f"{name}: CPU {part}")
+            check(part["best_fixed"] in ("loop", "sendmmsg") and
+                  part["ratio_to_best_fixed"] > 0, f"{name}: best fixed {part}")
+            dv = part.get("deliver", {})
+            sent = part["dests_sent"] - part["dests_failed"]
+            check(dv.get("unaccounted") == 0 and dv.get("malformed") == 0 and
+                  dv.get("received", 0) + dv.get("kernel_drops", 0) == sent,
+                  f"{name}: sent {sent}, receivers {dv}")
+        check(not a["load_on"] and b["load_on"], f"{name}: load on {a['load_on']}, {b['load_on']}")
+        check((o["backend"] == "auto") == isinstance(o.get("auto_describe"), str),
+              f"{name}: auto_describe {o.get('auto_describe')!r}")
+    per_half = [(o["backend"], o["first_half"]["slices"], o["second_half"]["slices"]) for o in tl]
+    check(len({x[1:] for x in per_half}) == 1, f"slices per half differ: {per_half}")
+    for line in ("timeline: deliver sink", "auto / best fixed: whole", "auto (ms_ctx_describe",
+                 "off for the first half of each timeline"):
+        check(line in err, f"the output lacks {line!r}")
+    return 0
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -1329,6 +1551,7 @@ def main():
              "raw": t_raw,
              "variants": t_variants, "connect": t_connect, "offload": t_offload,
              "workers": t_workers, "zc": t_zc, "tcp": t_tcp,
+             "auto": t_auto, "load": t_load, "timeline": t_timeline,
              "callgrind": t_callgrind}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
