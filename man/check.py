@@ -15,8 +15,7 @@
                                        tables, multisend-run's case patterns) equal the
                                        options PAGE documents (the tags of its OPTIONS section)
 
-Exit status 0 pass, 1 fail, 77 skip (options: the only differences are options that are
-being added to the tool in parallel, listed in PENDING).
+Exit status 0 pass, 1 fail.
 """
 import os
 import re
@@ -24,14 +23,6 @@ import shutil
 import subprocess
 import sys
 
-# Options the pages document that are being added to the tools elsewhere (issue 17 and the
-# AUTO rewrite). Until the tool accepts them the options test is skipped (77) and says so;
-# once it does, they match like any other and this list can be emptied.
-PENDING = {
-    'multisend-bench': {'auto-warmup', 'background-load', 'load-from', 'timeline'},
-    'multisend-stat': set(),
-    'multisend-run': set(),
-}
 # Accepted but internal, deliberately undocumented.
 INTERNAL = {
     'multisend-bench': {'callgrind-child'},  # what --callgrind runs under valgrind
@@ -153,23 +144,15 @@ def page_options(page):
 def options(tool, page, source):
     accepted = source_options(tool, source) - INTERNAL.get(tool, set())
     documented = page_options(page)
-    pending = PENDING.get(tool, set())
     undocumented = sorted(accepted - documented)
-    unknown = sorted(documented - accepted - pending)
-    waiting = sorted((documented & pending) - accepted)
+    unknown = sorted(documented - accepted)
     print(f'{tool}: {len(accepted)} long options in {os.path.basename(source)}, '
           f'{len(documented)} documented in {os.path.basename(page)}')
     for o in undocumented:
         print(f'FAIL: {tool} accepts --{o} ({source}) but {page} does not document it')
     for o in unknown:
         print(f'FAIL: {page} documents --{o} but {tool} does not accept it ({source})')
-    for o in waiting:
-        print(f'PENDING: {page} documents --{o}, which {tool} does not accept yet: it is '
-              f'being added in parallel; this test is skipped until it is merged '
-              f'(then empty PENDING in man/check.py)')
-    if undocumented or unknown:
-        return 1
-    return 77 if waiting else 0
+    return 1 if undocumented or unknown else 0
 
 
 def roff_text(line):
