@@ -231,6 +231,8 @@ void text_header(FILE *f, const struct session *s)
 	fprintf(f, "  cpu       %s; %ld cores online, %ld usable%s; clock source %s\n",
 		e->cpu_model, e->cores_online, e->cores_allowed,
 		e->hypervisor ? "; virtual machine (hypervisor flag)" : "", e->clocksource);
+	fprintf(f, "  clock     one read of the thread's CPU clock costs %.0f ns (AUTO reads it twice "
+		   "per timed fan-out)\n", e->thread_clock_ns);
 	if (s->o->cpu >= 0)
 		fprintf(f, "  sender    one thread, pinned to CPU %d\n", s->o->cpu);
 	else
@@ -282,6 +284,7 @@ void json_env(FILE *f, const struct session *s)
 		e->cores_online, e->cores_allowed, e->hypervisor ? "true" : "false");
 	fputs(",\"clocksource\":", f);
 	json_str(f, e->clocksource);
+	fprintf(f, ",\"thread_clock_read_ns\":%.1f", e->thread_clock_ns);
 	fputs(",\"loadavg\":", f);
 	json_str(f, e->loadavg);
 	fputs(",\"start\":", f);
