@@ -649,6 +649,9 @@ void loadavg_now(char *buf, size_t len);
 /* report.c */
 void report_header(struct session *s);
 void report_result(struct session *s, const struct result *r);
+/* After a configuration's rows (s->res[first], n of them): AUTO over the best fixed library
+ * backend of the same rounds, when auto ran. */
+void report_auto_best(struct session *s, size_t first, unsigned n);
 void report_results_done(struct session *s, unsigned mode, uint64_t size);
 /* After one configuration's rows (s->res or s->lat [first, first + n)): the "+ts" variants'
  * transmit-timestamp figures, and with --ts-hist their skew histograms. */

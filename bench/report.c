@@ -423,6 +423,24 @@ static double per_dest(uint64_t ns, uint64_t dests)
 	return dests ? (double)ns / (double)dests : 0;
 }
 
+void report_auto_best(struct session *s, size_t first, unsigned n)
+{
+	const struct result *a = NULL, *best = NULL;
+	for (size_t i = first; i < first + n; i++) {
+		const struct result *r = &s->res[i];
+		if (r->v == V_AUTO)
+			a = r;
+		else if (!variant_is_raw(r->v) && r->cpu_proc.median > 0 &&
+			 (!best || r->cpu_proc.median < best->cpu_proc.median))
+			best = r;
+	}
+	if (!a || !best || !(a->cpu_proc.median > 0))
+		return;
+	fprintf(s->table, "        auto / best fixed backend (%s): %.3f (CPU per destination, medians "
+			  "of the same rounds)\n",
+		variant_name(best->v), a->cpu_proc.median / best->cpu_proc.median);
+}
+
 void report_result(struct session *s, const struct result *r)
 {
 	FILE *f = s->table;

@@ -725,6 +725,7 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 			       "absolute figures",
 			    spread * 100);
 	report_ts(s, s->nres - nv, nv);
+	report_auto_best(s, s->nres - nv, nv);
 out:
 	for (unsigned i = 0; i < nv; i++) {
 		free(res[i].s);
