@@ -5,6 +5,9 @@ library, and check them against each backend's promise and the library's own cou
   loop      one sendto per destination
   sendmmsg  one sendmmsg per socket per 1024 destinations
   io_uring  one io_uring_enter per fan-out, and no send-family call at all
+  auto      (MS_BACKEND_AUTO, switching backends as it measures them) the send-family calls
+            the library counts, and beyond them exactly two clock_gettime calls per fan-out it
+            timed (its own count): none on any other fan-out
 Usage: syscount.py SYSCOUNT_BINARY"""
 import math
 import os
@@ -18,11 +21,11 @@ CALLS = ["sendto", "sendmsg", "sendmmsg", "io_uring_enter"]
 ROUNDS = 5
 
 
-def run(binary, backend, kind, n):
+def run(binary, backend, kind, n, rounds=ROUNDS, extra=()):
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
         p = subprocess.run(["strace", "-f", "-qq", "-c", "-o", out.name,
-                            "-e", "trace=" + ",".join(CALLS),
-                            binary, backend, kind, str(n), str(ROUNDS)],
+                            "-e", "trace=" + ",".join(CALLS + list(extra)),
+                            binary, backend, kind, str(n), str(rounds)],
                            capture_output=True, text=True,
                            # LeakSanitizer cannot run under ptrace; leaks are checked elsewhere.
                            env=dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "")
@@ -31,12 +34,14 @@ def run(binary, backend, kind, n):
             return None
         if p.returncode != 0:
             sys.exit(f"FAIL {backend} {kind} N={n}: exit {p.returncode}\n{p.stdout}{p.stderr}")
-        counts = {c: 0 for c in CALLS}
+        counts = {c: 0 for c in CALLS + list(extra)}
         for line in out.read().splitlines():
             f = line.split()
             if len(f) >= 5 and f[-1] in counts:
                 counts[f[-1]] = int(f[3])
         lib = int(re.search(r"syscalls=(\d+)", p.stdout).group(1))
+        if extra:
+            return counts, lib, int(re.search(r"sampled=(\d+)", p.stdout).group(1))
         return counts, lib
 
 
@@ -72,6 +77,16 @@ def main():
                 shown = ", ".join(f"{c} {v:g}" for c, v in per.items())
                 print(f"{backend:9} {kind:9} {n:5}  {shown:30} {lib / ROUNDS:g}"
                       f"{'' if ok else '   FAIL: expected ' + str(want)}")
+    # AUTO: a re-check every 16 fan-outs, so that 200 fan-outs explore, settle and re-check.
+    os.environ["MULTISEND_AUTO_RECHECK"] = "16"
+    for kind in ["shared", "connected"]:
+        counts, lib, sampled = run(binary, "auto", kind, 64, 200, ["clock_gettime"])
+        sends = sum(counts[c] for c in CALLS)
+        ok = sends == lib and counts["clock_gettime"] == 2 * sampled and 0 < sampled < 200
+        failed += not ok
+        print(f"auto      {kind:9} {64:5}  {sends} send-family calls, {counts['clock_gettime']} "
+              f"clock_gettime over 200 fan-outs; library: {lib} sends, {sampled} timed"
+              f"{'' if ok else '   FAIL: expected the same sends and 2 clock reads per timed one'}")
     sys.exit(1 if failed else 0)
 
 
