@@ -105,6 +105,12 @@ static void check_opts(const struct opts *o)
 	CHECK(!o->tcp || (o->sink == SINK_TCP && o->connected));
 	CHECK(o->sink != SINK_TCP || o->tcp);
 	CHECK(!o->verify_payload || o->sink == SINK_DELIVER);
+	/* AUTO and background load: the ranges and dependencies --help states. */
+	CHECK(o->auto_warmup >= 0 && o->auto_warmup <= 3600);
+	CHECK(o->bg_load <= 64);
+	CHECK(!o->load_from_given || o->bg_load);
+	CHECK(o->load_from >= 0);
+	CHECK(o->timeline == 0 || (o->timeline >= 1 && o->timeline <= 86400));
 	if (o->sink == SINK_DELIVER)
 		CHECK(in_list(o->sizes, o->nsizes, sizeof(struct msg_head), 65507));
 	CHECK(!(o->dontwait && o->compare_dw) && !(o->rotate && o->compare_rot));
