@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
@@ -423,6 +424,12 @@ static double per_dest(uint64_t ns, uint64_t dests)
 	return dests ? (double)ns / (double)dests : 0;
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 void report_auto_best(struct session *s, size_t first, unsigned n)
 {
 	const struct result *a = NULL, *best = NULL;
@@ -434,11 +441,26 @@ void report_auto_best(struct session *s, size_t first, unsigned n)
 			 (!best || r->cpu_proc.median < best->cpu_proc.median))
 			best = r;
 	}
-	if (!a || !best || !(a->cpu_proc.median > 0))
+	if (!a || !best || !(a->cpu_proc.median > 0) || a->rounds != best->rounds || !a->rounds)
 		return;
-	fprintf(s->table, "        auto / best fixed backend (%s): %.3f (CPU per destination, medians "
-			  "of the same rounds)\n",
-		variant_name(best->v), a->cpu_proc.median / best->cpu_proc.median);
+	/* Round by round, as the other ratios: both ran in the same rounds, interleaved. */
+	double q[MAX_ROUNDS];
+	unsigned k = 0;
+	for (unsigned i = 0; i < a->rounds && k < MAX_ROUNDS; i++) {
+		const struct sample *x = &a->s[i], *y = &best->s[i];
+		double ca = per_dest(x->proc_ns - x->rx_ns - x->drain_ns, x->dests);
+		double cb = per_dest(y->proc_ns - y->rx_ns - y->drain_ns, y->dests);
+		if (ca > 0 && cb > 0)
+			q[k++] = ca / cb;
+	}
+	if (!k)
+		return;
+	qsort(q, k, sizeof(q[0]), cmp_dbl);
+	double med = k % 2 ? q[k / 2] : (q[k / 2 - 1] + q[k / 2]) / 2;
+	fprintf(s->table, "        auto / best fixed backend (%s): %.3f [%.3f-%.3f] (CPU per destination, "
+			  "round by round; %.3f of the medians)\n",
+		variant_name(best->v), med, q[0], q[k - 1],
+		a->cpu_proc.median / best->cpu_proc.median);
 }
 
 void report_result(struct session *s, const struct result *r)
