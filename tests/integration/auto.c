@@ -323,8 +323,10 @@ static void test_freeze(void **state)
 			ms_ctx_describe(ctx, line, sizeof(line));
 			assert_non_null(strstr(line, "frozen"));
 		} else {
-			/* MULTISEND_AUTO_RECHECK=16: a round of re-checks every 16 fan-outs */
-			assert_true(b.auto_decisions >= a.auto_decisions + 5);
+			/* MULTISEND_AUTO_RECHECK=16: a decision after each period of 16 fan-outs and
+			 * its round of 6, or, when the chosen backend's cost drifts (noisy under
+			 * valgrind), within 12 + 72 fan-outs: at least 2 more in 200 */
+			assert_true(b.auto_decisions >= a.auto_decisions + 2);
 			assert_true(b.auto_explored > a.auto_explored);
 			assert_true(b.auto_sampled > a.auto_sampled);
 		}
