@@ -244,23 +244,15 @@ int run_latency(struct session *s, const uint64_t *fanouts, unsigned nf, const u
 	for (unsigned j = 0; j < nsz && !err; j++)
 		for (unsigned i = 0; i < nf && !err; i++) {
 			struct rig r;
-			char why[256];
 
 			if (stopped(s))
 				return -EINTR;
-			err = rig_open(s, &r, fanouts[i], sizes[j], why, sizeof(why));
-			if (err) {
-				char what[96];
-
-				snprintf(what, sizeof(what), "latency fan-out %llu, %llu B",
-					 (unsigned long long)fanouts[i], (unsigned long long)sizes[j]);
-				report_skip(s, what, why);
-				progress_step(s, (double)nrates * nv * rounds, "skipped %s", what);
-				if (err == -EXDEV)
-					return err;
-				err = 0;
+			int skip = rig_open_or_skip(s, &r, fanouts[i], sizes[j], "latency ",
+						    (double)nrates * nv * rounds);
+			if (skip < 0)
+				return skip;
+			if (skip)
 				continue;
-			}
 			err = one_config(s, &r, run_s, rounds);
 			rig_close(&r);
 		}

@@ -755,24 +755,15 @@ int run_throughput(struct session *s, unsigned mode, const uint64_t *fanouts, un
 	for (unsigned j = 0; j < nsz && !err; j++) {
 		for (unsigned i = 0; i < nf && !err; i++) {
 			struct rig r;
-			char why[256];
 
 			if (stopped(s))
 				return -EINTR;
-			err = rig_open(s, &r, fanouts[i], sizes[j], why, sizeof(why));
-			if (err) {
-				char what[96];
-
-				snprintf(what, sizeof(what), "fan-out %llu, %llu B",
-					 (unsigned long long)fanouts[i], (unsigned long long)sizes[j]);
-				report_skip(s, what, why);
-				progress_step(s, nv * (rounds + 1.0), "skipped %s", what);
-				/* A namespace breach is never skipped over. */
-				if (err == -EXDEV)
-					return err;
-				err = 0;
+			int skip = rig_open_or_skip(s, &r, fanouts[i], sizes[j], "",
+						    nv * (rounds + 1.0));
+			if (skip < 0)
+				return skip;
+			if (skip)
 				continue;
-			}
 			err = measure(s, mode, &r, run_ns, rounds);
 			rig_close(&r);
 		}
@@ -923,23 +914,15 @@ int run_timeline(struct session *s, const uint64_t *fanouts, unsigned nf, const 
 	for (unsigned j = 0; j < nsz && !err; j++)
 		for (unsigned i = 0; i < nf && !err; i++) {
 			struct rig r;
-			char why[256];
 
 			if (stopped(s))
 				return -EINTR;
-			err = rig_open(s, &r, fanouts[i], sizes[j], why, sizeof(why));
-			if (err) {
-				char what[96];
-
-				snprintf(what, sizeof(what), "fan-out %llu, %llu B",
-					 (unsigned long long)fanouts[i], (unsigned long long)sizes[j]);
-				report_skip(s, what, why);
-				progress_step(s, s->o->timeline, "skipped %s", what);
-				if (err == -EXDEV)
-					return err;
-				err = 0;
+			int skip = rig_open_or_skip(s, &r, fanouts[i], sizes[j], "",
+						    s->o->timeline);
+			if (skip < 0)
+				return skip;
+			if (skip)
 				continue;
-			}
 			err = timeline_one(s, &r);
 			rig_close(&r);
 		}

@@ -741,6 +741,21 @@ fail:
 	return ret;
 }
 
+int rig_open_or_skip(struct session *s, struct rig *r, uint64_t n, uint64_t size,
+		     const char *label, double units)
+{
+	char why[256], what[96];
+	int err = rig_open(s, r, n, size, why, sizeof(why));
+
+	if (!err)
+		return 0;
+	snprintf(what, sizeof(what), "%sfan-out %llu, %llu B", label, (unsigned long long)n,
+		 (unsigned long long)size);
+	report_skip(s, what, why);
+	progress_step(s, units, "skipped %s", what);
+	return err == -EXDEV ? err : 1;
+}
+
 static inline void stamp(struct rig *r)
 {
 	r->seq++;

@@ -53,6 +53,11 @@ struct rig {
  * the caller reports as a skipped configuration. */
 int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *err,
 	     size_t errlen);
+/* rig_open for one configuration of a mode's loop: 0 (opened), 1 (could not: reported as
+ * skipped, "<label>fan-out N, S B", and `units` of progress counted), or -EXDEV (a namespace
+ * breach, never skipped over). */
+int rig_open_or_skip(struct session *s, struct rig *r, uint64_t n, uint64_t size,
+		     const char *label, double units);
 void rig_close(struct rig *r);
 
 /*
