@@ -118,10 +118,7 @@ struct ms__send {
 	                            parts of ms__part_range */
 	bool managed;            /* the group has buckets a slow-consumer policy manages */
 	bool ts_armed;           /* timestamps armed some headers' control messages */
-	/* The executor of this call: ctx->exec[exec] (AUTO picks it per call; else 0). */
-	const struct ms__backend *be;
-	void *st;
-	uint8_t exec;
+	const struct ms__exec *x; /* the executor of this call: ctx->exec[0], or AUTO's pick */
 	bool sampled;            /* AUTO times this call: the sending threads' CPU time */
 	bool counted;            /* AUTO counted something (ms__commit publishes everything) */
 	uint64_t cpu_ns;         /* ... the calling thread's clock at the start */
@@ -180,8 +177,6 @@ struct ms__exec {
 #define MS__NEXEC 3 /* loop, sendmmsg, io_uring: what one context can hold at once */
 
 struct ms_ctx {
-	const struct ms__backend *be; /* exec[0].be: the backend asked for (or the fallback), or
-	                                 with MS_BACKEND_AUTO the first of the preference order */
 	uint32_t flags;
 	uint32_t queue_depth;
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
@@ -190,8 +185,8 @@ struct ms_ctx {
 	bool be_fork_unsafe; /* exec_caps has MS__CAP_FORK_UNSAFE (one test per call) */
 	unsigned modes;     /* MS__MODE_*: what the stages before the executor have to do */
 	struct ms__counters c; /* lib/core/counters.h */
-	/* The backends set up: one, or with MS_BACKEND_AUTO every one available (exec[0] is be),
-	 * and the union of their capabilities. */
+	/* The backends set up: the one asked for (or its fallback), or with MS_BACKEND_AUTO
+	 * every one available, in preference order; and the union of their capabilities. */
 	struct ms__exec exec[MS__NEXEC];
 	unsigned nexec;
 	unsigned exec_caps;
@@ -214,7 +209,7 @@ struct ms_ctx {
 
 /* ---- workers and offload (lib/exec/workers.c) ---- */
 struct ms__pool;
-/* Start the context's threads (ctx->be set). 0 or -errno. */
+/* Start the context's threads (ctx->exec set). 0 or -errno. */
 int ms__pool_start(struct ms_ctx *ctx, const struct ms_config *c);
 /* Drain the offload ring, stop and join the threads, free the pool. */
 void ms__pool_stop(struct ms_ctx *ctx);
@@ -289,7 +284,7 @@ int ms__auto_new(struct ms_ctx *ctx, bool freeze, uint32_t recheck);
 void ms__auto_free(struct ms_ctx *ctx);
 /* The group's shape (which of AUTO's measurements its calls use), set with its plan. */
 uint8_t ms__auto_shape(const struct ms_group *g);
-/* Before the other stages: the executor for this call (s->be, s->st, s->exec), and whether
+/* Before the other stages: the executor for this call (s->x), and whether
  * to time it (s->sampled: then the calling thread's CPU clock is read, into s->cpu_ns). */
 void ms__auto_pick(struct ms_ctx *ctx, struct ms__send *s);
 /* After the executor, for a sampled call: s->cpu_ns becomes the call's CPU time (the library

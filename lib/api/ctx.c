@@ -272,7 +272,7 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 		path = NULL;
 	}
 	snprintf(name, sizeof(name), "ctx %u %s", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED),
-		 ctx->be->name);
+		 ctx->exec[0].be->name);
 	if (path) {
 		err = 0;
 		struct ms_shm_slot *sl = ms__shm_open(path, name, counter_names, NCOUNTERS,
@@ -483,7 +483,7 @@ static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
 	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
 		if (ch->skipped[b] && !(ctx->autos && ms__auto_has(ctx, (enum ms_backend)b)) &&
-		    b != (int)ctx->be->id)
+		    b != (int)ctx->exec[0].be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
 				ms_backend_name((enum ms_backend)b), ch->skipped[b]);
 }
@@ -537,10 +537,7 @@ static int backend_setup(struct ms_ctx *ctx, enum ms_backend want, struct choice
 		for (size_t k = 0; err && k < NBACKENDS; k++)
 			err = try_backend(ctx, preference[k], ch);
 	}
-	if (err)
-		return -ENOTSUP;
-	ctx->be = ctx->exec[0].be;
-	return 0;
+	return err ? -ENOTSUP : 0;
 }
 
 /* MS_BACKEND_AUTO over ctx->nexec backends: its settings from the config and environment. */
@@ -646,7 +643,7 @@ enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx)
 {
 	if (!ctx)
 		return MS_BACKEND_AUTO;
-	return ctx->autos ? ms__auto_now(ctx) : ctx->be->id;
+	return ctx->autos ? ms__auto_now(ctx) : ctx->exec[0].be->id;
 }
 
 int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)

@@ -46,8 +46,8 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 {
 	if (s->parts > 1)
 		return ms__pool_send(s);
-	const struct ms__backend *be = s->be;
-	void *st = s->st;
+	const struct ms__backend *be = s->x->be;
+	void *st = s->x->state;
 	if (unlikely(s->b.hdr | ctx->be_fork_unsafe) &&
 	    (((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
 	     (s->b.hdr && !(be->caps & MS__CAP_HDR)))) {
@@ -73,7 +73,7 @@ static void before(struct ms_ctx *ctx, struct ms__send *s)
 		s->parts = ms__pool_parts(ctx, s);
 	/* (timestamps ride on control messages: only a backend that sends prepared headers) */
 	if ((ctx->modes & MS__MODE_TS) && g->ts_calls++ % ctx->ts_sample == 0 &&
-	    (s->be->caps & MS__CAP_HDR))
+	    (s->x->be->caps & MS__CAP_HDR))
 		ms__ts_begin(s);
 	if (s->managed)
 		ms__slow_before(s);
@@ -114,8 +114,7 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		.g = g,
 		.parts = 1,
 		.managed = g->nmanaged > 0,
-		.be = ctx->be,
-		.st = ctx->exec[0].state,
+		.x = &ctx->exec[0],
 	};
 	/* before (one test for the common call: no mode of the context's, no policy) */
 	if (unlikely(ctx->modes | s.managed))

@@ -458,7 +458,7 @@ uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s)
 {
 	const struct ms__pool *p = ctx->pool;
 	if (p->parts < 2 || s->managed || s->b.len > UINT32_MAX ||
-	    (s->b.hdr && !(s->be->caps & MS__CAP_HDR)) || !in_parent(p))
+	    (s->b.hdr && !(s->x->be->caps & MS__CAP_HDR)) || !in_parent(p))
 		return 1;
 	size_t k = s->g->size / PART_MIN;
 	return k < 2 ? 1 : k < p->parts ? (uint32_t)k : p->parts;
@@ -477,12 +477,12 @@ int ms__pool_send(struct ms__send *s)
 		w->b = s->b; /* no counts yet: each part counts its own */
 		w->first = (first + off) % n;
 		w->count = count;
-		w->exec = s->exec;
+		w->exec = (uint8_t)(s->x - ctx->exec);
 		w->sample = s->sampled;
 		signal_change(&w->go);
 	}
 	ms__part_range(n, s->parts, 0, &off, &count);
-	int err = s->be->send(s->st, &s->b, first, count);
+	int err = s->x->be->send(s->x->state, &s->b, first, count);
 	for (uint32_t k = 1; k < s->parts; k++) {
 		struct worker *w = &p->w[k - 1];
 		uint32_t want = w->go.v;

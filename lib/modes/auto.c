@@ -39,6 +39,7 @@
  * measures nothing (its parent's measurements are its own).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,6 @@ struct shape {
 struct ms__auto {
 	bool freeze, show;
 	uint32_t recheck; /* MULTISEND_AUTO_RECHECK: a period of this many fan-outs (0: by time) */
-	uint8_t now; /* ctx->exec index of the last decision (of any shape) */
 	struct shape sh[NSHAPES];
 };
 
@@ -131,7 +131,7 @@ bool ms__auto_has(const struct ms_ctx *ctx, enum ms_backend b)
 
 enum ms_backend ms__auto_now(const struct ms_ctx *ctx)
 {
-	return ctx->exec[ctx->autos->now].be->id;
+	return (enum ms_backend)ctx->c.auto_backend; /* the last decision's, of any shape */
 }
 
 void ms__auto_show(struct ms_ctx *ctx)
@@ -230,14 +230,33 @@ static uint64_t *ns_counter(struct ms_ctx *ctx, enum ms_backend b)
 	}
 }
 
-static void show_decision(const struct ms_ctx *ctx, const struct shape *h, unsigned shape)
+/* Append to buf[len] at *k, like snprintf (*k counts the whole length even when cut). */
+static void put(char *buf, size_t len, size_t *k, const char *fmt, ...)
 {
-	char figs[256] = "";
+	va_list ap;
+	va_start(ap, fmt);
+	int w = vsnprintf(buf + (*k < len ? *k : len), *k < len ? len - *k : 0, fmt, ap);
+	va_end(ap);
+	*k += w > 0 ? (size_t)w : 0;
+}
+
+/* "datagrams on few sockets, 16-127: loop (loop 1412, io_uring 1377, sendmmsg 1401 ns/dest" */
+static void put_shape(const struct ms_ctx *ctx, unsigned shape, char *buf, size_t len, size_t *k)
+{
+	const struct shape *h = &ctx->autos->sh[shape];
+	put(buf, len, k, "%s, %s: %s (", kind_name[shape / NSIZES], size_name[shape % NSIZES],
+	    ctx->exec[h->cur].be->name);
 	for (unsigned x = 0; x < ctx->nexec; x++)
-		snprintf(figs + strlen(figs), sizeof(figs) - strlen(figs), "%s%s %.0f",
-			 x ? ", " : "", ctx->exec[x].be->name, (double)h->med[x]);
-	fprintf(stderr, "libmultisend: auto: %s, %s destinations: %s (%s ns per destination)\n",
-		kind_name[shape / NSIZES], size_name[shape % NSIZES], ctx->exec[h->cur].be->name, figs);
+		put(buf, len, k, "%s%s %.0f", x ? ", " : "", ctx->exec[x].be->name, (double)h->med[x]);
+	put(buf, len, k, " ns/dest");
+}
+
+static void show_decision(const struct ms_ctx *ctx, unsigned shape)
+{
+	char line[512];
+	size_t k = 0;
+	put_shape(ctx, shape, line, sizeof(line), &k);
+	fprintf(stderr, "libmultisend: auto: %s)\n", line);
 }
 
 static void decide(struct ms_ctx *ctx, struct shape *h, unsigned shape, size_t n)
@@ -264,7 +283,6 @@ static void decide(struct ms_ctx *ctx, struct shape *h, unsigned shape, size_t n
 	h->cur = (uint8_t)best;
 	h->decided = true;
 	h->decisions++;
-	a->now = (uint8_t)best;
 	ctx->c.auto_backend = ctx->exec[best].be->id;
 
 	/* One period: a second of the chosen backend's fan-outs, and at least PERIOD_CALLS. */
@@ -280,7 +298,7 @@ static void decide(struct ms_ctx *ctx, struct shape *h, unsigned shape, size_t n
 	h->self = 0;
 	h->phase = a->freeze ? FROZEN : SETTLED;
 	if (a->show && (first || changed))
-		show_decision(ctx, h, shape);
+		show_decision(ctx, shape);
 }
 
 /* ---- the stages ------------------------------------------------------------------------------ */
@@ -323,9 +341,7 @@ void ms__auto_pick(struct ms_ctx *ctx, struct ms__send *s)
 		break;
 	}
 out:
-	s->exec = (uint8_t)x;
-	s->be = ctx->exec[x].be;
-	s->st = ctx->exec[x].state;
+	s->x = &ctx->exec[x];
 	s->sampled = timed;
 	if (x != h->cur) {
 		ctx->c.auto_explored++;
@@ -358,7 +374,7 @@ void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s)
 			restart(h);
 		return;
 	}
-	push(h, s->exec, v);
+	push(h, (unsigned)(s->x - ctx->exec), v);
 	if (h->step < 2 * ctx->nexec)
 		return;
 	/* a round is complete */
@@ -378,34 +394,20 @@ void ms__auto_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 {
 	const struct ms__auto *a = ctx->autos;
 	size_t k = 0;
-	int w = snprintf(buf, len, "auto over");
-	for (unsigned x = 0; x < ctx->nexec && w > 0; x++) {
-		k += (size_t)w;
-		w = snprintf(buf + (k < len ? k : len), k < len ? len - k : 0, "%s %s", x ? "," : "",
-			     ctx->exec[x].be->name);
-	}
-	k += w > 0 ? (size_t)w : 0;
+	put(buf, len, &k, "auto over");
+	for (unsigned x = 0; x < ctx->nexec; x++)
+		put(buf, len, &k, "%s %s", x ? "," : "", ctx->exec[x].be->name);
 	unsigned nd = 0;
 	for (unsigned i = 0; i < NSHAPES; i++) {
-		const struct shape *h = &a->sh[i];
-		if (!h->decided)
+		if (!a->sh[i].decided)
 			continue;
 		nd++;
-		w = snprintf(buf + (k < len ? k : len), k < len ? len - k : 0, "; %s, %s: %s (",
-			     kind_name[i / NSIZES], size_name[i % NSIZES], ctx->exec[h->cur].be->name);
-		k += w > 0 ? (size_t)w : 0;
-		for (unsigned x = 0; x < ctx->nexec; x++) {
-			w = snprintf(buf + (k < len ? k : len), k < len ? len - k : 0, "%s%s %.0f",
-				     x ? ", " : "", ctx->exec[x].be->name, (double)h->med[x]);
-			k += w > 0 ? (size_t)w : 0;
-		}
-		w = snprintf(buf + (k < len ? k : len), k < len ? len - k : 0,
-			     " ns/dest%s)", h->phase == FROZEN ? ", frozen" : "");
-		k += w > 0 ? (size_t)w : 0;
+		put(buf, len, &k, "; ");
+		put_shape(ctx, i, buf, len, &k);
+		put(buf, len, &k, "%s)", a->sh[i].phase == FROZEN ? ", frozen" : "");
 	}
-	snprintf(buf + (k < len ? k : len), k < len ? len - k : 0,
-		 "%s; %llu of %llu fan-outs explored, %llu timed, %llu decisions",
-		 nd ? "" : "; measuring", (unsigned long long)ctx->c.auto_explored,
-		 (unsigned long long)ctx->c.fanouts, (unsigned long long)ctx->c.auto_sampled,
-		 (unsigned long long)ctx->c.auto_decisions);
+	put(buf, len, &k, "%s; %llu of %llu fan-outs explored, %llu timed, %llu decisions",
+	    nd ? "" : "; measuring", (unsigned long long)ctx->c.auto_explored,
+	    (unsigned long long)ctx->c.fanouts, (unsigned long long)ctx->c.auto_sampled,
+	    (unsigned long long)ctx->c.auto_decisions);
 }

@@ -423,8 +423,7 @@ static void test_show(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	assert_non_null(strstr(out, "(asked for auto)"));
 	assert_non_null(strstr(out, "measuring"));
-	assert_non_null(strstr(out, "libmultisend: auto: datagrams on few sockets, 16-127 "
-				    "destinations: "));
+	assert_non_null(strstr(out, "libmultisend: auto: datagrams on few sockets, 16-127: "));
 }
 
 int main(void)
