@@ -54,12 +54,17 @@ MS_EXPORT const char *ms_version_string(void);
 /* ---------------------------------------------------------------------------------------------
  * Backends
  *
- * All three give the same results for the same input; they differ in how many system calls a
- * fan-out costs:
+ * All of them give the same results for the same input; they differ in how many system calls
+ * a fan-out costs, and the last in which path the datagrams take:
  *   MS_BACKEND_LOOP      one sendto/sendmsg per destination (always available).
  *   MS_BACKEND_SENDMMSG  one sendmmsg(2) per socket per run of up to 1024 destinations.
  *   MS_BACKEND_IO_URING  one io_uring_enter(2) per fan-out of up to queue_depth destinations,
  *                        across any number of sockets.
+ *   MS_BACKEND_XDP       kernel bypass: UDP datagrams leave as frames the library builds
+ *                        (Ethernet, IP, UDP) and hands to an AF_XDP socket on one interface's
+ *                        transmit queue, one system call per batch the kernel takes; what it
+ *                        cannot carry goes by the kernel's path, per destination (see "Kernel
+ *                        bypass" below). Available only where an interface is named.
  *   MS_BACKEND_AUTO      measures them on the fan-outs the context sends and uses the cheapest
  *                        (see "Choosing a backend" at ms_ctx_new).
  */
@@ -68,9 +73,10 @@ enum ms_backend {
 	MS_BACKEND_LOOP = 1,
 	MS_BACKEND_SENDMMSG = 2,
 	MS_BACKEND_IO_URING = 3,
+	MS_BACKEND_XDP = 4,
 };
 
-/* "auto", "loop", "sendmmsg", "io_uring"; NULL for a value outside the enum. */
+/* "auto", "loop", "sendmmsg", "io_uring", "xdp"; NULL for a value outside the enum. */
 MS_EXPORT const char *ms_backend_name(enum ms_backend b);
 
 /* The backend a name stands for (the inverse of ms_backend_name), or -EINVAL. */
@@ -127,9 +133,16 @@ MS_EXPORT int ms_backend_from_name(const char *name);
 /* MS_BACKEND_AUTO decides once per shape of group, from its first measurements, and never
  * measures or changes backend after (also MULTISEND_AUTO_FREEZE=1). See "Choosing a backend". */
 #define MS_CFG_AUTO_FREEZE (1u << 6)
+/* MS_BACKEND_XDP: bind the AF_XDP socket to transmit queue ms_config.xdp_queue (without
+ * it, xdp_queue must be 0 and the library takes the queue the kernel's transmit packet steering
+ * maps the calling CPU to, or queue 0). */
+#define MS_CFG_XDP_QUEUE (1u << 7)
+/* MS_BACKEND_XDP: copy mode only (without it, zero copy is tried first where the driver has
+ * it, then copy mode). */
+#define MS_CFG_XDP_COPY (1u << 8)
 #define MS_CFG_ALL_FLAGS                                                                    \
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
-	 MS_CFG_OFFLOAD | MS_CFG_AUTO_FREEZE)
+	 MS_CFG_OFFLOAD | MS_CFG_AUTO_FREEZE | MS_CFG_XDP_QUEUE | MS_CFG_XDP_COPY)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need. Every field at zero
  * means "library default", and no default switches a feature on: a context made from an
@@ -176,6 +189,16 @@ struct ms_config {
 	/* Live counters (see "Live counters"). */
 	const char *stats_shm; /* publish live counters in this file; NULL: the
 	                          MULTISEND_STATS_SHM variable, or nowhere */
+
+	/* Kernel bypass (MS_BACKEND_XDP, see "Kernel bypass"). */
+	const char *xdp_ifname; /* the interface whose transmit queue the context takes (an
+	                           AF_XDP socket bound to it); NULL: the MULTISEND_XDP_IFACE
+	                           variable, or none, and then the xdp backend is unavailable
+	                           (nor measured by MS_BACKEND_AUTO) */
+	uint32_t xdp_queue;     /* with MS_CFG_XDP_QUEUE: the queue; 0 otherwise */
+	uint32_t xdp_frames;    /* packet buffers (UMEM frames), 64..65536, a power of two; the
+	                           transmit and completion rings have half as many entries;
+	                           0 = 4096 */
 };
 
 /* The recommended zc_min, to set explicitly for a device that takes the pages (not loopback,
@@ -772,6 +795,19 @@ struct ms_stats {
 	uint64_t auto_ns_loop;    /* CPU ns per destination each backend cost at the last */
 	uint64_t auto_ns_sendmmsg; /* decision (medians of its measured fan-outs); 0: not */
 	uint64_t auto_ns_io_uring; /* measured (unavailable, or no decision yet) */
+	/* MS_BACKEND_XDP (see "Kernel bypass"): */
+	uint64_t xdp_frames;      /* destinations sent as frames through the AF_XDP socket */
+	uint64_t xdp_kicks;       /* system calls that asked the kernel to take frames */
+	uint64_t xdp_fallback_local; /* destinations sent by the kernel's path instead: local or
+	                             loopback address, broadcast, multicast looped back */
+	uint64_t xdp_fallback_iface; /* ... leaving by another interface than the context's */
+	uint64_t xdp_fallback_mtu;   /* ... a message larger than the path's MTU */
+	uint64_t xdp_fallback_route; /* ... no usable route (the kernel's error is the result) */
+	uint64_t xdp_fallback_neigh; /* ... its neighbour not resolved yet (the kernel's send
+	                             makes the kernel resolve it) */
+	uint64_t xdp_fallback_other; /* ... not UDP, opted out (ms_group_kernel_path), control
+	                             messages, the interface gone */
+	uint64_t auto_ns_xdp;     /* as auto_ns_loop, for the xdp backend */
 };
 
 /*

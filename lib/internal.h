@@ -174,12 +174,19 @@ struct ms__exec {
 	const struct ms__backend *be;
 	void *state;
 };
-#define MS__NEXEC 3 /* loop, sendmmsg, io_uring: what one context can hold at once */
+#define MS__NEXEC 4 /* loop, sendmmsg, io_uring, xdp: what one context can hold at once */
+#define MS__BACKEND_LAST MS_BACKEND_XDP
 
 struct ms_ctx {
 	uint32_t flags;
 	uint32_t queue_depth;
 	uint32_t zc_min;    /* io_uring zero copy from this message length on; 0: never */
+	struct {            /* the xdp backend's settings (ms_config, MULTISEND_XDP_IFACE) */
+		char ifname[16]; /* "": none named */
+		bool ifname_bad; /* the environment's name cannot be an interface's */
+		bool queue_set, copy_only;
+		uint32_t queue, frames;
+	} xdp;
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
 	bool be_fork_unsafe; /* exec_caps has MS__CAP_FORK_UNSAFE (one test per call) */

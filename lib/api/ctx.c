@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Contexts: configuration, backend choice, counters. No sockets are touched here. */
 #include <errno.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
@@ -17,6 +18,9 @@
 #define OFFLOAD_KIB_MAX 1048576u
 #define SPIN_US_MAX 1000000u
 #define CONFIG_SIZE_MAX 4096u
+#define XDP_FRAMES_MIN 64u
+#define XDP_FRAMES_MAX 65536u
+#define XDP_FRAMES_DEFAULT 4096u
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
 #define TS_SAMPLE_MAX 1000000000u
@@ -79,13 +83,15 @@ const char *ms_backend_name(enum ms_backend b)
 		return "sendmmsg";
 	case MS_BACKEND_IO_URING:
 		return "io_uring";
+	case MS_BACKEND_XDP:
+		return "xdp";
 	}
 	return NULL;
 }
 
 int ms_backend_from_name(const char *name)
 {
-	for (int b = MS_BACKEND_AUTO; name && b <= MS_BACKEND_IO_URING; b++)
+	for (int b = MS_BACKEND_AUTO; name && b <= MS__BACKEND_LAST; b++)
 		if (!strcmp(name, ms_backend_name((enum ms_backend)b)))
 			return b;
 	return -EINVAL;
@@ -116,11 +122,13 @@ static const char *const no_env[] = {
 	[MS_BACKEND_LOOP] = "MULTISEND_NO_LOOP",
 	[MS_BACKEND_SENDMMSG] = "MULTISEND_NO_SENDMMSG",
 	[MS_BACKEND_IO_URING] = "MULTISEND_NO_IO_URING",
+	[MS_BACKEND_XDP] = "MULTISEND_NO_XDP",
 };
 static const char *const no_env_why[] = {
 	[MS_BACKEND_LOOP] = "disabled by MULTISEND_NO_LOOP",
 	[MS_BACKEND_SENDMMSG] = "disabled by MULTISEND_NO_SENDMMSG",
 	[MS_BACKEND_IO_URING] = "disabled by MULTISEND_NO_IO_URING",
+	[MS_BACKEND_XDP] = "disabled by MULTISEND_NO_XDP",
 };
 
 /* ---- published counters --------------------------------------------------------------------- */
@@ -399,7 +407,7 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 	memcpy(c, cfg, sizeof(*c));
 	if (c->flags & ~MS_CFG_ALL_FLAGS)
 		return -EINVAL;
-	if (c->backend > MS_BACKEND_IO_URING ||
+	if (c->backend > MS__BACKEND_LAST ||
 	    ((c->flags & MS_CFG_AUTO_FREEZE) && c->backend != MS_BACKEND_AUTO))
 		return -EINVAL;
 	if (c->queue_depth > QUEUE_DEPTH_MAX || c->zc_min > ZC_MIN_MAX)
@@ -420,12 +428,21 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 		return -EINVAL;
 	if (c->ncpus > threads || !c->ncpus != !c->cpus)
 		return -EINVAL;
+	/* Kernel bypass: a queue only when asked for; a name that can be an interface's. */
+	if (c->xdp_queue && !(c->flags & MS_CFG_XDP_QUEUE))
+		return -EINVAL;
+	if (c->xdp_frames && (c->xdp_frames < XDP_FRAMES_MIN || c->xdp_frames > XDP_FRAMES_MAX ||
+			      (c->xdp_frames & (c->xdp_frames - 1))))
+		return -EINVAL;
+	if (c->xdp_ifname && (!*c->xdp_ifname || strlen(c->xdp_ifname) >= IF_NAMESIZE ||
+			      strchr(c->xdp_ifname, '/') || strchr(c->xdp_ifname, ' ')))
+		return -EINVAL;
 	return 0;
 }
 
 struct choice {
-	const char *skipped[MS_BACKEND_IO_URING + 1]; /* why each backend was not used */
-	char init_why[MS_BACKEND_IO_URING + 1][96];
+	const char *skipped[MS__BACKEND_LAST + 1]; /* why each backend was not used */
+	char init_why[MS__BACKEND_LAST + 1][96];
 };
 
 /* Set up be for ctx (unless it was skipped): one more entry of ctx->exec. */
@@ -481,7 +498,7 @@ static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 	ms_ctx_describe(ctx, desc, sizeof(desc));
 	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n", desc,
 		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
-	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
+	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (ch->skipped[b] && !(ctx->autos && ms__auto_has(ctx, (enum ms_backend)b)) &&
 		    b != (int)ctx->exec[0].be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
@@ -495,6 +512,10 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 	enum ms_backend want = (enum ms_backend)c->backend;
 #ifndef MS_HAVE_LIBURING
 	ch->skipped[MS_BACKEND_IO_URING] = "not built (liburing was not found at build time)";
+#endif
+#ifndef MS_HAVE_XDP
+	ch->skipped[MS_BACKEND_XDP] = "not built (linux/if_xdp.h was not found at build time, or "
+				      "-Dxdp=disabled)";
 #endif
 	pthread_once(&probe_once, probe_all);
 	for (size_t k = 0; k < NBACKENDS; k++)
@@ -510,9 +531,9 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
 			/* An operator's typo must not pass silently, nor flood stderr. */
 			fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
-					"auto, loop, sendmmsg, io_uring; ignored\n", v);
+					"auto, loop, sendmmsg, io_uring, xdp; ignored\n", v);
 	}
-	for (int b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++)
+	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (env_true(no_env[b]) && !ch->skipped[b])
 			ch->skipped[b] = no_env_why[b];
 	return want;
@@ -538,6 +559,22 @@ static int backend_setup(struct ms_ctx *ctx, enum ms_backend want, struct choice
 			err = try_backend(ctx, preference[k], ch);
 	}
 	return err ? -ENOTSUP : 0;
+}
+
+/* The xdp backend's settings: the interface named by the config, else MULTISEND_XDP_IFACE
+ * (an unusable name there is the backend's reason to be unavailable, lib/be/xdp.c). */
+static void xdp_settings(struct ms_ctx *ctx, const struct ms_config *c, bool use_env)
+{
+	const char *name = c->xdp_ifname;
+	if (!name && use_env)
+		name = secure_getenv("MULTISEND_XDP_IFACE");
+	if (name && *name)
+		snprintf(ctx->xdp.ifname, sizeof(ctx->xdp.ifname), "%s", name);
+	ctx->xdp.ifname_bad = name && *name && (strlen(name) >= IF_NAMESIZE || strchr(name, '/'));
+	ctx->xdp.queue = c->xdp_queue;
+	ctx->xdp.queue_set = c->flags & MS_CFG_XDP_QUEUE;
+	ctx->xdp.copy_only = c->flags & MS_CFG_XDP_COPY;
+	ctx->xdp.frames = c->xdp_frames ? c->xdp_frames : XDP_FRAMES_DEFAULT;
 }
 
 /* MS_BACKEND_AUTO over ctx->nexec backends: its settings from the config and environment. */
@@ -595,6 +632,7 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 	ctx->ts_flags = c.ts_flags;
 	ctx->queue_depth = c.queue_depth ? c.queue_depth : QUEUE_DEPTH_DEFAULT;
 	ctx->zc_min = c.zc_min; /* 0: never, in the backend too */
+	xdp_settings(ctx, &c, use_env);
 	if ((err = backend_setup(ctx, want, &ch))) {
 		free(ctx);
 		return err;

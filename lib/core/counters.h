@@ -59,7 +59,16 @@
 	X(auto_backend)                                                                       \
 	X(auto_ns_loop)                                                                       \
 	X(auto_ns_sendmmsg)                                                                   \
-	X(auto_ns_io_uring)
+	X(auto_ns_io_uring)                                                                   \
+	X(xdp_frames)                                                                         \
+	X(xdp_kicks)                                                                          \
+	X(xdp_fallback_local)                                                                 \
+	X(xdp_fallback_iface)                                                                 \
+	X(xdp_fallback_mtu)                                                                   \
+	X(xdp_fallback_route)                                                                 \
+	X(xdp_fallback_neigh)                                                                 \
+	X(xdp_fallback_other)                                                                 \
+	X(auto_ns_xdp)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

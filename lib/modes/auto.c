@@ -225,6 +225,8 @@ static uint64_t *ns_counter(struct ms_ctx *ctx, enum ms_backend b)
 		return &ctx->c.auto_ns_sendmmsg;
 	case MS_BACKEND_IO_URING:
 		return &ctx->c.auto_ns_io_uring;
+	case MS_BACKEND_XDP:
+		return &ctx->c.auto_ns_xdp;
 	default:
 		return NULL;
 	}

@@ -34,7 +34,7 @@ static const struct row rows[] = {
 	SIZE(enum ms_backend, 4),
 
 	/* Eleven uint32_t, then the two pointers (aligned). */
-	SIZE(struct ms_config, CFG_PTRS + 2 * PTR),
+	SIZE(struct ms_config, CFG_PTRS + 3 * PTR + (8 + PTR - 1) / PTR * PTR),
 	OFF(struct ms_config, size, 0),
 	OFF(struct ms_config, backend, 4),
 	OFF(struct ms_config, flags, 8),
@@ -48,8 +48,11 @@ static const struct row rows[] = {
 	OFF(struct ms_config, ncpus, 40),
 	OFF(struct ms_config, cpus, CFG_PTRS),
 	OFF(struct ms_config, stats_shm, CFG_PTRS + PTR),
+	OFF(struct ms_config, xdp_ifname, CFG_PTRS + 2 * PTR),
+	OFF(struct ms_config, xdp_queue, CFG_PTRS + 3 * PTR),
+	OFF(struct ms_config, xdp_frames, CFG_PTRS + 3 * PTR + 4),
 
-	SIZE(struct ms_stats, 8 + 8 * 39),
+	SIZE(struct ms_stats, 8 + 8 * 48),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -91,6 +94,15 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, auto_ns_loop, 296),
 	OFF(struct ms_stats, auto_ns_sendmmsg, 304),
 	OFF(struct ms_stats, auto_ns_io_uring, 312),
+	OFF(struct ms_stats, xdp_frames, 320),
+	OFF(struct ms_stats, xdp_kicks, 328),
+	OFF(struct ms_stats, xdp_fallback_local, 336),
+	OFF(struct ms_stats, xdp_fallback_iface, 344),
+	OFF(struct ms_stats, xdp_fallback_mtu, 352),
+	OFF(struct ms_stats, xdp_fallback_route, 360),
+	OFF(struct ms_stats, xdp_fallback_neigh, 368),
+	OFF(struct ms_stats, xdp_fallback_other, 376),
+	OFF(struct ms_stats, auto_ns_xdp, 384),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),

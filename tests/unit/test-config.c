@@ -113,7 +113,7 @@ static void test_backend_outside_enum(void **state)
 {
 	(void)state;
 	struct ms_config c = base();
-	c.backend = MS_BACKEND_IO_URING + 1;
+	c.backend = MS_BACKEND_XDP + 1;
 	assert_int_equal(try_cfg(&c), -EINVAL);
 	c.backend = UINT32_MAX;
 	assert_int_equal(try_cfg(&c), -EINVAL);
@@ -128,11 +128,45 @@ static void test_auto_freeze_needs_auto(void **state)
 	(void)state;
 	struct ms_config c = base();
 	c.flags |= MS_CFG_AUTO_FREEZE;
-	for (uint32_t b = MS_BACKEND_LOOP; b <= MS_BACKEND_IO_URING; b++) {
+	for (uint32_t b = MS_BACKEND_LOOP; b <= MS_BACKEND_XDP; b++) {
 		c.backend = b;
 		assert_int_equal(try_cfg(&c), -EINVAL);
 	}
 	c.backend = MS_BACKEND_AUTO;
+	assert_int_equal(try_cfg(&c), 0);
+}
+
+/* Kernel bypass: xdp_queue only with MS_CFG_XDP_QUEUE, xdp_frames a power of two in
+ * 64..65536, xdp_ifname a name an interface can have. */
+static void test_xdp_fields(void **state)
+{
+	(void)state;
+	struct ms_config c = base();
+	c.xdp_queue = 1;
+	assert_int_equal(try_cfg(&c), -EINVAL);
+	c.flags |= MS_CFG_XDP_QUEUE;
+	assert_int_equal(try_cfg(&c), 0);
+	c = base();
+	const uint32_t bad_frames[] = { 1, 32, 63, 96, 4095, 65537, 131072, UINT32_MAX };
+	for (size_t k = 0; k < sizeof(bad_frames) / sizeof(bad_frames[0]); k++) {
+		c.xdp_frames = bad_frames[k];
+		assert_int_equal(try_cfg(&c), -EINVAL);
+	}
+	const uint32_t good_frames[] = { 0, 64, 4096, 65536 };
+	for (size_t k = 0; k < sizeof(good_frames) / sizeof(good_frames[0]); k++) {
+		c.xdp_frames = good_frames[k];
+		assert_int_equal(try_cfg(&c), 0);
+	}
+	c = base();
+	const char *bad_names[] = { "", "0123456789abcdef", "a/b", "a b" };
+	for (size_t k = 0; k < sizeof(bad_names) / sizeof(bad_names[0]); k++) {
+		c.xdp_ifname = bad_names[k];
+		assert_int_equal(try_cfg(&c), -EINVAL);
+	}
+	/* A good name that no interface has: the context is made (another backend sends). */
+	c.xdp_ifname = "0123456789abcde";
+	assert_int_equal(try_cfg(&c), 0);
+	c.flags |= MS_CFG_XDP_COPY;
 	assert_int_equal(try_cfg(&c), 0);
 }
 
@@ -374,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_flags_unknown),
 		cmocka_unit_test(test_backend_outside_enum),
 		cmocka_unit_test(test_auto_freeze_needs_auto),
+		cmocka_unit_test(test_xdp_fields),
 		cmocka_unit_test(test_queue_depth_range),
 		cmocka_unit_test(test_zc_min_range),
 		cmocka_unit_test(test_ts_sample_range),

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Route and neighbour, asked of the kernel over rtnetlink: where a datagram to an address would
+ * leave and with which Ethernet header, so that the xdp backend (lib/be/xdp.c) can build the
+ * frame the kernel's own path would have sent. Nothing here is cached: the backend keeps what
+ * it resolved per destination and asks again when a notification says something changed.
+ *
+ * One struct ms__nl per backend state, used by one thread at a time.
+ */
+#ifndef MS_ROUTE_H
+#define MS_ROUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+/* What the kernel would do with a datagram to the address (struct ms__route.kind). */
+enum ms__route_kind {
+	MS__RT_OK,      /* a unicast or multicast route out of an Ethernet device, the next hop's
+	                   link-layer address known: the frame can be built */
+	MS__RT_NEIGH,   /* a route, but the next hop's neighbour entry is not usable yet (none,
+	                   INCOMPLETE, FAILED): a send by the kernel makes it resolve */
+	MS__RT_LOCAL,   /* delivered on this host: local or loopback address (RTN_LOCAL), or the
+	                   route's device is loopback */
+	MS__RT_BCAST,   /* broadcast (RTN_BROADCAST, or the limited broadcast address) */
+	MS__RT_UNREACH, /* no route, or unreachable / prohibit / blackhole: err has the errno a
+	                   send would see (ENETUNREACH, EHOSTUNREACH, EACCES, EINVAL...) */
+	MS__RT_OTHER,   /* anything else the frame cannot be built for: a device without an
+	                   Ethernet header (tun, ip tunnels, ppp), an IPsec policy... */
+};
+
+struct ms__route {
+	enum ms__route_kind kind;
+	int err;               /* MS__RT_UNREACH: the positive errno; else 0 */
+	int ifindex;           /* the egress device (0 when there is none) */
+	uint32_t mtu;          /* the path's MTU: the route's MTU metric (RTAX_MTU, which includes
+	                          a learned PMTU) if set, else the device's MTU */
+	uint8_t src_mac[6];    /* the egress device's address */
+	uint8_t dst_mac[6];    /* the next hop's (gateway's or destination's) link-layer address;
+	                          for a multicast destination the group's MAC
+	                          (01:00:5e + low 23 bits; 33:33 + low 32 bits) */
+	bool multicast;
+	int family;            /* AF_INET or AF_INET6: that of `src` and the looked-up address
+	                          (a v4-mapped IPv6 address is looked up as IPv4) */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	} src;                 /* the source address the kernel would use: the socket's bound
+	                          address when it is not the wildcard, else the route's preferred
+	                          source (RTA_PREFSRC; for IPv6 the kernel's source address
+	                          selection, which RTM_GETROUTE answers) */
+};
+
+struct ms__nl;
+
+/* Open the rtnetlink sockets: one for requests, one subscribed to link, address, route and
+ * neighbour notifications (IPv4 and IPv6), both in the calling thread's network namespace,
+ * close-on-exec, the second non-blocking. 0 or -errno. */
+int ms__nl_open(struct ms__nl **out);
+void ms__nl_close(struct ms__nl *nl);
+
+/*
+ * Resolve a destination as a UDP send from a socket would: dst (AF_INET or AF_INET6, may be a
+ * v4-mapped AF_INET6 address), the socket's bound address `src` (NULL or the wildcard: the
+ * kernel chooses), the device it is bound to (SO_BINDTODEVICE: oif, else 0), and its SO_MARK.
+ * Returns 0 with *out filled (every kind, including MS__RT_UNREACH), or -errno when the
+ * kernel could not be asked (netlink itself failed).
+ */
+int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstlen,
+		  const struct sockaddr *src, int oif, uint32_t mark, struct ms__route *out);
+
+/* Did anything change since the last call (a notification of a link, address, route or
+ * neighbour)? Reads every pending notification without blocking; true also when the
+ * notification socket overflowed (ENOBUFS: something changed, unknown what). One recv(2) when
+ * nothing is pending. */
+bool ms__nl_changed(struct ms__nl *nl);
+
+/* The interface's index, MTU, Ethernet address and whether it is up with a carrier
+ * (IFF_UP and IFF_RUNNING). 0, or -errno (-ENODEV: no such interface; -EPROTONOSUPPORT: not an
+ * Ethernet device). */
+int ms__link_get(struct ms__nl *nl, const char *ifname, int *ifindex, uint32_t *mtu,
+		 uint8_t mac[6], bool *running);
+
+#endif
