@@ -129,7 +129,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 39),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 48),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),
