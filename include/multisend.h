@@ -377,6 +377,69 @@ MS_EXPORT int ms_group_add(struct ms_group *g, const struct ms_dest *d);
  * order of the remaining destinations may change (see ms_send). */
 MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
 
+/*
+ * Kernel bypass (MS_BACKEND_XDP)
+ *
+ * The xdp backend sends a UDP destination (IPv4 or IPv6; an address on an unconnected socket,
+ * or a connected UDP socket's peer) as a frame it builds itself, Ethernet, IP and UDP headers
+ * and the message, in packet memory shared with the kernel (an AF_XDP socket's UMEM, bound to
+ * one transmit queue of the interface ms_config.xdp_ifname names). The kernel's UDP and IP
+ * layers, and the per-datagram system call, are skipped: one system call hands the kernel a
+ * batch of frames (in copy mode the kernel takes about 32 per call). Zero copy where the
+ * driver has it, copy mode otherwise (veth, and any driver without XDP support).
+ *
+ * What the receiver sees is what the kernel's path would have sent: the source address and
+ * port of the caller's socket (an unbound socket is bound first, to an ephemeral port, as the
+ * first sendto would, so replies and ICMP errors reach it), the socket's IP_TOS / IPV6_TCLASS,
+ * IP_TTL / IPV6_UNICAST_HOPS (IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS for a group), DF as the
+ * socket's IP_MTU_DISCOVER says, and correct IP and UDP checksums. The route, the source
+ * address and the next hop's link-layer address are the kernel's (asked over rtnetlink when
+ * the group changes, and again when the kernel reports a change of link, address, route or
+ * neighbour, or a socket option read when the plan was made may have changed: at most a
+ * second later).
+ *
+ * A destination the bypass cannot carry goes by the kernel's path (a sendto on its socket),
+ * in the same call, with the same meaning, counted in ms_stats by reason:
+ *   xdp_fallback_local   the destination is on this host (local or loopback address),
+ *                        a broadcast address, or a multicast group the socket loops back to
+ *                        (IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP on, the default);
+ *   xdp_fallback_iface   the route leaves by another interface than xdp_ifname;
+ *   xdp_fallback_mtu     the message does not fit the path's MTU in one frame (the kernel
+ *                        fragments it, or returns -EMSGSIZE as it would);
+ *   xdp_fallback_route   no usable route: the kernel's send gives the error (-ENETUNREACH...);
+ *   xdp_fallback_neigh   the next hop's link-layer address is not known yet: the kernel's
+ *                        send makes it resolve, and once it is, the frames go by the bypass;
+ *   xdp_fallback_other   not a UDP socket (TCP, AF_UNIX), opted out (ms_group_kernel_path),
+ *                        a message with control messages (timestamps), a socket with
+ *                        IP_RECVERR or a multicast interface other than the route's.
+ *
+ * What the bypass skips, plainly: netfilter rules (OUTPUT, POSTROUTING: NAT, marks,
+ * filtering), traffic control (qdiscs, shaping, tc filters), IPsec policies, the socket's
+ * SO_PRIORITY and SO_MARK as packet metadata, and the kernel's UDP counters (the frames are
+ * counted by the interface). A destination that needs any of them must stay on the kernel's
+ * path: ms_group_kernel_path.
+ *
+ * Results keep their meaning: a destination's status is its length once the kernel has taken
+ * its frame off the transmit ring; with MS_SEND_DONTWAIT, the destinations for which no frame
+ * was free (the kernel has not yet released enough of the frames sent before) get -EAGAIN;
+ * without it the call waits for frames (poll(2)), never spinning. ms_stats.xdp_frames counts
+ * the destinations sent as frames, xdp_kicks the system calls that handed frames over (also
+ * in syscalls).
+ *
+ * A context with the xdp backend sends from one thread at a time (workers must be 0 or 1;
+ * with MS_CFG_OFFLOAD its offload thread sends ms_send's fan-outs too); it needs CAP_NET_RAW
+ * and an interface that is up with a carrier when it is made. In a child forked after the
+ * context was made, the loop sends.
+ */
+
+/* Send destination id (or, with id == MS_GROUP_ALL, every destination of the group, present
+ * and future) by the kernel's path even when the backend could bypass it (on nonzero), or
+ * allow the bypass again (on = 0). Meaningful with MS_BACKEND_XDP (and AUTO measuring it);
+ * with other backends every destination goes by the kernel's path anyway, and the setting is
+ * kept. Returns 0, -EINVAL (g NULL, id < 0 and not MS_GROUP_ALL) or -ENOENT (no such id). */
+#define MS_GROUP_ALL (-1)
+MS_EXPORT int ms_group_kernel_path(struct ms_group *g, int id, int on);
+
 /* Number of destinations in the group (0 for NULL). */
 MS_EXPORT size_t ms_group_size(const struct ms_group *g);
 

@@ -15,6 +15,7 @@ struct ms__dest {
 	struct sockaddr_storage addr;
 	socklen_t addrlen; /* 0: the socket's connected peer */
 	int id;
+	bool kpath;        /* by the kernel's path always (ms_group_kernel_path) */
 };
 
 /*
@@ -82,6 +83,7 @@ struct ms_group {
 	struct ms__tsgroup *ts;     /* timestamp sampling state (lib/modes/tstamp.c), NULL until used */
 	uint64_t ts_calls;          /* fan-outs, for one in ts_sample */
 	size_t rot_pos;             /* MS_CFG_ROTATE: where the next fan-out starts (mod size) */
+	bool kpath_all;             /* ms_group_kernel_path(g, MS_GROUP_ALL, on): new ones too */
 	/* The plan (lib/backend.h): room reserved by ms_group_add (the send path allocates
 	 * nothing); written again by the first send after a change (plan_ok false). */
 	struct ms__plan_entry *plan;

@@ -386,6 +386,7 @@ static int add_one(struct ms_group *g, const struct ms_dest *d, int type, int fa
 		memcpy(&dst->addr, d->addr, d->addrlen);
 	dst->addrlen = d->addr ? d->addrlen : 0;
 	dst->id = id;
+	dst->kpath = g->kpath_all;
 	memset(&b->msgs[pos], 0, sizeof(b->msgs[pos]));
 	b->msgs[pos].msg_hdr.msg_iov = g->iov;
 	b->msgs[pos].msg_hdr.msg_iovlen = (size_t)g->iovlen;
@@ -445,6 +446,25 @@ int ms_group_remove(struct ms_group *g, int id)
 	if (id < 0 || (uint32_t)id >= g->nextid || !g->ids[id].b)
 		return -ENOENT;
 	ms__group_remove(g, id);
+	return 0;
+}
+
+int ms_group_kernel_path(struct ms_group *g, int id, int on)
+{
+	if (!g || (id < 0 && id != MS_GROUP_ALL))
+		return -EINVAL;
+	ms__quiesce(g->ctx);
+	if (id == MS_GROUP_ALL) {
+		g->kpath_all = on != 0;
+		for (uint32_t k = 0; k < g->nbuckets; k++)
+			for (uint32_t i = 0; i < g->buckets[k]->n; i++)
+				g->buckets[k]->dests[i].kpath = on != 0;
+	} else {
+		if ((uint32_t)id >= g->nextid || !g->ids[id].b)
+			return -ENOENT;
+		g->ids[id].b->dests[g->ids[id].pos].kpath = on != 0;
+	}
+	g->plan_ok = false; /* a backend that bypasses the kernel makes its plan again */
 	return 0;
 }
 
