@@ -370,7 +370,7 @@ static int ip_of(const struct sockaddr *sa, socklen_t len, struct ms__ip *ip)
 		}
 		return 0;
 	}
-	return -EAFNOSUPPORT;
+	return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
 }
 
 static bool ip_any(const struct ms__ip *ip)
@@ -453,8 +453,10 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 	const struct nlmsghdr *h;
 	err = nl_ask(nl, &r, RTM_NEWROUTE, &h);
 	if (err) {
-		/* No route (ENETUNREACH), or IPv4's unreachable, prohibit... fail the request
-		 * itself with the errno a send gets. Our own mistakes are not a route. */
+		/* No route, and unreachable, prohibit and blackhole routes, fail the request
+		 * itself with the errno a send gets, for IPv4 and IPv6 alike (Linux 6.18:
+		 * ENETUNREACH, EHOSTUNREACH, EACCES, EINVAL; tests/integration/route.c
+		 * compares them with a real sendto). Our own mistakes are not a route. */
 		if (err == -ENOMEM || err == -EMSGSIZE || err == -EPROTO || err == -ENOBUFS)
 			return err;
 		out->kind = MS__RT_UNREACH;
@@ -501,8 +503,8 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 		if (m[RTAX_MTU] && payload(m[RTAX_MTU]) >= sizeof(uint32_t))
 			memcpy(&route_mtu, RTA_DATA(m[RTAX_MTU]), sizeof(uint32_t));
 	}
-	/* IPv6 answers a route that drops (the no-route entry included) with the error a
-	 * send gets, here rather than in the request's status. */
+	/* A kernel that answers a route that drops with a message rather than an error (not
+	 * 6.18's) has the type say which; IPv6 also has the error a send gets here. */
 	if (tb[RTA_CACHEINFO] && payload(tb[RTA_CACHEINFO]) >= sizeof(struct rta_cacheinfo)) {
 		const struct rta_cacheinfo *ci = RTA_DATA(tb[RTA_CACHEINFO]);
 		const int32_t e = (int32_t)ci->rta_error; /* a negative errno in a __u32 */
@@ -560,6 +562,9 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 	} else if (has_prefsrc) {
 		memcpy(&out->src, prefsrc, alen);
 	} else {
+		/* Linux 6.18 answers RTA_PREFSRC for IPv6 too (its source address selection),
+		 * except where there is no source to choose, as out of a device without an
+		 * IPv6 address: the socket's own way then says so (EADDRNOTAVAIL). */
 		err = src_by_connect(d.family, d.a, oif ? oif : dev, mark, &out->src);
 		if (err) {
 			out->kind = MS__RT_UNREACH;

@@ -77,8 +77,9 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 bool ms__nl_changed(struct ms__nl *nl);
 
 /* The interface's index, MTU, Ethernet address and whether it is up with a carrier
- * (IFF_UP and IFF_RUNNING). 0, or -errno (-ENODEV: no such interface; -EPROTONOSUPPORT: not an
- * Ethernet device). */
+ * (IFF_UP and IFF_LOWER_UP: the carrier as the driver set it; IFF_RUNNING follows it through
+ * the kernel's link-watch work, up to a second late). 0, or -errno (-ENODEV: no such
+ * interface; -EPROTONOSUPPORT: not an Ethernet device, lo included). */
 int ms__link_get(struct ms__nl *nl, const char *ifname, int *ifindex, uint32_t *mtu,
 		 uint8_t mac[6], bool *running);
 

@@ -382,6 +382,14 @@ static void ipv4_cases(void)
 	check_ok(&r, "b0", "02:00:00:00:07:0b", "10.2.0.1", 1500);
 	case_done("oif (SO_BINDTODEVICE) selects the second interface");
 
+	sh("ip rule add fwmark 7 table 100");
+	sh("ip route add 10.70.0.0/16 dev b0 table 100");
+	r = rq("10.70.0.1", NULL, 0, 7);
+	check_ok(&r, "b0", "02:00:00:00:07:0b", "10.2.0.1", 1500);
+	r = rq("10.70.0.1", NULL, 0, 8);
+	check_ok(&r, "a0", "02:00:00:00:07:0a", "10.1.0.1", 1400);
+	case_done("mark (SO_MARK) selects a policy rule's table");
+
 	if (sh_ok("ip tuntap add mode tun dev t0 2>/dev/null")) {
 		sh("ip link set t0 up && ip addr add 10.80.0.1/24 dev t0");
 		r = rq("10.80.0.2", NULL, 0, 0);
@@ -412,6 +420,21 @@ static void ipv6_cases(void)
 	kernel_src("fd01::2", NULL, ks);
 	CHECK(!memcmp(ks, &r.src, 16));
 	case_done("IPv6 direct, permanent neighbour");
+
+	sh("ip -6 neigh replace fd01::fe lladdr 02:00:00:00:06:fe dev a0 nud permanent");
+	sh("ip -6 route add fd50::/16 via fd01::fe");
+	r = rq("fd50::1", NULL, 0, 0);
+	check_ok(&r, "a0", "02:00:00:00:06:fe", "fd01::1", 1400);
+	case_done("IPv6 via a gateway");
+
+	/* IPv4 through an IPv6 next hop (RTA_VIA): the neighbour is the IPv6 one. */
+	if (sh_ok("ip route add 10.95.0.0/16 via inet6 fd01::fe dev a0 2>/dev/null")) {
+		r = rq("10.95.0.1", NULL, 0, 0);
+		check_ok(&r, "a0", "02:00:00:00:06:fe", "10.1.0.1", 1400);
+		case_done("IPv4 via an IPv6 gateway");
+	} else {
+		printf("skipped: IPv4 via an IPv6 gateway (not supported by ip or the kernel)\n");
+	}
 
 	sh("ip addr add fd01::9/64 dev a0 nodad");
 	r = rq("fd01::2", "fd01::9", 0, 0);
