@@ -146,7 +146,8 @@ static int nl_ask(struct ms__nl *nl, struct ms__nlreq *r, unsigned short want,
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	ssize_t n;
 	do
-		n = sendto(nl->fd, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof(kernel));
+		n = sendto(nl->fd, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel,
+			   sizeof(kernel));
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
@@ -166,7 +167,8 @@ static int nl_ask(struct ms__nl *nl, struct ms__nlreq *r, unsigned short want,
 		if (mh.msg_flags & MSG_TRUNC)
 			return -EMSGSIZE;
 		size_t len = (size_t)n;
-		for (const struct nlmsghdr *h = &nl->buf.h; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+		const struct nlmsghdr *h = &nl->buf.h;
+		for (; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
 			if (h->nlmsg_seq != nl->seq || h->nlmsg_pid != nl->port)
 				continue; /* an answer to an earlier request */
 			if (h->nlmsg_type == NLMSG_ERROR) {

@@ -109,7 +109,8 @@ static int send_errno_on(const char *dst, const char *dev)
 	int one = 1;
 	CHECK(setsockopt(s, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) == 0);
 	if (dev)
-		CHECK(setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, dev, (socklen_t)strlen(dev) + 1) == 0);
+		CHECK(setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, dev,
+				 (socklen_t)strlen(dev) + 1) == 0);
 	int err = sendto(s, "x", 1, 0, (struct sockaddr *)&d, dl) < 0 ? errno : 0;
 	close(s);
 	return err;
@@ -128,7 +129,8 @@ static void kernel_src(const char *dst, const char *dev, void *src)
 	int s = socket(d.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	CHECK(s >= 0);
 	if (dev)
-		CHECK(setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, dev, (socklen_t)strlen(dev) + 1) == 0);
+		CHECK(setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, dev,
+				 (socklen_t)strlen(dev) + 1) == 0);
 	CHECK(connect(s, (struct sockaddr *)&d, dl) == 0);
 	socklen_t l = sizeof(d);
 	CHECK(getsockname(s, (struct sockaddr *)&d, &l) == 0);
