@@ -333,6 +333,33 @@ static void ipv4_cases(void)
 	sh("ip neigh flush dev a0 to 10.1.0.4");
 	case_done("INCOMPLETE neighbour");
 
+	/* Each state as set from user space, then deleted (their timers would notify). */
+	static const struct {
+		const char *nud;
+		bool usable;
+	} states[] = { { "reachable", true }, { "stale", true },   { "delay", true },
+		       { "probe", true },     { "noarp", true },   { "failed", false },
+		       { "incomplete", false }, { "none", false } };
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		char cmd[160];
+		snprintf(cmd, sizeof(cmd),
+			 "ip neigh replace 10.1.0.6 lladdr 02:00:00:00:01:06 dev a0 nud %s "
+			 "2>/dev/null",
+			 states[i].nud);
+		if (!sh_ok(cmd)) {
+			printf("    nud %s: not settable here\n", states[i].nud);
+			continue;
+		}
+		r = rq("10.1.0.6", NULL, 0, 0);
+		printf("    nud %s: kind %s\n", states[i].nud, kind_name(r.kind));
+		if (states[i].usable)
+			check_ok(&r, "a0", "02:00:00:00:01:06", "10.1.0.1", 1400);
+		else
+			CHECK_EQ(r.kind, MS__RT_NEIGH);
+		sh("ip neigh del 10.1.0.6 dev a0 2>/dev/null || true");
+	}
+	case_done("neighbour states");
+
 	r = rq("10.1.0.1", NULL, 0, 0);
 	CHECK_EQ(r.kind, MS__RT_LOCAL);
 	r = rq("127.0.0.1", NULL, 0, 0);
