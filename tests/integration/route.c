@@ -540,6 +540,16 @@ static void notify_cases(void)
 	CHECK(ms__nl_changed(nl));
 	CHECK(!ms__nl_changed(nl));
 	case_done("notifications: neighbour, link MTU, route");
+
+	/* More notifications than the socket's buffer holds: ENOBUFS, then drained. */
+	FILE *f = popen("ip -batch -", "w");
+	CHECK(f);
+	for (int i = 0; i < 8192; i++)
+		fprintf(f, "route add 10.%d.%d.0/24 via 10.1.0.254\n", 100 + i / 256, i % 256);
+	CHECK(pclose(f) == 0);
+	CHECK(ms__nl_changed(nl));
+	CHECK(!ms__nl_changed(nl));
+	case_done("notifications overflowing the socket's buffer");
 }
 
 static void link_cases(void)
