@@ -379,15 +379,13 @@ static int xsk_open(struct xstate *st)
 		.sxdp_flags = XDP_USE_NEED_WAKEUP | (ctx->xdp.copy_only ? XDP_COPY : XDP_ZEROCOPY),
 	};
 	st->zerocopy = !ctx->xdp.copy_only;
-	if (bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)) && !ctx->xdp.copy_only) {
+	int rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc && st->zerocopy) {
 		sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY; /* the driver has no zero copy */
 		st->zerocopy = false;
-		if (!bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)))
-			errno = 0;
-	} else if (!st->zerocopy || errno == 0) {
-		errno = 0;
+		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
-	if (errno) {
+	if (rc) {
 		err = -errno;
 		snprintf(why_buf, sizeof(why_buf), "binding an AF_XDP socket to %s queue %u: %s%s",
 			 st->ifname, st->queue, ms_strerror(err),
