@@ -108,6 +108,12 @@ enum variant_id {
 	 * --rotate apply to it). Its context is made afresh for each configuration and kept
 	 * across that configuration's rounds, after a warm-up of --auto-warmup seconds. */
 	V_AUTO,
+	/* Kernel bypass (--sink netns-xdp only): the library's MS_BACKEND_XDP ("xdp") and its
+	 * hand-written AF_XDP twin ("raw-xdp", raw-xdp.c). Plain backends with no "+ts",
+	 * "+dontwait"... variants of their own, after AUTO so that the variant arithmetic above
+	 * stays as it is. */
+	V_RAW_XDP,
+	V_XDP,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -193,7 +199,13 @@ static inline enum variant_id variant_base(enum variant_id v)
 /* A baseline written without the library (its "+dontwait" variant too). */
 static inline bool variant_is_raw(enum variant_id v)
 {
-	return variant_base(v) <= V_RAW_IO_URING;
+	return variant_base(v) <= V_RAW_IO_URING || v == V_RAW_XDP;
+}
+
+/* The kernel-bypass backends: their frames leave by an AF_XDP socket, not the UDP stack. */
+static inline bool variant_is_xdp(enum variant_id v)
+{
+	return v == V_RAW_XDP || v == V_XDP;
 }
 
 /* A plain backend's variants (v itself where it has none: "+ts", "+rotate" and "+connect" are
@@ -265,6 +277,8 @@ static inline int variant_twin(enum variant_id v)
 	case V_IO_URING:
 		t = V_RAW_IO_URING;
 		break;
+	case V_XDP:
+		return V_RAW_XDP;
 	default:
 		return -1;
 	}
@@ -273,7 +287,16 @@ static inline int variant_twin(enum variant_id v)
 
 /* SINK_TCP (--tcp): N TCP connections over loopback, read by receiver threads that discard
  * every byte and count them (sink.h). */
-enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER, SINK_TCP };
+/* SINK_NETNS_XDP (--sink netns-xdp): netns-drop's namespace and addresses with the veth's
+ * peer up, so that an AF_XDP socket can transmit on it (a veth without carrier takes no
+ * frame), and the frames dropped on arrival at the peer (netns.h). */
+enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER, SINK_TCP, SINK_NETNS_XDP };
+
+/* The sinks in the bench's private namespace: no receivers, nothing to drain. */
+static inline bool sink_netns(enum sink_kind k)
+{
+	return k == SINK_NETNS_DROP || k == SINK_NETNS_XDP;
+}
 
 /* The sinks whose receiver threads read concurrently: every run waits until what was sent
  * arrived (sent = received + kernel drops), and their CPU is not the sender's. */

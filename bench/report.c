@@ -23,6 +23,8 @@ const char *sink_name(enum sink_kind k)
 		return "deliver";
 	case SINK_TCP:
 		return "tcp";
+	case SINK_NETNS_XDP:
+		return "netns-xdp";
 	}
 	return "?";
 }
@@ -408,6 +410,8 @@ static void table_heading(struct session *s, unsigned mode)
 		fprintf(f, " %9s %6s", "received", "unacc.");
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10s", "veth drops");
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, " %10s", "veth tx");
 	fprintf(f, "\n%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "", "B", bw, "", "median", "median",
 		"median [min-max]", "median", "CPU/dest [min-max]");
 	if (twin)
@@ -510,6 +514,8 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, " %9" PRIu64 " %6" PRId64, r->received, r->unaccounted);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10" PRIu64, r->k.dev_tx_dropped);
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, " %10" PRIu64, r->k.dev_tx_packets);
 	fputc('\n', f);
 	if (r->have_auto_first) {
 		const struct sample *x = &r->auto_first;
@@ -568,6 +574,11 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "        ! the veth dropped %" PRIu64 " datagrams of %" PRIu64
 			   " sent: something else received or queued them\n",
 			r->k.dev_tx_dropped, r->dests - r->failed);
+	if (s->o->sink == SINK_NETNS_XDP &&
+	    (r->k.dev_tx_packets < r->dests - r->failed || r->k.dev_tx_dropped))
+		fprintf(f, "        ! the veth handed its peer %" PRIu64 " frames of %" PRIu64
+			   " sent, and dropped %" PRIu64 "\n",
+			r->k.dev_tx_packets, r->dests - r->failed, r->k.dev_tx_dropped);
 	if (s->json) {
 		json_result(s->json, s, r);
 	}
@@ -1060,6 +1071,9 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		r->k.softnet_dropped);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, ",\"veth_tx_dropped\":%" PRIu64, r->k.dev_tx_dropped);
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, ",\"veth_tx_dropped\":%" PRIu64 ",\"veth_tx_packets\":%" PRIu64,
+			r->k.dev_tx_dropped, r->k.dev_tx_packets);
 	fputc('}', f);
 	fprintf(f, ",\"dests_sent\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"preempted\":%" PRIu64,
 		r->dests, r->failed, r->preempted);
@@ -1190,7 +1204,7 @@ void csv_result(FILE *f, const struct session *s, const struct result *r)
 		fprintf(f, ",%" PRIu64 ",%" PRId64, r->received, r->unaccounted);
 	else
 		fputs(",,", f);
-	if (s->o->sink == SINK_NETNS_DROP)
+	if (sink_netns(s->o->sink))
 		fprintf(f, ",%" PRIu64, r->k.dev_tx_dropped);
 	else
 		fputs(",", f);
