@@ -411,6 +411,9 @@ struct lib_count {
 	/* io_uring zero copy: destinations sent with SEND_ZC, of which the kernel reported it
 	 * copied the data anyway (the first such report turns zero copy off for the ring). */
 	uint64_t zc_sends, zc_copied;
+	/* xdp: destinations sent as frames, kicks (also in syscalls), and destinations the
+	 * backend sent by the kernel's path instead (the six xdp_fallback_* summed). */
+	uint64_t xdp_frames, xdp_kicks, xdp_fallback;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
@@ -488,6 +491,12 @@ struct result {
 	double auto_first_s;
 	struct sample auto_first;
 	char auto_desc[512];
+	/* --sink netns-xdp: the wall time of single fan-out calls, from the call to its return
+	 * (for these backends: the last destination taken by the kernel), CLOCK_MONOTONIC
+	 * around each, over call_wall_n calls made after the rounds (run.c, call_wall). */
+	bool have_call_wall;
+	uint64_t call_wall_n;
+	double call_wall_p50_ns, call_wall_p99_ns;
 };
 
 /* One backend at one configuration and offered rate. */
@@ -680,6 +689,8 @@ void report_results_done(struct session *s, unsigned mode, uint64_t size);
  * transmit-timestamp figures, and with --ts-hist their skew histograms. */
 void report_ts(struct session *s, size_t first, size_t n);
 void report_ts_latency(struct session *s, size_t first, size_t n);
+/* After one configuration's rows: the call wall section (--sink netns-xdp). */
+void report_call_wall(struct session *s, size_t first, size_t n);
 void report_latency(struct session *s, const struct lat_result *l);
 void report_capacity(struct session *s);
 void report_timeline(struct session *s, size_t first, size_t n);
