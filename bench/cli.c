@@ -57,7 +57,7 @@ static void usage(FILE *f)
 	      "                         connected socket each, TCP_NODELAY) to receiver threads\n"
 	      "                         that read and discard every byte; sent bytes = received\n"
 	      "                         is checked per run, receiver CPU reported apart. Not with\n"
-	      "                         --sink netns-drop\n"
+	      "                         --sink netns-drop or netns-xdp\n"
 	      "      --mtu N            netns-drop: the veth's MTU (68..65535; default 1500).\n"
 	      "                         Larger datagrams are fragmented, and fragments copied\n"
 	      "      --verify-payload   deliver: receivers also compare every payload byte with\n"
