@@ -367,7 +367,7 @@ static bool show_twin(const struct session *s)
 {
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		if (variant_base(s->o->order[i]) == V_RAW_SENDMMSG ||
-		    variant_base(s->o->order[i]) == V_RAW_IO_URING)
+		    variant_base(s->o->order[i]) == V_RAW_IO_URING || s->o->order[i] == V_RAW_XDP)
 			return true;
 	return false;
 }
@@ -1498,10 +1498,11 @@ void report_legend(struct session *s)
 				"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
 				"reported apart.\n");
 	if (show_twin(s))
-		fputs("raw-sendmmsg, raw-io_uring: the library's sendmmsg and io_uring fan-outs written by "
-		      "hand, without the library.\nvs raw twin: a library backend's CPU/dest over its "
-		      "hand-written twin's (loop: raw-sendto, sendmmsg:\n  raw-sendmmsg, io_uring: "
-		      "raw-io_uring) in the same round; the median of those ratios [min-max].\n",
+		fputs("raw-sendmmsg, raw-io_uring, raw-xdp: the library's sendmmsg, io_uring and xdp "
+		      "fan-outs written by hand,\n  without the library.\nvs raw twin: a library "
+		      "backend's CPU/dest over its hand-written twin's (loop: raw-sendto, sendmmsg:\n"
+		      "  raw-sendmmsg, io_uring: raw-io_uring, xdp: raw-xdp) in the same round; the "
+		      "median of those ratios [min-max].\n",
 		      s->table);
 	if (s->o->compare_dw)
 		fputs("+dontwait: the same backend with every send not waiting (ms_send with "
