@@ -75,7 +75,9 @@ usage: smoke.py TEST BENCH
                 64 B: raw-xdp reports its figures (kicks per fan-out at least one, call wall
                 p50 <= p99), the veth handed its peer every frame and datagram sent, xdp runs
                 or is skipped with the library's reason; raw-xdp and xdp are skipped with a
-                reason on netns-drop; the namespace is removed. Skipped without root or AF_XDP
+                reason on netns-drop; the namespace is removed; raw-xdp's frames, read at the
+                peer inside the namespace (odd size), are well-formed: MACs, addresses, ports,
+                lengths, IPv4 and UDP checksums. Skipped without root or AF_XDP
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -536,6 +538,67 @@ def have_af_xdp():
         return False
 
 
+# Run inside the bench's namespace: read what arrives at the veth's peer and check that raw-xdp's
+# frames are well-formed UDP datagrams (checksums included, which nobody on the path verifies).
+FRAME_CHECK = r'''
+import socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind(("msb1", 0))
+s.settimeout(1.0)
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    x = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while x >> 16:
+        x = (x & 0xffff) + (x >> 16)
+    return x
+size, n, seen, bad, deadline = int(sys.argv[1]), int(sys.argv[2]), 0, [], time.time() + 20
+ports = set()
+while seen < 200 and time.time() < deadline:
+    try:
+        f = s.recv(4096)
+    except socket.timeout:
+        continue
+    if f[12:14] != b"\x08\x00":
+        continue
+    ip, udp = f[14:34], f[34:]
+    seen += 1
+    ulen = struct.unpack("!H", udp[4:6])[0]
+    pseudo = ip[12:20] + struct.pack("!BBH", 0, 17, ulen)
+    ports.add(struct.unpack("!H", udp[2:4])[0])
+    why = []
+    if f[0:6] != bytes.fromhex("02005e100002"): why.append("dst mac")
+    if ip[0] != 0x45 or ip[9] != 17 or ip[8] != 64 or ip[6:8] != b"\x40\x00": why.append("ip fields")
+    if struct.unpack("!H", ip[2:4])[0] != size + 28 or ulen != size + 8: why.append("lengths")
+    if len(f) != 14 + 28 + size: why.append("frame length %d" % len(f))
+    if csum(ip) != 0xffff: why.append("ip checksum")
+    if udp[6:8] == b"\0\0" or csum(pseudo + udp[:ulen]) != 0xffff: why.append("udp checksum")
+    if socket.inet_ntoa(ip[12:16]) != "10.213.0.1" or socket.inet_ntoa(ip[16:20]) != "10.213.0.2": why.append("addresses")
+    if why:
+        bad.append(",".join(why))
+if not ports <= set(range(10000, 10000 + n)): bad.append("ports %s" % sorted(ports))
+print("frames", seen, "bad", len(bad), bad[:3])
+'''
+
+
+def check_xdp_frames(bench):
+    """raw-xdp alone at an odd size, its frames read at the peer inside the namespace."""
+    p = subprocess.Popen([bench, "--sink", "netns-xdp", "--backends", "raw-xdp", "--fanout", "4",
+                          "--size", "33", "--duration", "6", "--rounds", "2", "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = ns_name(p.pid)
+    deadline = time.time() + 10
+    while name not in namespaces() and time.time() < deadline and p.poll() is None:
+        time.sleep(0.05)
+    got = subprocess.run(["ip", "netns", "exec", name, sys.executable, "-c", FRAME_CHECK, "33", "4"],
+                         capture_output=True, text=True, timeout=60)
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 0, f"raw-xdp alone: exit status {p.returncode}; stderr:\n{err}")
+    words = got.stdout.split()
+    check(got.returncode == 0 and len(words) >= 4 and int(words[1]) > 0 and words[3] == "0",
+          f"raw-xdp's frames at the peer: {got.stdout.strip()} {got.stderr.strip()}")
+
+
 def t_xdp(bench):
     if not have_netns() or not have_af_xdp():
         return SKIP
@@ -583,6 +646,7 @@ def t_xdp(bench):
               f"xdp: frames + fallbacks != sent: {lib}")
     check("call wall, fan-out 8" in err, "the table lacks the call wall section")
     check(ns_name(p.pid) not in namespaces(), f"namespace {ns_name(p.pid)} left behind")
+    check_xdp_frames(bench)
     # Elsewhere they are skipped, with the reason.
     rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--backends",
                        "raw-sendto,raw-xdp,xdp", "--fanout", "1", "--size", "64", "--json", "-")
