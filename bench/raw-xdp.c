@@ -178,11 +178,10 @@ bool raw_xdp_probe(enum sink_kind sink, char *detail, size_t len)
 	}
 	close(fd);
 	snprintf(detail, len,
-		 "hand-written AF_XDP, no library: one socket on %s queue %u (0 is xdp's), "
-		 "XDP_COPY with XDP_USE_NEED_WAKEUP; UMEM of %u frames of %u B, transmit/completion rings of %u "
-		 "entries; per destination a 42-byte Ethernet/IPv4/UDP template and partial "
-		 "checksums made once, per fan-out the payload's sum; one sendto kick per batch the "
-		 "kernel takes",
+		 "hand-written AF_XDP, no library: %s queue %u (0 is xdp's), XDP_COPY, "
+		 "NEED_WAKEUP; %u frames of %u B, rings of %u; per destination a 42-byte "
+		 "template and partial checksums made once, per fan-out the payload's sum; "
+		 "sendto kicks until the kernel took every frame",
 		 NETNS_DEV, XDP_QUEUE, XDP_FRAMES, XDP_FRAME_SIZE, XDP_RING);
 	return true;
 }
