@@ -197,8 +197,8 @@ struct ms_config {
 	                           (nor measured by MS_BACKEND_AUTO) */
 	uint32_t xdp_queue;     /* with MS_CFG_XDP_QUEUE: the queue; 0 otherwise */
 	uint32_t xdp_frames;    /* packet buffers (UMEM frames), 64..65536, a power of two; the
-	                           transmit and completion rings have as many entries; 0 = 4096
-	                           (8 MiB of packet memory at an MTU of 1500) */
+	                           transmit and completion rings have as many entries; 0 = 2048
+	                           (4 MiB of packet memory at an MTU of 1500) */
 };
 
 /* The recommended zc_min, to set explicitly for a device that takes the pages (not loopback,
@@ -230,7 +230,10 @@ struct ms_config {
  *               (workers - 1, plus one with MS_CFG_OFFLOAD) with cpus set; cpus: NULL
  *               exactly when ncpus is 0; each listed CPU one the process may run on;
  *             - stats_shm: NULL, or a path that is not empty and at most 4095 bytes once
- *               %p is expanded (such a MULTISEND_STATS_SHM value is only warned about).
+ *               %p is expanded (such a MULTISEND_STATS_SHM value is only warned about);
+ *             - xdp_queue: 0 unless MS_CFG_XDP_QUEUE; xdp_frames: 0, or a power of two in
+ *               64..65536; xdp_ifname: NULL, or a name an interface can have (not empty,
+ *               at most 15 bytes, no '/' or ' ').
  *   -EAGAIN   a library thread could not be started (pthread_create).
  *   -ENOTSUP  ts_sample set and the kernel cannot key transmit timestamps per datagram
  *             (SCM_TS_OPT_ID, Linux 6.13 and later).
@@ -241,10 +244,12 @@ struct ms_config {
  *   -ENOMEM   out of memory.
  *
  * Choosing a backend: an explicit backend is used when available; otherwise (unless
- * MS_CFG_NO_FALLBACK) the first available of loop, io_uring, sendmmsg (loop always is). An
- * explicit backend stays fixed and deterministic. Availability of io_uring is probed once per
- * process; seccomp filters, kernel.io_uring_disabled and old kernels make it unavailable,
- * quietly.
+ * MS_CFG_NO_FALLBACK) the first available of loop, io_uring, sendmmsg (loop always is; xdp
+ * is never a fallback). An explicit backend stays fixed and deterministic. Availability of
+ * io_uring is probed once per process; seccomp filters, kernel.io_uring_disabled and old
+ * kernels make it unavailable, quietly. xdp is available only where an interface is named
+ * (xdp_ifname, MULTISEND_XDP_IFACE; see "Kernel bypass" at ms_group_kernel_path), and then
+ * AUTO measures it beside the others.
  *
  * MS_BACKEND_AUTO measures instead of assuming: which backend costs least per destination
  * depends on the host (system-call entry cost, mitigations, caches, the neighbours' load), on
@@ -275,9 +280,11 @@ struct ms_config {
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
  * MS_CFG_IGNORE_ENV):
- *   MULTISEND_BACKEND=loop|sendmmsg|io_uring  replaces cfg->backend (an unknown name is
- *     ignored, with one warning on stderr per process).
- *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1  disable one.
+ *   MULTISEND_BACKEND=auto|loop|sendmmsg|io_uring|xdp  replaces cfg->backend (an unknown
+ *     name is ignored, with one warning on stderr per process).
+ *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1, MULTISEND_NO_XDP=1
+ *     disable one.
+ *   MULTISEND_XDP_IFACE=name  when cfg->xdp_ifname is NULL: the xdp backend's interface.
  *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped;
  *     with AUTO, also each decision as it is made (first per shape, and every change).
  *   MULTISEND_AUTO_FREEZE=1  as MS_CFG_AUTO_FREEZE.
@@ -318,7 +325,9 @@ MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
  * Supported: AF_INET, AF_INET6 and AF_UNIX sockets of type SOCK_DGRAM, SOCK_STREAM or
  * SOCK_SEQPACKET. Stream sockets take no address.
  *
- * The library never closes fd and does not change its options. fd must stay open while it is
+ * The library never closes fd and does not change its options (the xdp backend binds an
+ * unbound UDP socket to an ephemeral port at its first send, as that sendto would have: see
+ * "Kernel bypass"). fd must stay open while it is
  * in a group: remove it first, then close it. If it is closed anyway, the loop and sendmmsg
  * backends report -EBADF for it (or send on whatever file later takes the number), and the
  * io_uring backend, which holds a registered reference to the socket, keeps sending on the
@@ -390,28 +399,40 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  *
  * What the receiver sees is what the kernel's path would have sent: the source address and
  * port of the caller's socket (an unbound socket is bound first, to an ephemeral port, as the
- * first sendto would, so replies and ICMP errors reach it), the socket's IP_TOS / IPV6_TCLASS,
- * IP_TTL / IPV6_UNICAST_HOPS (IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS for a group), DF as the
- * socket's IP_MTU_DISCOVER says, and correct IP and UDP checksums. The route, the source
- * address and the next hop's link-layer address are the kernel's (asked over rtnetlink when
- * the group changes, and again when the kernel reports a change of link, address, route or
- * neighbour, or a socket option read when the plan was made may have changed: at most a
- * second later).
+ * first sendto would, so replies and ICMP errors reach it: the one change the library makes
+ * to a caller's socket, at its first send by this backend), the socket's IP_TOS /
+ * IPV6_TCLASS, IP_TTL / IPV6_UNICAST_HOPS (IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS for a
+ * group), DF as the socket's IP_MTU_DISCOVER says, and correct IP and UDP checksums. What
+ * differs: the IPv4 ID where the kernel counts one (no DF, or a connected socket) is the
+ * library's own count, IPv6 frames carry flow label 0, and DF is set under
+ * IP_PMTUDISC_WANT even on a route whose MTU is locked. The route, the source address and the
+ * next hop's link-layer address are the kernel's (asked over rtnetlink when the group
+ * changes, again when the kernel reports a change of link, address, route or neighbour, read
+ * at most every 5 ms, and when a socket option read for the plan has changed, checked every
+ * second). The bypass uses the neighbour entry as the kernel has it and never confirms it
+ * itself: a next hop that changes its address without announcing it is learnt when the
+ * kernel learns it. A multicast group leaves by IP_MULTICAST_IF's device when it was set by
+ * address (an interface index alone cannot be read back: the routing table decides then) or
+ * IPV6_MULTICAST_IF's.
  *
  * A destination the bypass cannot carry goes by the kernel's path (a sendto on its socket),
  * in the same call, with the same meaning, counted in ms_stats by reason:
  *   xdp_fallback_local   the destination is on this host (local or loopback address),
  *                        a broadcast address, or a multicast group the socket loops back to
  *                        (IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP on, the default);
- *   xdp_fallback_iface   the route leaves by another interface than xdp_ifname;
+ *   xdp_fallback_iface   the route (or the socket's multicast interface) leaves by another
+ *                        interface than xdp_ifname;
  *   xdp_fallback_mtu     the message does not fit the path's MTU in one frame (the kernel
  *                        fragments it, or returns -EMSGSIZE as it would);
  *   xdp_fallback_route   no usable route: the kernel's send gives the error (-ENETUNREACH...);
  *   xdp_fallback_neigh   the next hop's link-layer address is not known yet: the kernel's
  *                        send makes it resolve, and once it is, the frames go by the bypass;
  *   xdp_fallback_other   not a UDP socket (TCP, AF_UNIX), opted out (ms_group_kernel_path),
- *                        a message with control messages (timestamps), a socket with
- *                        IP_RECVERR or a multicast interface other than the route's.
+ *                        a sampled fan-out's stamped destinations (transmit timestamps are
+ *                        the kernel's path's), a socket with IP_RECVERR / IPV6_RECVERR, a
+ *                        device without an Ethernet header or a route the lookup refuses,
+ *                        no AF_XDP socket (the interface went away), no frame released for
+ *                        a second (below).
  *
  * What the bypass skips, plainly: netfilter rules (OUTPUT, POSTROUTING: NAT, marks,
  * filtering), traffic control (qdiscs, shaping, tc filters), IPsec policies, the socket's
@@ -420,18 +441,29 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * path: ms_group_kernel_path.
  *
  * Results keep their meaning: a destination's status is its length once the kernel has taken
- * its frame off the transmit ring; with MS_SEND_DONTWAIT, the destinations for which no frame
- * was free (the kernel has not yet released enough of the frames sent before) get -EAGAIN;
- * without it the call waits for frames (poll(2)), never spinning. ms_stats.xdp_frames counts
- * the destinations sent as frames, xdp_kicks the system calls that handed frames over (also
- * in syscalls).
+ * its frame off the transmit ring (every call waits for that: in copy mode the kicks
+ * themselves). No frame free: with MS_SEND_DONTWAIT, the destinations for which none was
+ * (the kernel has not yet released enough of the frames sent before) get -EAGAIN; without it
+ * the call waits in poll(2), 1 ms at a time, and after a second without a frame sends the
+ * rest of the call by the kernel's path. Frames the kernel stops taking (the interface went
+ * down: -ENETDOWN or -ENXIO; nothing taken for a second: -ETIMEDOUT) fail with that error,
+ * and the AF_XDP socket is closed so that they never leave later; the backend makes a new
+ * one once the interface is back, and meanwhile routes decide (a route that is gone gives its
+ * error by the kernel's path). ms_stats.xdp_frames counts the destinations sent as frames,
+ * xdp_kicks the system calls that handed frames over (also in syscalls, with the backend's
+ * other calls: poll, rtnetlink, getsockopt when a plan is made).
  *
  * The xdp backend sends each fan-out whole from one thread (an AF_XDP socket is one transmit
- * queue: library workers do not split its fan-outs). It needs CAP_NET_RAW, and an interface
- * that is up with a carrier when the context is made (a veth's peer must be up); unavailable,
- * ms_ctx_new falls back (or fails with -ENOTSUP under MS_CFG_NO_FALLBACK) and
- * MULTISEND_SHOW_BACKEND=1 says why. In a child forked after the context was made, the loop
- * sends.
+ * queue: library workers do not split its fan-outs). It needs CAP_NET_RAW, room for its
+ * packet memory under RLIMIT_MEMLOCK (xdp_frames times 2 KiB, 4 KiB past an MTU of 2034; or
+ * CAP_IPC_LOCK), and an interface that is up with a carrier when the context is made (a
+ * veth's peer must be up). Unavailable, ms_ctx_new falls back, or under MS_CFG_NO_FALLBACK
+ * fails with -ENOTSUP (not built, disabled, no CAP_NET_RAW, no interface named) or the set-up's
+ * own error (-ENODEV no such interface, -EPROTONOSUPPORT not an Ethernet device, -ENETDOWN
+ * down or no carrier, -EBUSY its queue taken by another AF_XDP socket, -ENOBUFS the
+ * locked-memory limit); MULTISEND_SHOW_BACKEND=1 says why. A queue released by a context just
+ * freed is waited for (up to half a second). In a child forked after the context was made,
+ * the loop sends.
  */
 
 /* Send destination id (or, with id == MS_GROUP_ALL, every destination of the group, present
@@ -570,8 +602,9 @@ MS_EXPORT int ms_sendv(struct ms_group *g, const struct iovec *iov, int iovcnt, 
  *    thread sends it instead, from the caller's own buffers, while the caller waits: the
  *    results and the contract are the same.
  *  - Every other call on a group of the context (ms_group_add, _remove, _free, _size,
- *    _set_slow, _flush, _slow_results, _backlog, _ts_collect, _ts_last) first waits until
- *    the posted messages have been sent, so a group only ever changes between two fan-outs.
+ *    _kernel_path, _set_slow, _flush, _slow_results, _backlog, _ts_collect, _ts_last) first
+ *    waits until the posted messages have been sent, so a group only ever changes between
+ *    two fan-outs.
  *  - ms_ctx_stats reports what the sending threads have published (it does not wait).
  *  - Timestamps (ts_sample) time a posted fan-out from the moment the offload thread begins it.
  *
@@ -816,7 +849,8 @@ struct ms_stats {
 	                             message a slow-consumer policy queued */
 	uint64_t dests_failed;    /* ... that reported an error */
 	uint64_t bytes;           /* bytes accepted by the kernel, over all destinations */
-	uint64_t syscalls;        /* send-family system calls and io_uring_enter calls made */
+	uint64_t syscalls;        /* send-family system calls and io_uring_enter calls made (with
+	                             xdp also its kicks, poll, and the calls that make a plan) */
 	/* Failures by class (they add up to dests_failed): */
 	uint64_t err_again;       /* EAGAIN */
 	uint64_t err_nobufs;      /* ENOBUFS, ENOMEM: local drops the kernel reported */

@@ -20,7 +20,7 @@
 #define CONFIG_SIZE_MAX 4096u
 #define XDP_FRAMES_MIN 64u
 #define XDP_FRAMES_MAX 65536u
-#define XDP_FRAMES_DEFAULT 4096u
+#define XDP_FRAMES_DEFAULT 2048u /* 4 MiB at 2 KiB a frame: inside the usual 8 MiB RLIMIT_MEMLOCK */
 #define QUEUE_DEPTH_DEFAULT 4096u
 #define QUEUE_DEPTH_MAX 32768u /* the kernel's IORING_MAX_ENTRIES */
 #define TS_SAMPLE_MAX 1000000000u
@@ -578,7 +578,8 @@ static void xdp_settings(struct ms_ctx *ctx, const struct ms_config *c, bool use
 		name = secure_getenv("MULTISEND_XDP_IFACE");
 	if (name && *name)
 		snprintf(ctx->xdp.ifname, sizeof(ctx->xdp.ifname), "%s", name);
-	ctx->xdp.ifname_bad = name && *name && (strlen(name) >= IF_NAMESIZE || strchr(name, '/'));
+	ctx->xdp.ifname_bad = name && *name && (strlen(name) >= IF_NAMESIZE || strchr(name, '/') ||
+						strchr(name, ' '));
 	ctx->xdp.queue = c->xdp_queue;
 	ctx->xdp.queue_set = c->flags & MS_CFG_XDP_QUEUE;
 	ctx->xdp.copy_only = c->flags & MS_CFG_XDP_COPY;

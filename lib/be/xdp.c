@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
@@ -75,6 +76,7 @@
 #define CHECK_NS (5ull * 1000 * 1000)     /* rtnetlink notifications read at most this often */
 #define REVAL_NS (1000ull * 1000 * 1000)  /* socket options read again this often */
 #define WAIT_NS (1000ull * 1000 * 1000)   /* no frame released for this long: the kernel's path */
+#define BIND_BUSY_TRIES 500               /* 1 ms each: a queue just released (xsk_open) */
 #define ETH_HLEN 14u
 #define HDR4 42u /* Ethernet + IPv4 + UDP */
 #define HDR6 62u /* Ethernet + IPv6 + UDP */
@@ -351,10 +353,19 @@ static int xsk_open(struct xstate *st)
 		.chunk_size = st->frame_size,
 	};
 	uint32_t fill = FILL_ENTRIES, n = st->nframes;
-	const char *step = "XDP_UMEM_REG";
-	if (setsockopt(st->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg)) ||
-	    (step = "XDP_UMEM_FILL_RING",
-	     setsockopt(st->fd, SOL_XDP, XDP_UMEM_FILL_RING, &fill, sizeof(fill))) ||
+	if (setsockopt(st->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg))) {
+		err = -errno;
+		if (err == -ENOBUFS || err == -ENOMEM || err == -EPERM)
+			snprintf(why_buf, sizeof(why_buf),
+				 "XDP_UMEM_REG: %s: %zu bytes of packet memory do not fit the "
+				 "locked-memory limit (ulimit -l; or CAP_IPC_LOCK, or fewer xdp_frames)",
+				 ms_strerror(err), st->umem_len);
+		else
+			snprintf(why_buf, sizeof(why_buf), "XDP_UMEM_REG: %s", ms_strerror(err));
+		goto fail;
+	}
+	const char *step = "XDP_UMEM_FILL_RING";
+	if (setsockopt(st->fd, SOL_XDP, XDP_UMEM_FILL_RING, &fill, sizeof(fill)) ||
 	    (step = "XDP_UMEM_COMPLETION_RING",
 	     setsockopt(st->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n))) ||
 	    (step = "XDP_TX_RING", setsockopt(st->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n)))) {
@@ -384,10 +395,23 @@ static int xsk_open(struct xstate *st)
 	};
 	st->zerocopy = !ctx->xdp.copy_only;
 	int rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
-	if (rc && st->zerocopy) {
+	if (rc && st->zerocopy && errno != EBUSY) {
 		sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY; /* the driver has no zero copy */
 		st->zerocopy = false;
 		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+	}
+	/* A queue whose AF_XDP socket was just closed (a context freed and made again) stays
+	 * taken until the kernel's deferred release runs, a few milliseconds: wait for it, a
+	 * bounded time (a queue another socket holds stays EBUSY). */
+	for (int tries = 0; rc && errno == EBUSY && tries < BIND_BUSY_TRIES; tries++) {
+		struct timespec ms = { 0, 1000000 };
+		nanosleep(&ms, NULL);
+		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (rc && errno != EBUSY && sa.sxdp_flags & XDP_ZEROCOPY) {
+			sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
+			st->zerocopy = false;
+			rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+		}
 	}
 	if (rc) {
 		err = -errno;
@@ -594,6 +618,22 @@ static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
 	return true;
 }
 
+/* The device that has IPv4 address a (what IP_MULTICAST_IF by address selects), or 0. */
+static int addr_ifindex(struct in_addr a, uint64_t *sys)
+{
+	struct ifaddrs *all, *i;
+	int index = 0;
+	(*sys)++;
+	if (getifaddrs(&all))
+		return 0;
+	for (i = all; i && !index; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+		    ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == a.s_addr)
+			index = (int)if_nametoindex(i->ifa_name);
+	freeifaddrs(all);
+	return index;
+}
+
 static bool is_v4mapped(const struct sockaddr *a)
 {
 	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
@@ -783,11 +823,17 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] >= 224 &&
 				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] <= 239);
 			int oif = si.oif;
-			if (mcast4 && si.mif4.s_addr && wildcard(&si.local)) {
-				memset(&src, 0, sizeof(src));
-				struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
-				s4->sin_family = AF_INET;
-				s4->sin_addr = si.mif4;
+			if (mcast4 && si.mif4.s_addr) {
+				/* The kernel sends a group out of IP_MULTICAST_IF's device, from
+				 * its address unless the socket is bound to one. */
+				if (!oif)
+					oif = addr_ifindex(si.mif4, &st->sys);
+				if (wildcard(&si.local)) {
+					memset(&src, 0, sizeof(src));
+					struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
+					s4->sin_family = AF_INET;
+					s4->sin_addr = si.mif4;
+				}
 			}
 			if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
 			    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) &&
