@@ -1108,10 +1108,12 @@ static void krun_add(struct ms__batch *b, struct krun *k, size_t i, unsigned why
 	}
 }
 
-/* Copy a gathered message into a frame after its headers. */
+/* Copy the message (gathered, or in one piece) into a frame after its headers. */
 static void copy_message(unsigned char *to, const struct ms__batch *b)
 {
 	for (int k = 0; k < b->iovcnt; k++) {
+		if (!b->iov[k].iov_len) /* its base may be NULL, which memcpy may not be given */
+			continue;
 		memcpy(to, b->iov[k].iov_base, b->iov[k].iov_len);
 		to += b->iov[k].iov_len;
 	}
@@ -1179,10 +1181,7 @@ static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__bat
 	const uint64_t addr = st->freel[--st->nfree];
 	unsigned char *f = st->umem + addr;
 	build_headers(f, d, false, c->ulen, c->tot4, c->add_udp, &c->ip_id);
-	if (b->iovcnt == 1)
-		memcpy(f + d->hlen, b->iov[0].iov_base, b->len);
-	else
-		copy_message(f + d->hlen, b);
+	copy_message(f + d->hlen, b);
 	((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
 		(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + b->len) };
 	if (b->res)
@@ -1210,7 +1209,8 @@ static int xdp_send(void *state, struct ms__batch *b, size_t first, size_t count
 	 * through st): a message in one piece (no prepared header needed), a destination by
 	 * frame that it fits, a free frame. Without a socket (the interface went away) nfree is
 	 * 0, so every position goes to one_slow. */
-	const void *const buf = b->iov[0].iov_base;
+	static const char none; /* an empty message's buffer may be NULL: memcpy needs a pointer */
+	const void *const buf = len ? b->iov[0].iov_base : &none;
 	const struct ms__plan_entry *const plan = b->plan;
 	struct ms_result *const res = b->res;
 	unsigned char *const umem = st->umem;
