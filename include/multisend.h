@@ -446,10 +446,10 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * (the kernel has not yet released enough of the frames sent before) get -EAGAIN; without it
  * the call waits in poll(2), 1 ms at a time, and after a second without a frame sends the
  * rest of the call by the kernel's path. Frames the kernel stops taking (the interface went
- * down: -ENETDOWN or -ENXIO; nothing taken for a second: -ETIMEDOUT) fail with that error,
- * and the AF_XDP socket is closed so that they never leave later; the backend makes a new
- * one once the interface is back, and meanwhile routes decide (a route that is gone gives its
- * error by the kernel's path). ms_stats.xdp_frames counts the destinations sent as frames,
+ * down, or nothing taken for a second) go by the kernel's path too, which answers as it would
+ * have (-ENETUNREACH once the route is gone), after the AF_XDP socket is closed so that they
+ * can never leave twice; the backend makes a new socket once the interface is back, and
+ * meanwhile the routes decide. ms_stats.xdp_frames counts the destinations sent as frames,
  * xdp_kicks the system calls that handed frames over (also in syscalls, with the backend's
  * other calls: poll, rtnetlink, getsockopt when a plan is made).
  *

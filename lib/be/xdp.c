@@ -28,10 +28,11 @@
  *   headers, the message, two lengths and two checksums finished with one add and a fold each,
  *   and a TX descriptor. Then the producer index is published and the kernel kicked until it
  *   has consumed every descriptor of the call: a destination's status is its length once its
- *   descriptor is consumed (the frame is then the kernel's). A kick that fails for good
- *   (the interface went down: -ENETDOWN, -ENXIO) fails the destinations not consumed, and the
- *   socket is closed so that they can never leave later; the next call makes a new one when
- *   the interface is back, and meanwhile the routes send those destinations by the kernel.
+ *   descriptor is consumed (the frame is then the kernel's). If the kernel stops taking them
+ *   (a kick fails for good: the interface went down, -ENETDOWN, -ENXIO; or nothing taken for
+ *   WAIT_NS), the socket is closed, so that they can never leave later, and the destinations
+ *   not consumed go by the kernel's path, which answers for them as it would have; a later
+ *   call makes a new socket when the interface is back, and meanwhile the routes decide.
  * - Destinations that go by the kernel's path are sent by the loop executor, in the call, in
  *   order with the rest (runs of them at once).
  * - No frame: with MS_SEND_DONTWAIT the rest of the call's frames get -EAGAIN after one kick
@@ -964,7 +965,7 @@ struct call {
 	uint32_t head0;        /* the TX ring's head when the call began */
 	uint16_t ulen, tot4;   /* UDP length, IPv4 total length (network order) */
 	uint32_t add_udp;      /* the message's sum and both UDP lengths */
-	uint32_t failed;       /* frames the kernel did not take */
+	uint32_t failed;       /* frames the kernel did not take (sent by its path instead) */
 	bool dry;              /* no frame for the rest of the call: the kernel's path */
 	bool again;            /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
 	uint16_t ip_id;
@@ -978,9 +979,11 @@ static bool by_frame(const struct ms__batch *b, const struct xdest *d, size_t i)
 	return b->len < d->lim && !(b->hdr && b->plan[i].mm->msg_hdr.msg_control);
 }
 
-/* The call's frames [from, to) (ordinals) failed with err. */
-static uint32_t fail_frames(struct ms__batch *b, const struct call *c, uint32_t from, uint32_t to,
-			    int err)
+/* The call's frames [from, to) (ordinals) were not taken by the kernel, and never will be
+ * (their socket is closed): their destinations go by the kernel's path, which gives them the
+ * kernel's own answer (the route that went down with the interface: -ENETUNREACH). */
+static uint32_t resend_frames(struct ms__batch *b, const struct call *c, uint32_t from,
+			      uint32_t to)
 {
 	uint32_t k = 0;
 	for (MS__EACH(i, left, c->first, c->count, b->n)) {
@@ -988,15 +991,18 @@ static uint32_t fail_frames(struct ms__batch *b, const struct call *c, uint32_t 
 			break;
 		if (!by_frame(b, &c->x->d[i], i))
 			continue;
-		if (k++ >= from)
-			ms__status(b, i, -err);
+		if (k++ >= from) {
+			b->t.xdp_fallback_other++;
+			ms__backend_loop.send(NULL, b, i, 1);
+		}
 	}
 	return to - from;
 }
 
-/* Publish the TX entries written and kick until the kernel has consumed them all. The
- * destinations whose frames it did not take get the kick's error (and the socket is closed,
- * so that they never leave later). Returns how many of the call's frames failed. */
+/* Publish the TX entries written and kick until the kernel has consumed them all. If it stops
+ * taking them (the interface went down, or nothing for WAIT_NS), the socket is closed and the
+ * frames it did not take go by the kernel's path. Returns how many of the call's frames were
+ * not sent as frames. */
 static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call *c)
 {
 	struct ring *r = &st->tx;
@@ -1040,13 +1046,14 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call 
 		reap(st);
 		return 0;
 	}
-	/* Every entry not consumed is this call's (a call ends with all of its own consumed). */
+	/* Every entry not consumed is this call's (a call ends with all of its own consumed).
+	 * Close the socket first, so that they can never leave later, then send them by the
+	 * kernel's path. */
 	const uint32_t cons = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE);
-	const uint32_t failed = fail_frames(b, c, cons - c->head0, head - c->head0, err);
 	xsk_close(st);
 	st->next_reopen = 0;
 	st->net_gen++; /* routes are read again: the kernel knows what is down */
-	return failed;
+	return resend_frames(b, c, cons - c->head0, head - c->head0);
 }
 
 /* No free frame: hand the kernel what is written and take back what it released; without
