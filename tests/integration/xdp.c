@@ -1,0 +1,1548 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xdp backend (MS_BACKEND_XDP) on a real veth pair between two private network
+ * namespaces, against the contract in include/multisend.h ("Kernel bypass"): `xdp [BACKEND]`.
+ *
+ * Every test runs in a forked child that makes its own topology, so the host's network is
+ * never touched and no test sees another's state:
+ *
+ *   namespace S (the child, after unshare)       namespace R (held by a file descriptor)
+ *     lo                                            lo
+ *     xs0 10.77.0.1/24 fd77::1/64   <-- veth -->    xr0 10.77.0.2/24 fd77::2/64
+ *     xs1 10.78.0.1/24              <-- veth -->    xr1 10.78.0.2/24   (the mixed-group test)
+ *
+ * The library sends from S (ms_config.xdp_ifname = "xs0"); the receivers are ordinary UDP
+ * (and TCP) sockets made in R, on ephemeral ports. What is checked is what the kernel in R
+ * delivered: one byte-identical copy per destination per send (a payload different per
+ * send, so a late or doubled datagram shows), source address and port, TOS / TTL, statuses
+ * and errnos, and the xdp_* counters of ms_stats by reason. The next hop's link-layer address
+ * is put in S's neighbour table (nud permanent) for the tests that want every destination to
+ * go as a frame from the first send; the unresolved case has a test of its own.
+ *
+ * With another backend named (`xdp loop`), the same tests run as a check of the rig itself:
+ * everything must arrive the same, and every xdp_* counter must stay 0.
+ *
+ * Skipped (77) only when this machine cannot: no network namespaces, no `ip`, no AF_XDP
+ * sockets, or a library built without the xdp backend.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "multisend.h"
+#include "net.h"
+
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+
+#define WAIT_MS 5000      /* for anything that must arrive: generous, for valgrind */
+#define SETTLE_MS 10000   /* bound on waiting for the library to see a neighbour or link change */
+#define CHILD_ALARM 300   /* a hung child dies of SIGALRM instead of hanging the suite */
+
+static enum ms_backend backend = MS_BACKEND_XDP;
+static bool bypass; /* backend is xdp: the xdp_* counters must say what went how */
+
+/* The namespaces, as file descriptors (valid in the child). */
+static int ns_s = -1, ns_r = -1;
+static unsigned char mac_xr0[6], mac_xr1[6];
+static unsigned idx_xs0, idx_xr0;
+
+/* ---- small things ------------------------------------------------------------------------- */
+
+static void skip_child(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	printf("skipped: ");
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+	fflush(NULL);
+	_exit(77);
+}
+
+static void in_ns(int ns)
+{
+	CHECK(setns(ns, CLONE_NEWNET) == 0);
+}
+
+static long long now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A short pause inside a bounded wait for something asynchronous in the kernel or the
+ * library (never as the synchronisation itself: the condition is checked after it). */
+static void pause_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+/*
+ * Run `ip ARGS` (words separated by single spaces) in namespace ns; returns its exit status
+ * (127: ip could not be run). Its output goes to stderr, to be seen in the test log.
+ */
+static int ipcmd(int ns, const char *fmt, ...)
+{
+	char line[512], *argv[40];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	int argc = 0;
+	argv[argc++] = "ip";
+	for (char *save = NULL, *w = strtok_r(line, " ", &save); w && argc < 39;
+	     w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (setns(ns, CLONE_NEWNET))
+			_exit(126);
+		dup2(2, 1);
+		execvp("ip", argv);
+		_exit(127);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#define IP(ns, ...)                                                                            \
+	do {                                                                                   \
+		int st_ = ipcmd(ns, __VA_ARGS__);                                              \
+		if (st_) {                                                                     \
+			fprintf(stderr, "%s:%d: `ip ", __FILE__, __LINE__);                    \
+			fprintf(stderr, __VA_ARGS__);                                          \
+			fprintf(stderr, "` exited %d\n", st_);                                 \
+			fflush(NULL);                                                          \
+			_exit(1);                                                              \
+		}                                                                              \
+	} while (0)
+
+/* Interface flags and hardware address, read in namespace ns. */
+static unsigned if_flags(int ns, const char *ifname)
+{
+	in_ns(ns);
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	CHECK(ioctl(s, SIOCGIFFLAGS, &ifr) == 0);
+	close(s);
+	in_ns(ns_s);
+	return (unsigned)(unsigned short)ifr.ifr_flags;
+}
+
+static void if_mac(int ns, const char *ifname, unsigned char mac[6])
+{
+	in_ns(ns);
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	CHECK(ioctl(s, SIOCGIFHWADDR, &ifr) == 0);
+	memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
+	close(s);
+	in_ns(ns_s);
+}
+
+static unsigned if_index_in(int ns, const char *ifname)
+{
+	in_ns(ns);
+	unsigned i = if_nametoindex(ifname);
+	in_ns(ns_s);
+	CHECK(i > 0);
+	return i;
+}
+
+/* The carrier and the operational state follow `ip link set up` through the kernel's link
+ * watch, a moment later: the backend needs the interface running when the context is made. */
+static void wait_running(int ns, const char *ifname)
+{
+	long long end = now_ms() + SETTLE_MS;
+	while (!(if_flags(ns, ifname) & IFF_RUNNING)) {
+		if (now_ms() > end) {
+			fprintf(stderr, "%s never became RUNNING\n", ifname);
+			_exit(1);
+		}
+		pause_ms(1);
+	}
+}
+
+static const char *mac_str(const unsigned char m[6])
+{
+	static char b[2][18];
+	static unsigned k;
+	char *s = b[k++ % 2];
+	snprintf(s, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+	return s;
+}
+
+/* One counter of /proc/net/snmp ("Udp", "InCsumErrors") or /proc/net/snmp6 ("Udp6InCsumErrors",
+ * with proto NULL), read in namespace ns (/proc/net is the reader's namespace). -1: absent. */
+static long long snmp(int ns, const char *proto, const char *field)
+{
+	in_ns(ns);
+	FILE *f = fopen(proto ? "/proc/net/snmp" : "/proc/net/snmp6", "re");
+	in_ns(ns_s);
+	char head[2048], vals[2048];
+	long long v = -1;
+	if (!f)
+		return -1;
+	if (!proto) {
+		char name[128];
+		long long x;
+		while (fscanf(f, "%127s %lld", name, &x) == 2)
+			if (!strcmp(name, field))
+				v = x;
+		fclose(f);
+		return v;
+	}
+	size_t pl = strlen(proto);
+	while (fgets(head, sizeof(head), f) && fgets(vals, sizeof(vals), f)) {
+		if (strncmp(head, proto, pl) || head[pl] != ':')
+			continue;
+		char *hs = NULL, *vs = NULL;
+		char *h = strtok_r(head + pl + 1, " \n", &hs), *x = strtok_r(vals + pl + 1, " \n", &vs);
+		for (; h && x; h = strtok_r(NULL, " \n", &hs), x = strtok_r(NULL, " \n", &vs))
+			if (!strcmp(h, field))
+				v = atoll(x);
+	}
+	fclose(f);
+	return v;
+}
+
+/* What R's kernel says about drops, printed when something did not arrive. */
+static void r_diag(void)
+{
+	fprintf(stderr, "  in R: Udp InErrors %lld RcvbufErrors %lld InCsumErrors %lld, Ip "
+			"InHdrErrors %lld InDiscards %lld ReasmFails %lld, Udp6InErrors %lld\n",
+		snmp(ns_r, "Udp", "InErrors"), snmp(ns_r, "Udp", "RcvbufErrors"),
+		snmp(ns_r, "Udp", "InCsumErrors"), snmp(ns_r, "Ip", "InHdrErrors"),
+		snmp(ns_r, "Ip", "InDiscards"), snmp(ns_r, "Ip", "ReasmFails"),
+		snmp(ns_r, NULL, "Udp6InErrors"));
+	fflush(NULL);
+}
+
+/* ---- the topology ------------------------------------------------------------------------- */
+
+/*
+ * Make S (this process's namespace from now on) and R, the veth pair xs0/xr0 and, with
+ * second, xs1/xr1; everything up, addresses on, no neighbour entries yet (neigh_permanent).
+ */
+static void topo_up(bool second)
+{
+	alarm(CHILD_ALARM);
+	net_raise_nofile(20000);
+	if (unshare(CLONE_NEWNET))
+		skip_child("unshare(CLONE_NEWNET): %s", strerror(errno));
+	ns_s = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	CHECK(ns_s >= 0);
+	/* R: a second new namespace, kept alive by its descriptor alone. */
+	CHECK(unshare(CLONE_NEWNET) == 0);
+	ns_r = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	CHECK(ns_r >= 0);
+	in_ns(ns_s);
+	int st = ipcmd(ns_s, "link set lo up");
+	if (st == 127)
+		skip_child("`ip` (iproute2) cannot be run");
+	CHECK_EQ(st, 0);
+	IP(ns_r, "link set lo up");
+	IP(ns_s, "link add xs0 type veth peer name xr0");
+	IP(ns_s, "link set xr0 netns /proc/%d/fd/%d", (int)getpid(), ns_r);
+	if (second) {
+		IP(ns_s, "link add xs1 type veth peer name xr1");
+		IP(ns_s, "link set xr1 netns /proc/%d/fd/%d", (int)getpid(), ns_r);
+	}
+	IP(ns_s, "link set xs0 up");
+	IP(ns_r, "link set xr0 up");
+	IP(ns_s, "addr add 10.77.0.1/24 dev xs0");
+	IP(ns_r, "addr add 10.77.0.2/24 dev xr0");
+	IP(ns_s, "-6 addr add fd77::1/64 dev xs0 nodad");
+	IP(ns_r, "-6 addr add fd77::2/64 dev xr0 nodad");
+	if (second) {
+		IP(ns_s, "link set xs1 up");
+		IP(ns_r, "link set xr1 up");
+		IP(ns_s, "addr add 10.78.0.1/24 dev xs1");
+		IP(ns_r, "addr add 10.78.0.2/24 dev xr1");
+		if_mac(ns_r, "xr1", mac_xr1);
+		wait_running(ns_s, "xs1");
+	}
+	if_mac(ns_r, "xr0", mac_xr0);
+	idx_xs0 = if_index_in(ns_s, "xs0");
+	idx_xr0 = if_index_in(ns_r, "xr0");
+	wait_running(ns_s, "xs0");
+	wait_running(ns_r, "xr0");
+}
+
+/* S knows R's link-layer addresses for good: the bypass has its next hop from the start. */
+static void neigh_permanent(void)
+{
+	IP(ns_s, "neigh replace 10.77.0.2 lladdr %s dev xs0 nud permanent", mac_str(mac_xr0));
+	IP(ns_s, "-6 neigh replace fd77::2 lladdr %s dev xs0 nud permanent", mac_str(mac_xr0));
+}
+
+/* ---- contexts and counters ---------------------------------------------------------------- */
+
+static struct ms_ctx *ctx_with(enum ms_backend b, uint32_t frames)
+{
+	struct ms_config cfg = { .size = sizeof(cfg),
+				 .backend = b,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+				 .xdp_ifname = "xs0",
+				 .xdp_frames = frames };
+	struct ms_ctx *ctx = NULL;
+	int err = ms_ctx_new(&ctx, &cfg);
+	if (err)
+		fprintf(stderr, "ms_ctx_new(%s, xs0): %s\n", ms_backend_name(b), ms_strerror(err));
+	CHECK_EQ(err, 0);
+	CHECK_EQ(ms_ctx_backend(ctx), b);
+	return ctx;
+}
+
+static struct ms_ctx *new_ctx(void)
+{
+	return ctx_with(backend, 0);
+}
+
+/* The xdp counters of a send, as a difference. */
+struct xd {
+	uint64_t frames, kicks, local, iface, mtu, route, neigh, other;
+};
+
+static struct ms_stats stats(struct ms_ctx *ctx)
+{
+	struct ms_stats s = { .size = sizeof(s) };
+	CHECK_EQ(ms_ctx_stats(ctx, &s), 0);
+	return s;
+}
+
+static struct xd xd_delta(const struct ms_stats *a, const struct ms_stats *b)
+{
+	return (struct xd){ .frames = b->xdp_frames - a->xdp_frames,
+			    .kicks = b->xdp_kicks - a->xdp_kicks,
+			    .local = b->xdp_fallback_local - a->xdp_fallback_local,
+			    .iface = b->xdp_fallback_iface - a->xdp_fallback_iface,
+			    .mtu = b->xdp_fallback_mtu - a->xdp_fallback_mtu,
+			    .route = b->xdp_fallback_route - a->xdp_fallback_route,
+			    .neigh = b->xdp_fallback_neigh - a->xdp_fallback_neigh,
+			    .other = b->xdp_fallback_other - a->xdp_fallback_other };
+}
+
+static void xd_print(const char *what, const struct xd *d)
+{
+	fprintf(stderr, "  %s: frames %llu kicks %llu local %llu iface %llu mtu %llu route %llu "
+			"neigh %llu other %llu\n", what, (unsigned long long)d->frames,
+		(unsigned long long)d->kicks, (unsigned long long)d->local,
+		(unsigned long long)d->iface, (unsigned long long)d->mtu,
+		(unsigned long long)d->route, (unsigned long long)d->neigh,
+		(unsigned long long)d->other);
+}
+
+/* Every reason exactly as expected (kicks aside: at least one when a frame went). Another
+ * backend than xdp must leave them all at 0. */
+static void xd_expect(const struct xd *got, struct xd want, const char *where, int line)
+{
+	if (!bypass)
+		want = (struct xd){ 0 };
+	bool ok = got->frames == want.frames && got->local == want.local &&
+		  got->iface == want.iface && got->mtu == want.mtu && got->route == want.route &&
+		  got->neigh == want.neigh && got->other == want.other &&
+		  (got->frames ? got->kicks >= 1 : !bypass || got->kicks == 0);
+	if (!ok) {
+		fprintf(stderr, "%s:%d: %s: xdp counters differ\n", __FILE__, line, where);
+		xd_print("went up by", got);
+		xd_print("expected   ", &want);
+		fflush(NULL);
+		_exit(1);
+	}
+}
+#define XD_EXPECT(got, where, ...) xd_expect(&(got), (struct xd){ __VA_ARGS__ }, where, __LINE__)
+
+/* ---- receivers and destinations ------------------------------------------------------------ */
+
+static struct endpoint *ep_new(struct net *nt)
+{
+	if (nt->n == nt->cap) {
+		size_t cap = nt->cap ? nt->cap * 2 : 64;
+		struct endpoint *ep = realloc(nt->ep, cap * sizeof(*ep));
+		CHECK(ep != NULL);
+		nt->ep = ep;
+		nt->cap = cap;
+	}
+	struct endpoint *e = &nt->ep[nt->n++];
+	memset(e, 0, sizeof(*e));
+	e->rx = e->tx = -1;
+	e->id = -1;
+	return e;
+}
+
+static socklen_t sa_fill(struct sockaddr_storage *ss, int family, const char *ip, uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		CHECK(inet_pton(AF_INET, ip, &a->sin_addr) == 1);
+		return sizeof(*a);
+	}
+	struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+	a->sin6_family = AF_INET6;
+	a->sin6_port = htons(port);
+	CHECK(inet_pton(AF_INET6, ip, &a->sin6_addr) == 1);
+	return sizeof(*a);
+}
+
+static uint16_t sa_port(const struct sockaddr_storage *ss)
+{
+	return ntohs(ss->ss_family == AF_INET ? ((const struct sockaddr_in *)ss)->sin_port
+					      : ((const struct sockaddr_in6 *)ss)->sin6_port);
+}
+
+static const char *sa_str(const struct sockaddr_storage *ss)
+{
+	static char b[4][80];
+	static unsigned k;
+	char *s = b[k++ % 4], ip[INET6_ADDRSTRLEN] = "?";
+	if (ss->ss_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, sizeof(ip));
+	else if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, sizeof(ip));
+	snprintf(s, 80, "%s port %u", ip, sa_port(ss));
+	return s;
+}
+
+/* A UDP socket in namespace ns bound to ip, port 0 (the kernel picks); its address in *ss. */
+static int udp_in(int ns, int family, const char *ip, struct sockaddr_storage *ss, socklen_t *len)
+{
+	in_ns(ns);
+	int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0);
+	*len = sa_fill(ss, family, ip, 0);
+	if (bind(s, (struct sockaddr *)ss, *len))
+		fprintf(stderr, "bind %s: %s\n", ip, strerror(errno));
+	*len = sizeof(*ss);
+	CHECK(getsockname(s, (struct sockaddr *)ss, len) == 0);
+	in_ns(ns_s);
+	return s;
+}
+
+/* A sending UDP socket in S, unbound unless ip is given (then bound to ip, port 0). */
+static int sender(int family, const char *ip)
+{
+	int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0);
+	if (ip) {
+		struct sockaddr_storage ss;
+		socklen_t l = sa_fill(&ss, family, ip, 0);
+		CHECK(bind(s, (struct sockaddr *)&ss, l) == 0);
+	}
+	return s;
+}
+
+/* n UDP receivers made in namespace ns on ip: unconnected destinations on tx (tx >= 0, not
+ * owned), or with tx < 0 a connected UDP socket of their own in S each. */
+static void add_udp(struct net *nt, int ns, int family, const char *ip, int tx, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct endpoint *e = ep_new(nt);
+		e->kind = family == AF_INET ? (tx >= 0 ? K_UDP4 : K_UDP4_CONN)
+					    : (tx >= 0 ? K_UDP6 : K_UDP6_CONN);
+		e->rx = udp_in(ns, family, ip, &e->addr, &e->addrlen);
+		if (tx >= 0) {
+			e->tx = tx;
+		} else {
+			e->tx = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+			e->own_tx = true;
+			CHECK(e->tx >= 0);
+			CHECK(connect(e->tx, (struct sockaddr *)&e->addr, e->addrlen) == 0);
+			e->addrlen = 0;
+		}
+	}
+}
+
+/* n TCP connections from S to a listener in R (10.77.0.2). */
+static void add_tcp(struct net *nt, size_t n)
+{
+	in_ns(ns_r);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(l >= 0);
+	struct sockaddr_storage ss;
+	socklen_t len = sa_fill(&ss, AF_INET, "10.77.0.2", 0);
+	CHECK(bind(l, (struct sockaddr *)&ss, len) == 0);
+	len = sizeof(ss);
+	CHECK(getsockname(l, (struct sockaddr *)&ss, &len) == 0);
+	CHECK(listen(l, 64) == 0);
+	in_ns(ns_s);
+	for (size_t i = 0; i < n; i++) {
+		struct endpoint *e = ep_new(nt);
+		e->kind = K_TCP4;
+		e->tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		e->own_tx = true;
+		CHECK(e->tx >= 0);
+		CHECK(connect(e->tx, (struct sockaddr *)&ss, len) == 0);
+		e->rx = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+		CHECK(e->rx >= 0);
+	}
+	close(l);
+}
+
+/* n connected AF_UNIX datagram pairs. */
+static void add_unix(struct net *nt, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0);
+		struct endpoint *e = ep_new(nt);
+		e->kind = K_UNIX_CONN;
+		e->rx = sv[0];
+		e->tx = sv[1];
+		e->own_tx = true;
+	}
+}
+
+/* Add endpoints [first, last) to g. */
+static void join(struct ms_group *g, struct net *nt, size_t first, size_t last)
+{
+	for (size_t i = first; i < last; i++) {
+		struct endpoint *e = &nt->ep[i];
+		struct ms_dest d = { .fd = e->tx,
+				     .addrlen = e->addrlen,
+				     .addr = e->addrlen ? (struct sockaddr *)&e->addr : NULL };
+		e->id = ms_group_add(g, &d);
+		if (e->id < 0)
+			fprintf(stderr, "ms_group_add (endpoint %zu): %s\n", i, ms_strerror(e->id));
+		CHECK(e->id >= 0);
+	}
+}
+
+static void close_all(struct net *nt, int *extra, size_t nextra)
+{
+	net_free(nt);
+	for (size_t i = 0; i < nextra; i++)
+		if (extra[i] >= 0)
+			close(extra[i]);
+}
+
+/* ---- one send, checked --------------------------------------------------------------------- */
+
+#define NOT_IN_GROUP INT_MIN
+
+/*
+ * Send round r's payload of len bytes to g and check the bookkeeping: every destination
+ * reported once, under an id the test gave one of nt's endpoints (those with id >= 0; the
+ * others are not in g); the return value is the number that took the whole message;
+ * dests_attempted is the group's size. status[i] gets endpoint i's status (NOT_IN_GROUP for
+ * the others). Returns the send's xdp counters.
+ */
+static struct xd fan(struct ms_ctx *ctx, struct ms_group *g, const struct net *nt,
+		     unsigned char *msg, size_t len, unsigned r, unsigned flags, int *status)
+{
+	size_t n = ms_group_size(g);
+	int maxid = 0;
+	for (size_t i = 0; i < nt->n; i++) {
+		status[i] = NOT_IN_GROUP;
+		if (nt->ep[i].id > maxid)
+			maxid = nt->ep[i].id;
+	}
+	long *map = malloc(((size_t)maxid + 1) * sizeof(*map));
+	struct ms_result *res = calloc(n ? n : 1, sizeof(*res));
+	CHECK(map && res);
+	for (int i = 0; i <= maxid; i++)
+		map[i] = -1;
+	size_t members = 0;
+	for (size_t i = 0; i < nt->n; i++)
+		if (nt->ep[i].id >= 0) {
+			CHECK(map[nt->ep[i].id] == -1);
+			map[nt->ep[i].id] = (long)i;
+			members++;
+		}
+	CHECK_EQ(members, n);
+	make_payload(msg, len, r);
+	struct ms_stats a = stats(ctx);
+	int ret = ms_send(g, msg, len, flags, res);
+	struct ms_stats b = stats(ctx);
+	int whole = 0;
+	for (size_t k = 0; k < n; k++) {
+		int id = res[k].id;
+		if (id < 0 || id > maxid || map[id] < 0 || status[map[id]] != NOT_IN_GROUP) {
+			fprintf(stderr, "  result %zu: id %d unknown or reported twice\n", k, id);
+			_exit(1);
+		}
+		status[map[id]] = res[k].status;
+		whole += res[k].status == (int)len;
+	}
+	CHECK_EQ(ret, whole);
+	CHECK_EQ(b.dests_attempted - a.dests_attempted, n);
+	CHECK_EQ(b.dests_accepted - a.dests_accepted, whole);
+	free(map);
+	free(res);
+	return xd_delta(&a, &b);
+}
+
+/* Every member reported the whole message. */
+static void all_len(const struct net *nt, const int *status, size_t len, int line)
+{
+	for (size_t i = 0; i < nt->n; i++)
+		if (status[i] != NOT_IN_GROUP && status[i] != (int)len) {
+			fprintf(stderr, "%s:%d: %s endpoint %zu (id %d): status %d (%s), expected %zu\n",
+				__FILE__, line, kind_name(nt->ep[i].kind), i, nt->ep[i].id, status[i],
+				status[i] < 0 ? ms_strerror(status[i]) : "bytes", len);
+			fflush(NULL);
+			_exit(1);
+		}
+}
+#define ALL_LEN(nt, status, len) all_len(nt, status, len, __LINE__)
+
+/*
+ * What arrived: exactly one byte-identical copy at each member whose status is the whole
+ * message, nothing at a member that failed nor at an endpoint outside the group.
+ */
+static void arrivals(const struct net *nt, const int *status, const unsigned char *msg,
+		     size_t len, int line)
+{
+	bool ok = true;
+	for (size_t i = 0; i < nt->n && ok; i++) {
+		if (nt->ep[i].rx < 0)
+			continue;
+		if (status[i] == (int)len)
+			ok = expect_one(&nt->ep[i], msg, len, WAIT_MS);
+		else
+			ok = expect_none(&nt->ep[i]);
+		if (!ok)
+			fprintf(stderr, "%s:%d: endpoint %zu of %zu (status %d)\n", __FILE__, line, i,
+				nt->n, status[i]);
+	}
+	if (!ok) {
+		r_diag();
+		_exit(1);
+	}
+}
+#define ARRIVALS(nt, status, msg, len) arrivals(nt, status, msg, len, __LINE__)
+
+/* fan + every member took it + it arrived. */
+static struct xd fan_ok(struct ms_ctx *ctx, struct ms_group *g, const struct net *nt,
+			unsigned char *msg, size_t len, unsigned r, int *status, int line)
+{
+	struct xd d = fan(ctx, g, nt, msg, len, r, 0, status);
+	all_len(nt, status, len, line);
+	arrivals(nt, status, msg, len, line);
+	return d;
+}
+#define FAN_OK(ctx, g, nt, msg, len, r, status) fan_ok(ctx, g, nt, msg, len, r, status, __LINE__)
+
+/*
+ * Send (each send checked as FAN_OK) until a send goes entirely as frames: after the kernel
+ * resolved a neighbour or brought a link back, the library learns it from rtnetlink "at most a
+ * second later"; the wait is bounded by SETTLE_MS. Each send's counters must add up to the
+ * group (every destination by frame or by one reason). Returns the sends it took.
+ */
+static unsigned until_frames(struct ms_ctx *ctx, struct ms_group *g, const struct net *nt,
+			     unsigned char *msg, size_t len, unsigned *r, int *status)
+{
+	size_t n = ms_group_size(g);
+	long long end = now_ms() + SETTLE_MS;
+	for (unsigned k = 1;; k++) {
+		struct xd d = fan_ok(ctx, g, nt, msg, len, (*r)++, status, __LINE__);
+		uint64_t sum = d.frames + d.local + d.iface + d.mtu + d.route + d.neigh + d.other;
+		if (!bypass)
+			return k;
+		if (sum != n) {
+			fprintf(stderr, "send %u: the reasons add up to %llu, the group has %zu\n", k,
+				(unsigned long long)sum, n);
+			xd_print("counters", &d);
+			_exit(1);
+		}
+		if (d.frames == n)
+			return k;
+		if (now_ms() > end) {
+			fprintf(stderr, "after %u sends over %d ms, still not all as frames\n", k,
+				SETTLE_MS);
+			xd_print("last send", &d);
+			_exit(1);
+		}
+		pause_ms(20);
+	}
+}
+
+/* The receiving namespace's checksum and header error counters are all still 0. */
+static void r_no_errors(void)
+{
+	CHECK_EQ(snmp(ns_r, "Udp", "InCsumErrors"), 0);
+	CHECK_EQ(snmp(ns_r, "Ip", "InHdrErrors"), 0);
+	CHECK_EQ(snmp(ns_r, NULL, "Udp6InCsumErrors"), 0);
+}
+
+/* ---- 1. every destination, one copy, as frames --------------------------------------------- */
+
+/*
+ * Groups of 1, 7, 1024, 1025 and 4096 receivers in R, IPv4 and IPv6, messages of 16 and 1472
+ * bytes, two sends each. With the neighbour known, every destination goes as a frame from
+ * the first send; except IPv6 at 1472 bytes: 1472 + 8 + 40 + 14 does not fit a 1500-byte MTU
+ * frame, so those go by the kernel's path (fragmented) and count in xdp_fallback_mtu, and
+ * must arrive all the same. R's checksum error counters stay 0 throughout: the frames'
+ * IP and UDP checksums are right.
+ */
+static void c_bulk(void)
+{
+	static const size_t sizes[] = { 1, 7, 1024, 1025, 4096 };
+	static const size_t lens[] = { 16, 1472 };
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	unsigned char msg[1472];
+	unsigned r = 0;
+	for (int f = 0; f < 2; f++) {
+		int family = f ? AF_INET6 : AF_INET;
+		struct net nt;
+		net_init(&nt);
+		int tx = sender(family, NULL);
+		add_udp(&nt, ns_r, family, f ? "fd77::2" : "10.77.0.2", tx, 4096);
+		int *status = calloc(nt.n, sizeof(*status));
+		CHECK(status);
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			for (size_t l = 0; l < 2; l++) {
+				size_t n = sizes[s], len = lens[l];
+				struct ms_group *g;
+				CHECK_EQ(ms_group_new(ctx, &g), 0);
+				for (size_t i = 0; i < nt.n; i++)
+					nt.ep[i].id = -1;
+				join(g, &nt, 0, n);
+				bool fits = family == AF_INET || len + 48 <= 1500;
+				for (int k = 0; k < 2; k++) {
+					struct xd d = FAN_OK(ctx, g, &nt, msg, len, r++, status);
+					if (fits)
+						XD_EXPECT(d, "bulk", .frames = n);
+					else
+						XD_EXPECT(d, "bulk, IPv6 over the MTU", .mtu = n);
+				}
+				printf("%s, %zu destinations, %zu bytes: %s\n", f ? "IPv6" : "IPv4", n, len,
+				       !bypass ? "delivered (not xdp)"
+				       : fits  ? "delivered, all as frames"
+					       : "delivered, all by the kernel (mtu)");
+				ms_group_free(g);
+			}
+		}
+		r_no_errors();
+		free(status);
+		close_all(&nt, &tx, 1);
+	}
+	ms_ctx_free(ctx);
+}
+
+/* ---- 2. identity: source address and port, TOS and TTL, replies --------------------------- */
+
+/* One datagram at rx: the whole msg, its source in *from, TOS/TCLASS and TTL/hop limit from
+ * the control messages (-1 when absent). */
+static void recv_meta(int rx, const unsigned char *msg, size_t len, struct sockaddr_storage *from,
+		      int *tos, int *ttl)
+{
+	unsigned char buf[2048];
+	union {
+		char b[256];
+		struct cmsghdr align;
+	} ctl;
+	struct pollfd p = { .fd = rx, .events = POLLIN };
+	if (poll(&p, 1, WAIT_MS) != 1) {
+		fprintf(stderr, "  nothing arrived\n");
+		r_diag();
+		_exit(1);
+	}
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_name = from,
+			     .msg_namelen = sizeof(*from),
+			     .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.b,
+			     .msg_controllen = sizeof(ctl.b) };
+	memset(from, 0, sizeof(*from));
+	ssize_t n = recvmsg(rx, &mh, MSG_DONTWAIT);
+	CHECK_EQ(n, len);
+	CHECK(memcmp(buf, msg, len) == 0);
+	*tos = *ttl = -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
+			*tos = *(unsigned char *)CMSG_DATA(c);
+		else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL)
+			memcpy(ttl, CMSG_DATA(c), sizeof(int));
+		else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)
+			memcpy(tos, CMSG_DATA(c), sizeof(int));
+		else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)
+			memcpy(ttl, CMSG_DATA(c), sizeof(int));
+	}
+	char c;
+	CHECK(recv(rx, &c, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN);
+}
+
+static bool same_ip(const struct sockaddr_storage *a, const char *ip)
+{
+	struct sockaddr_storage b;
+	sa_fill(&b, a->ss_family, ip, 0);
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((struct sockaddr_in *)&b)->sin_addr.s_addr;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((struct sockaddr_in6 *)&b)->sin6_addr, 16);
+}
+
+/*
+ * For IPv4 and IPv6, a caller's socket bound to S's address (port 0) and one left unbound,
+ * with TOS/TCLASS 0x28 and TTL/hops 7: each of three receivers sees the datagram come from
+ * the socket's own port (the unbound one bound to an ephemeral port by the first send) and
+ * S's address on xs0, with TOS 0x28 and TTL 7 (a veth hop does not decrement); a reply from
+ * a receiver to that source arrives at the caller's socket.
+ */
+static void c_identity(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	unsigned char msg[200];
+	unsigned r = 0;
+	for (int f = 0; f < 2; f++) {
+		for (int bound = 1; bound >= 0; bound--) {
+			int family = f ? AF_INET6 : AF_INET;
+			const char *local = f ? "fd77::1" : "10.77.0.1";
+			int tx = sender(family, bound ? local : NULL);
+			int tos = 0x28, ttl = 7, one = 1;
+			if (family == AF_INET) {
+				CHECK(setsockopt(tx, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) == 0);
+				CHECK(setsockopt(tx, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl)) == 0);
+			} else {
+				CHECK(setsockopt(tx, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos)) == 0);
+				CHECK(setsockopt(tx, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof(ttl)) == 0);
+			}
+			struct net nt;
+			net_init(&nt);
+			add_udp(&nt, ns_r, family, f ? "fd77::2" : "10.77.0.2", tx, 3);
+			for (size_t i = 0; i < nt.n; i++) {
+				int rx = nt.ep[i].rx;
+				if (family == AF_INET) {
+					CHECK(setsockopt(rx, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)) == 0);
+					CHECK(setsockopt(rx, IPPROTO_IP, IP_RECVTTL, &one, sizeof(one)) == 0);
+				} else {
+					CHECK(setsockopt(rx, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one)) == 0);
+					CHECK(setsockopt(rx, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof(one)) == 0);
+				}
+			}
+			struct ms_group *g;
+			CHECK_EQ(ms_group_new(ctx, &g), 0);
+			join(g, &nt, 0, nt.n);
+			for (int k = 0; k < 2; k++) {
+				int status[3];
+				struct xd d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
+				ALL_LEN(&nt, status, sizeof(msg));
+				XD_EXPECT(d, "identity", .frames = 3);
+				struct sockaddr_storage me;
+				socklen_t ml = sizeof(me);
+				CHECK(getsockname(tx, (struct sockaddr *)&me, &ml) == 0);
+				/* Unbound before: the first send bound it, as sendto would have. */
+				CHECK(sa_port(&me) != 0);
+				for (size_t i = 0; i < nt.n; i++) {
+					struct sockaddr_storage from;
+					int got_tos, got_ttl;
+					recv_meta(nt.ep[i].rx, msg, sizeof(msg), &from, &got_tos, &got_ttl);
+					if (sa_port(&from) != sa_port(&me) || !same_ip(&from, local)) {
+						fprintf(stderr, "%s %s sender: receiver %zu saw %s, the "
+								"socket is %s\n", f ? "IPv6" : "IPv4",
+							bound ? "bound" : "unbound", i, sa_str(&from),
+							sa_str(&me));
+						_exit(1);
+					}
+					CHECK_EQ(got_tos, 0x28);
+					CHECK_EQ(got_ttl, 7);
+					/* A reply to what the receiver saw reaches the caller. */
+					if (i == 0) {
+						unsigned char rep[32], back[64];
+						make_payload(rep, sizeof(rep), 1000 + r);
+						CHECK_EQ(sendto(nt.ep[i].rx, rep, sizeof(rep), 0,
+								(struct sockaddr *)&from,
+								from.ss_family == AF_INET
+									? sizeof(struct sockaddr_in)
+									: sizeof(struct sockaddr_in6)),
+							 sizeof(rep));
+						struct pollfd p = { .fd = tx, .events = POLLIN };
+						CHECK_EQ(poll(&p, 1, WAIT_MS), 1);
+						CHECK_EQ(recv(tx, back, sizeof(back), MSG_DONTWAIT),
+							 sizeof(rep));
+						CHECK(memcmp(back, rep, sizeof(rep)) == 0);
+					}
+				}
+				printf("%s, %s sender (getsockname %s): receivers saw %s, port %u, TOS "
+				       "0x28, TTL 7; a reply came back\n", f ? "IPv6" : "IPv4",
+				       bound ? "bound" : "unbound", sa_str(&me), local, sa_port(&me));
+			}
+			ms_group_free(g);
+			close_all(&nt, &tx, 1);
+		}
+	}
+	r_no_errors();
+	ms_ctx_free(ctx);
+}
+
+/* ---- 3. an unresolved neighbour ------------------------------------------------------------ */
+
+/*
+ * No neighbour entry in S for R: the first send must still deliver everything (by the
+ * kernel's path, xdp_fallback_neigh, which makes the kernel resolve R), and once the kernel
+ * has resolved it, sends go as frames and still deliver exactly once.
+ */
+static void c_neigh(void)
+{
+	topo_up(false);
+	struct ms_ctx *ctx = new_ctx();
+	unsigned char msg[100];
+	unsigned r = 0;
+	for (int f = 0; f < 2; f++) {
+		int family = f ? AF_INET6 : AF_INET;
+		struct net nt;
+		net_init(&nt);
+		int tx = sender(family, NULL);
+		add_udp(&nt, ns_r, family, f ? "fd77::2" : "10.77.0.2", tx, 5);
+		add_udp(&nt, ns_r, family, f ? "fd77::2" : "10.77.0.2", -1, 2);
+		int status[7];
+		struct ms_group *g;
+		CHECK_EQ(ms_group_new(ctx, &g), 0);
+		join(g, &nt, 0, nt.n);
+		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		if (bypass && (d.neigh < 1 || d.neigh + d.frames != nt.n)) {
+			fprintf(stderr, "%s, unresolved neighbour, first send:\n", f ? "IPv6" : "IPv4");
+			xd_print("counters", &d);
+			_exit(1);
+		}
+		printf("%s: first send %llu by the kernel (neigh), %llu as frames; ",
+		       f ? "IPv6" : "IPv4", (unsigned long long)d.neigh, (unsigned long long)d.frames);
+		unsigned k = until_frames(ctx, g, &nt, msg, sizeof(msg), &r, status);
+		printf("all as frames from send %u on\n", k + 1);
+		d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		XD_EXPECT(d, "resolved neighbour", .frames = nt.n);
+		ms_group_free(g);
+		close_all(&nt, &tx, 1);
+	}
+	r_no_errors();
+	ms_ctx_free(ctx);
+}
+
+/* ---- 4. a mixed group ---------------------------------------------------------------------- */
+
+/*
+ * One group, every kind of destination at once, each counted under its own reason per send:
+ * receivers on lo and on S's own address (local), unconnected and connected UDP to R (frames),
+ * AF_UNIX pairs and TCP streams to R (other), receivers behind the second veth pair (iface).
+ */
+static void c_mixed(void)
+{
+	topo_up(true);
+	neigh_permanent();
+	IP(ns_s, "neigh replace 10.78.0.2 lladdr %s dev xs1 nud permanent", mac_str(mac_xr1));
+	struct ms_ctx *ctx = new_ctx();
+	struct net nt;
+	net_init(&nt);
+	int tx = sender(AF_INET, NULL);
+	add_udp(&nt, ns_s, AF_INET, "127.0.0.1", tx, 2);  /* local */
+	add_udp(&nt, ns_s, AF_INET, "10.77.0.1", tx, 2);  /* local: S's own address */
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, 3);  /* frames */
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", -1, 2);  /* frames, connected */
+	add_unix(&nt, 2);                                 /* other */
+	add_udp(&nt, ns_r, AF_INET, "10.78.0.2", tx, 2);  /* iface */
+	add_tcp(&nt, 2);                                  /* other */
+	add_udp(&nt, ns_s, AF_INET, "10.77.0.1", -1, 1);  /* local, connected */
+	int *status = calloc(nt.n, sizeof(*status));
+	CHECK(status);
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+	unsigned char msg[300];
+	for (unsigned r = 0; r < 4; r++) {
+		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r, status);
+		XD_EXPECT(d, "mixed group", .frames = 5, .local = 5, .iface = 2, .other = 4);
+	}
+	printf("mixed group of %zu: 5 frames, 5 local, 2 iface, 4 other per send, all delivered\n",
+	       nt.n);
+	r_no_errors();
+	free(status);
+	ms_group_free(g);
+	close_all(&nt, &tx, 1);
+	ms_ctx_free(ctx);
+}
+
+/* ---- 5. messages over the MTU ------------------------------------------------------------- */
+
+/*
+ * A 2000-byte message to IPv4 destinations over a 1500-byte MTU: the kernel fragments it and
+ * it arrives whole (xdp_fallback_mtu per destination). On a socket with IP_PMTUDISC_DO the
+ * kernel refuses it instead: every status is what the loop backend gives for the same group
+ * (-EMSGSIZE), and nothing arrives; a message that fits still goes as a frame (with DF).
+ */
+static void c_mtu(void)
+{
+	enum { N = 64 };
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx(), *lctx = ctx_with(MS_BACKEND_LOOP, 0);
+	struct net nt, df;
+	net_init(&nt);
+	net_init(&df);
+	int tx = sender(AF_INET, NULL), txdf = sender(AF_INET, NULL);
+	int pmtu = IP_PMTUDISC_DO;
+	CHECK(setsockopt(txdf, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) == 0);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, N - 4);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", -1, 4);
+	add_udp(&df, ns_r, AF_INET, "10.77.0.2", txdf, N);
+	int status[N], lstatus[N];
+	unsigned char msg[2000];
+	struct ms_group *g, *gdf, *ldf;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+	for (unsigned r = 0; r < 2; r++) {
+		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r, status);
+		XD_EXPECT(d, "2000 bytes, fragmented by the kernel", .mtu = N);
+	}
+	/* The loop backend's group first, then the xdp one's, over the same sockets. */
+	CHECK_EQ(ms_group_new(lctx, &ldf), 0);
+	join(ldf, &df, 0, df.n);
+	struct xd d = fan(lctx, ldf, &df, msg, sizeof(msg), 10, 0, lstatus);
+	ARRIVALS(&df, lstatus, msg, sizeof(msg));
+	CHECK_EQ(ms_group_new(ctx, &gdf), 0);
+	join(gdf, &df, 0, df.n);
+	d = fan(ctx, gdf, &df, msg, sizeof(msg), 11, 0, status);
+	ARRIVALS(&df, status, msg, sizeof(msg));
+	XD_EXPECT(d, "2000 bytes, IP_PMTUDISC_DO", .mtu = N);
+	for (size_t i = 0; i < N; i++) {
+		if (status[i] != lstatus[i]) {
+			fprintf(stderr, "IP_PMTUDISC_DO endpoint %zu: xdp says %d, loop says %d\n", i,
+				status[i], lstatus[i]);
+			_exit(1);
+		}
+		CHECK_EQ(status[i], -EMSGSIZE);
+	}
+	/* What fits goes, DF or not. */
+	d = FAN_OK(ctx, gdf, &df, msg, 1472, 12, status);
+	XD_EXPECT(d, "1472 bytes, IP_PMTUDISC_DO", .frames = N);
+	printf("2000 bytes: delivered fragmented by the kernel; with IP_PMTUDISC_DO -EMSGSIZE as the "
+	       "loop backend says; 1472 bytes with DF as frames\n");
+	r_no_errors();
+	ms_group_free(g);
+	ms_group_free(gdf);
+	ms_group_free(ldf);
+	close_all(&nt, &tx, 1);
+	close_all(&df, &txdf, 1);
+	ms_ctx_free(ctx);
+	ms_ctx_free(lctx);
+}
+
+/* ---- 6. the interface taken down and up ---------------------------------------------------- */
+
+/*
+ * xs0 down between sends: each destination's status is what the loop backend gives for the
+ * same destination at that moment (the kernel's own answer), nothing arrives, nothing
+ * crashes. xs0 up again (and what the kernel dropped with it put back: IPv6 addresses and
+ * the neighbour entries): sends deliver again, and go as frames again once the library has
+ * seen the link come back.
+ */
+static void c_down(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx(), *lctx = ctx_with(MS_BACKEND_LOOP, 0);
+	struct net nt;
+	net_init(&nt);
+	int tx[2] = { sender(AF_INET, NULL), sender(AF_INET6, NULL) };
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx[0], 5);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", -1, 2);
+	add_udp(&nt, ns_r, AF_INET6, "fd77::2", tx[1], 5);
+	add_udp(&nt, ns_r, AF_INET6, "fd77::2", -1, 2);
+	int *status = calloc(nt.n, sizeof(*status)), *lstatus = calloc(nt.n, sizeof(*lstatus));
+	CHECK(status && lstatus);
+	struct ms_group *g, *lg;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	CHECK_EQ(ms_group_new(lctx, &lg), 0);
+	unsigned char msg[500];
+	unsigned r = 0;
+	struct xd d = { 0 };
+	for (int cycle = 0; cycle < 2; cycle++) {
+		join(g, &nt, 0, nt.n);
+		d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		XD_EXPECT(d, "before down", .frames = nt.n);
+
+		IP(ns_s, "link set xs0 down");
+		/* The loop backend's answer, destination by destination (its own group over the
+		 * same sockets: the ids are the same, added in the same order). */
+		int *ids = calloc(nt.n, sizeof(*ids));
+		CHECK(ids);
+		for (size_t i = 0; i < nt.n; i++)
+			ids[i] = nt.ep[i].id;
+		join(lg, &nt, 0, nt.n);
+		struct xd ld = fan(lctx, lg, &nt, msg, sizeof(msg), r++, 0, lstatus);
+		(void)ld;
+		ARRIVALS(&nt, lstatus, msg, sizeof(msg));
+		for (size_t i = 0; i < nt.n; i++) {
+			CHECK_EQ(ms_group_remove(lg, nt.ep[i].id), 0);
+			nt.ep[i].id = ids[i];
+		}
+		free(ids);
+		for (int k = 0; k < 2; k++) {
+			d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
+			ARRIVALS(&nt, status, msg, sizeof(msg));
+			for (size_t i = 0; i < nt.n; i++)
+				if (status[i] != lstatus[i]) {
+					fprintf(stderr, "xs0 down, send %d: %s endpoint %zu: xdp says %d (%s), "
+							"loop says %d (%s)\n", k, kind_name(nt.ep[i].kind), i,
+						status[i], ms_strerror(status[i]), lstatus[i],
+						ms_strerror(lstatus[i]));
+					xd_print("xdp counters", &d);
+					_exit(1);
+				}
+		}
+		if (cycle == 0) {
+			printf("xs0 down: statuses as the loop backend's:");
+			for (size_t i = 0; i < nt.n; i++)
+				printf(" %s", lstatus[i] >= 0 ? "ok" : ms_strerror(lstatus[i]));
+			printf("\n");
+			xd_print("xdp counters while down", &d);
+		}
+
+		IP(ns_s, "link set xs0 up");
+		wait_running(ns_s, "xs0");
+		/* IPv4 addresses survive a down interface, IPv6 ones (keep_addr_on_down = 0) and
+		 * neighbour entries do not. */
+		IP(ns_s, "addr replace 10.77.0.1/24 dev xs0");
+		IP(ns_s, "-6 addr replace fd77::1/64 dev xs0 nodad");
+		neigh_permanent();
+		unsigned k = until_frames(ctx, g, &nt, msg, sizeof(msg), &r, status);
+		printf("xs0 up again: delivered on every send, all as frames from send %u on\n", k);
+		/* Start the next cycle with a group made while the link was up. */
+		for (size_t i = 0; i < nt.n; i++)
+			CHECK_EQ(ms_group_remove(g, nt.ep[i].id), 0);
+	}
+	r_no_errors();
+	free(status);
+	free(lstatus);
+	ms_group_free(g);
+	ms_group_free(lg);
+	close_all(&nt, tx, 2);
+	ms_ctx_free(ctx);
+	ms_ctx_free(lctx);
+}
+
+/* ---- 7. a full ring under MS_SEND_DONTWAIT -------------------------------------------------- */
+
+/*
+ * 64 UMEM frames and a group of 4096: with MS_SEND_DONTWAIT a destination for which no frame
+ * was free gets -EAGAIN, and only those: every status is len or -EAGAIN, exactly the len
+ * ones receive a copy, and the return value counts them. Without the flag the call waits
+ * for frames and every destination gets its copy.
+ */
+static void c_ring(void)
+{
+	enum { N = 4096 };
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = ctx_with(backend, 64);
+	struct net nt;
+	net_init(&nt);
+	int tx = sender(AF_INET, NULL);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, N);
+	int *status = calloc(nt.n, sizeof(*status));
+	CHECK(status);
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+	unsigned char msg[64];
+	unsigned r = 0;
+	for (int k = 0; k < 3; k++) {
+		struct xd d = fan(ctx, g, &nt, msg, sizeof(msg), r++, MS_SEND_DONTWAIT, status);
+		size_t took = 0, again = 0;
+		for (size_t i = 0; i < nt.n; i++) {
+			if (status[i] == (int)sizeof(msg))
+				took++;
+			else if (status[i] == -EAGAIN)
+				again++;
+			else
+				fprintf(stderr, "endpoint %zu: status %d (%s), expected %zu or -EAGAIN\n", i,
+					status[i], ms_strerror(status[i]), sizeof(msg));
+		}
+		CHECK_EQ(took + again, N);
+		ARRIVALS(&nt, status, msg, sizeof(msg));
+		XD_EXPECT(d, "64 frames, MS_SEND_DONTWAIT", .frames = took);
+		printf("64 frames, 4096 destinations, MS_SEND_DONTWAIT: %zu sent, %zu -EAGAIN "
+		       "(%llu kicks)\n", took, again, (unsigned long long)d.kicks);
+		d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		XD_EXPECT(d, "64 frames, waiting", .frames = N);
+	}
+	r_no_errors();
+	free(status);
+	ms_group_free(g);
+	close_all(&nt, &tx, 1);
+	ms_ctx_free(ctx);
+}
+
+/* ---- 8. group churn ------------------------------------------------------------------------ */
+
+/*
+ * Between sends a third of the destinations leave (their receivers must get nothing more) and
+ * new receivers join: each send reaches exactly the current set, once, as frames.
+ */
+static void c_churn(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	struct net nt;
+	net_init(&nt);
+	int tx[2] = { sender(AF_INET, NULL), sender(AF_INET6, NULL) };
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	unsigned char msg[128];
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx[0], 150);
+	add_udp(&nt, ns_r, AF_INET6, "fd77::2", tx[1], 150);
+	join(g, &nt, 0, nt.n);
+	int *status = NULL;
+	for (unsigned r = 0; r < 8; r++) {
+		free(status);
+		status = calloc(nt.n, sizeof(*status));
+		CHECK(status);
+		size_t n = ms_group_size(g);
+		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r, status);
+		XD_EXPECT(d, "churn", .frames = n);
+		/* A third leave: every third member in endpoint order, offset by the round. */
+		size_t seen = 0;
+		for (size_t i = 0; i < nt.n; i++) {
+			if (nt.ep[i].id < 0)
+				continue;
+			if (seen++ % 3 == r % 3) {
+				CHECK_EQ(ms_group_remove(g, nt.ep[i].id), 0);
+				nt.ep[i].id = -1;
+			}
+		}
+		size_t first = nt.n;
+		add_udp(&nt, ns_r, r % 2 ? AF_INET6 : AF_INET, r % 2 ? "fd77::2" : "10.77.0.2",
+			tx[r % 2], n / 3);
+		join(g, &nt, first, nt.n);
+	}
+	printf("churn: 8 sends, a third of the group replaced between sends, %zu receivers in all\n",
+	       nt.n);
+	r_no_errors();
+	free(status);
+	ms_group_free(g);
+	close_all(&nt, tx, 2);
+	ms_ctx_free(ctx);
+}
+
+/* ---- 9. ms_group_kernel_path --------------------------------------------------------------- */
+
+static void c_kernel_path(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	struct net nt;
+	net_init(&nt);
+	int tx = sender(AF_INET, NULL);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, 6);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", -1, 2);
+	int status[9];
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+	unsigned char msg[700];
+	unsigned r = 0;
+	struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: none", .frames = 8);
+	/* One (unconnected) and one connected destination opted out. */
+	CHECK_EQ(ms_group_kernel_path(g, nt.ep[2].id, 1), 0);
+	CHECK_EQ(ms_group_kernel_path(g, nt.ep[7].id, 1), 0);
+	for (int k = 0; k < 2; k++) {
+		d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		XD_EXPECT(d, "kernel path: two", .frames = 6, .other = 2);
+	}
+	CHECK_EQ(ms_group_kernel_path(g, nt.ep[7].id, 0), 0);
+	d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: one", .frames = 7, .other = 1);
+	/* The whole group, present and future. */
+	CHECK_EQ(ms_group_kernel_path(g, MS_GROUP_ALL, 1), 0);
+	d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: all", .other = 8);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, 1);
+	join(g, &nt, 8, 9);
+	d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: all, one added after", .other = 9);
+	/* Off for all: back to frames, the one turned on by id included. */
+	CHECK_EQ(ms_group_kernel_path(g, MS_GROUP_ALL, 0), 0);
+	d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: all off", .frames = 9);
+	/* Errors. */
+	CHECK_EQ(ms_group_kernel_path(NULL, 0, 1), -EINVAL);
+	CHECK_EQ(ms_group_kernel_path(g, -2, 1), -EINVAL);
+	CHECK_EQ(ms_group_kernel_path(g, INT_MIN, 0), -EINVAL);
+	CHECK_EQ(ms_group_kernel_path(g, 1000, 1), -ENOENT);
+	int gone = nt.ep[8].id;
+	CHECK_EQ(ms_group_remove(g, gone), 0);
+	nt.ep[8].id = -1;
+	CHECK_EQ(ms_group_kernel_path(g, gone, 1), -ENOENT);
+	d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "kernel path: after the errors", .frames = 8);
+	printf("ms_group_kernel_path: by id, MS_GROUP_ALL (also for a later add), off again; "
+	       "-EINVAL, -ENOENT\n");
+	ms_group_free(g);
+	close_all(&nt, &tx, 1);
+	ms_ctx_free(ctx);
+}
+
+/* ---- 10. multicast ------------------------------------------------------------------------- */
+
+static void join_group(int s, unsigned ifindex)
+{
+	struct ip_mreqn m = { .imr_ifindex = (int)ifindex };
+	inet_pton(AF_INET, "239.7.7.7", &m.imr_multiaddr);
+	CHECK(setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) == 0);
+}
+
+/*
+ * 239.7.7.7 with a member in R (joined on xr0) and one in S (joined on xs0), the caller's
+ * socket sending out of xs0 (IP_MULTICAST_IF, and S's multicast route on xs0 too). With
+ * IP_MULTICAST_LOOP = 0 the datagram goes as a frame and only R's member gets it; with
+ * loop on (the default) the kernel must send it (xdp_fallback_local): R's member and S's.
+ */
+static void c_multicast(void)
+{
+	topo_up(false);
+	IP(ns_s, "route add 224.0.0.0/4 dev xs0");
+	IP(ns_r, "route add 224.0.0.0/4 dev xr0");
+	struct ms_ctx *ctx = new_ctx();
+	struct net nt;
+	net_init(&nt);
+	int one = 1;
+	/* R's member, on an ephemeral port; S's member on the same port (another namespace). */
+	struct endpoint *rm = ep_new(&nt);
+	rm->kind = K_UDP4;
+	rm->rx = udp_in(ns_r, AF_INET, "0.0.0.0", &rm->addr, &rm->addrlen);
+	in_ns(ns_r);
+	join_group(rm->rx, idx_xr0);
+	in_ns(ns_s);
+	uint16_t port = sa_port(&rm->addr);
+	struct endpoint *sm = ep_new(&nt);
+	sm->kind = K_UDP4;
+	sm->rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(sm->rx >= 0);
+	CHECK(setsockopt(sm->rx, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
+	struct sockaddr_storage ss;
+	socklen_t sl = sa_fill(&ss, AF_INET, "0.0.0.0", port);
+	CHECK(bind(sm->rx, (struct sockaddr *)&ss, sl) == 0);
+	join_group(sm->rx, idx_xs0);
+	/* The destination: the caller's socket, 239.7.7.7 at that port. */
+	int tx = sender(AF_INET, NULL);
+	struct in_addr ifaddr;
+	inet_pton(AF_INET, "10.77.0.1", &ifaddr);
+	CHECK(setsockopt(tx, IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof(ifaddr)) == 0);
+	rm->tx = tx;
+	rm->addrlen = sa_fill(&rm->addr, AF_INET, "239.7.7.7", port);
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	/* Only R's member is a destination; S's is a bystander (id -1) checked by hand. */
+	join(g, &nt, 0, 1);
+	int status[2];
+	unsigned char msg[400];
+	unsigned r = 0;
+	for (int loop = 0; loop < 2; loop++) {
+		int v = loop;
+		CHECK(setsockopt(tx, IPPROTO_IP, IP_MULTICAST_LOOP, &v, sizeof(v)) == 0);
+		for (int k = 0; k < 2; k++) {
+			struct xd d;
+			if (loop) {
+				/* S's member must get it too: let the check see it as a member. */
+				d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
+				ALL_LEN(&nt, status, sizeof(msg));
+				status[1] = (int)sizeof(msg);
+				ARRIVALS(&nt, status, msg, sizeof(msg));
+				XD_EXPECT(d, "multicast, loop on", .local = 1);
+			} else {
+				d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+				XD_EXPECT(d, "multicast, loop off", .frames = 1);
+			}
+		}
+		printf("239.7.7.7, IP_MULTICAST_LOOP %d: R's member got each message%s\n", loop,
+		       loop ? ", and S's member too" : ", S's member nothing");
+	}
+	r_no_errors();
+	ms_group_free(g);
+	close_all(&nt, &tx, 1);
+	ms_ctx_free(ctx);
+}
+
+/* ---- 11. the context itself ----------------------------------------------------------------- */
+
+/*
+ * ms_ctx_backend and ms_ctx_describe say xdp and the interface; an interface that does not
+ * exist: -ENOTSUP with MS_CFG_NO_FALLBACK, another backend that delivers without it.
+ */
+static void c_context(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	char line[512];
+	CHECK(ms_ctx_describe(ctx, line, sizeof(line)) > 0);
+	printf("ms_ctx_describe: %s\n", line);
+	if (bypass) {
+		CHECK_EQ(ms_ctx_backend(ctx), MS_BACKEND_XDP);
+		CHECK(strstr(line, "xdp") != NULL);
+		CHECK(strstr(line, "xs0") != NULL);
+	}
+	ms_ctx_free(ctx);
+
+	struct ms_config cfg = { .size = sizeof(cfg),
+				 .backend = MS_BACKEND_XDP,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+				 .xdp_ifname = "xnosuch0" };
+	CHECK_EQ(ms_ctx_new(&ctx, &cfg), -ENOTSUP);
+	cfg.flags = MS_CFG_IGNORE_ENV;
+	CHECK_EQ(ms_ctx_new(&ctx, &cfg), 0);
+	CHECK(ms_ctx_backend(ctx) != MS_BACKEND_XDP);
+	ms_ctx_describe(ctx, line, sizeof(line));
+	printf("xdp_ifname xnosuch0 without MS_CFG_NO_FALLBACK: %s\n", line);
+	struct net nt;
+	net_init(&nt);
+	int tx = sender(AF_INET, NULL);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, 5);
+	int status[5];
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+	unsigned char msg[50];
+	struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 0, status);
+	CHECK(d.frames == 0 && d.kicks == 0);
+	ms_group_free(g);
+	close_all(&nt, &tx, 1);
+	ms_ctx_free(ctx);
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+/*
+ * Whether the xdp backend can run here at all: namespaces, ip, AF_XDP sockets, and the
+ * library's answer on a working veth. -ENOTSUP there skips only when this build has no xdp
+ * backend (MS_TEST_XDP_BUILT unset: lib/be/xdp.c absent or -Dxdp=disabled); with one, a
+ * refusal is a failure.
+ */
+static void c_probe(void)
+{
+	topo_up(false);
+	int x = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (x < 0)
+		skip_child("AF_XDP sockets unavailable: %s", strerror(errno));
+	close(x);
+	if (!bypass)
+		return;
+	struct ms_config cfg = { .size = sizeof(cfg),
+				 .backend = MS_BACKEND_XDP,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+				 .xdp_ifname = "xs0" };
+	struct ms_ctx *ctx;
+	int err = ms_ctx_new(&ctx, &cfg);
+	if (err == -ENOTSUP) {
+#ifndef MS_TEST_XDP_BUILT
+		skip_child("the xdp backend is not in this build (ms_ctx_new with MS_BACKEND_XDP, "
+			   "MS_CFG_NO_FALLBACK on a working veth: %s)", ms_strerror(err));
+#endif
+	}
+	if (err) {
+		fprintf(stderr, "ms_ctx_new(MS_BACKEND_XDP, xs0) on a working veth: %s\n",
+			ms_strerror(err));
+		_exit(1);
+	}
+	char line[512];
+	ms_ctx_describe(ctx, line, sizeof(line));
+	printf("%s\n", line);
+	ms_ctx_free(ctx);
+}
+
+static void run(void (*fn)(void))
+{
+	int st = net_run_child(fn);
+	if (st == 77)
+		skip();
+	if (st != 0)
+		fail_msg("the child %s %d", st >= 128 ? "died of signal" : "exited",
+			 st >= 128 ? st - 128 : st);
+}
+
+#define T(name)                                                                                \
+	static void test_##name(void **state)                                                  \
+	{                                                                                      \
+		(void)state;                                                                   \
+		run(c_##name);                                                                 \
+	}
+T(bulk)
+T(identity)
+T(neigh)
+T(mixed)
+T(mtu)
+T(down)
+T(ring)
+T(churn)
+T(kernel_path)
+T(multicast)
+T(context)
+
+int main(int argc, char **argv)
+{
+	if (argc > 2 || (argc == 2 && ms_backend_from_name(argv[1]) <= 0)) {
+		fprintf(stderr, "usage: %s [xdp|loop|sendmmsg|io_uring]\n", argv[0]);
+		return 2;
+	}
+	if (argc == 2)
+		backend = (enum ms_backend)ms_backend_from_name(argv[1]);
+	bypass = backend == MS_BACKEND_XDP;
+	int st = net_run_child(c_probe);
+	if (st == 77)
+		return 77;
+	if (st != 0) {
+		fprintf(stderr, "probe failed (%d)\n", st);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bulk),     cmocka_unit_test(test_identity),
+		cmocka_unit_test(test_neigh),    cmocka_unit_test(test_mixed),
+		cmocka_unit_test(test_mtu),      cmocka_unit_test(test_down),
+		cmocka_unit_test(test_ring),     cmocka_unit_test(test_churn),
+		cmocka_unit_test(test_kernel_path), cmocka_unit_test(test_multicast),
+		cmocka_unit_test(test_context),
+	};
+	char group[64];
+	snprintf(group, sizeof(group), "xdp-%s", ms_backend_name(backend));
+	return _cmocka_run_group_tests(group, tests, sizeof(tests) / sizeof(tests[0]), NULL, NULL);
+}
