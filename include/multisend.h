@@ -197,8 +197,8 @@ struct ms_config {
 	                           (nor measured by MS_BACKEND_AUTO) */
 	uint32_t xdp_queue;     /* with MS_CFG_XDP_QUEUE: the queue; 0 otherwise */
 	uint32_t xdp_frames;    /* packet buffers (UMEM frames), 64..65536, a power of two; the
-	                           transmit and completion rings have half as many entries;
-	                           0 = 4096 */
+	                           transmit and completion rings have as many entries; 0 = 4096
+	                           (8 MiB of packet memory at an MTU of 1500) */
 };
 
 /* The recommended zc_min, to set explicitly for a device that takes the pages (not loopback,
@@ -426,10 +426,12 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * the destinations sent as frames, xdp_kicks the system calls that handed frames over (also
  * in syscalls).
  *
- * A context with the xdp backend sends from one thread at a time (workers must be 0 or 1;
- * with MS_CFG_OFFLOAD its offload thread sends ms_send's fan-outs too); it needs CAP_NET_RAW
- * and an interface that is up with a carrier when it is made. In a child forked after the
- * context was made, the loop sends.
+ * The xdp backend sends each fan-out whole from one thread (an AF_XDP socket is one transmit
+ * queue: library workers do not split its fan-outs). It needs CAP_NET_RAW, and an interface
+ * that is up with a carrier when the context is made (a veth's peer must be up); unavailable,
+ * ms_ctx_new falls back (or fails with -ENOTSUP under MS_CFG_NO_FALLBACK) and
+ * MULTISEND_SHOW_BACKEND=1 says why. In a child forked after the context was made, the loop
+ * sends.
  */
 
 /* Send destination id (or, with id == MS_GROUP_ALL, every destination of the group, present

@@ -100,6 +100,7 @@ struct ms__batch {
 	int msg_flags;           /* MSG_NOSIGNAL, plus MSG_DONTWAIT for MS_SEND_DONTWAIT */
 	size_t len;              /* total message length */
 	struct ms_result *res;   /* status per position, or NULL */
+	void *gdata;             /* the group's data for this backend (its prepare hook), or NULL */
 	struct ms__tally t;
 };
 
@@ -156,6 +157,8 @@ static inline size_t ms__span_to(size_t first, size_t count, size_t n, int part)
 #define MS__CAP_ONE_THREAD 4u  /* its context state takes calls from one thread only, the first
                                   that sends (io_uring's SINGLE_ISSUER ring): with offload, the
                                   offload thread sends the caller's ms_send too */
+#define MS__CAP_WHOLE 8u       /* sends a fan-out whole, on the calling thread: workers do not
+                                  split it (an AF_XDP socket is one transmit queue) */
 
 struct ms_ctx;
 struct ms__bucket;
@@ -171,12 +174,20 @@ struct ms__backend {
 	 * context. A context may hold the states of several backends at once (MS_BACKEND_AUTO
 	 * measures them side by side, lib/modes/auto.c): a backend keeps nothing of its own
 	 * outside its state. */
-	int (*ctx_init)(struct ms_ctx *ctx, void **state);
+	int (*ctx_init)(struct ms_ctx *ctx, void **state); /* may set ctx->init_why */
 	void (*ctx_fini)(void *state);
 	/* A socket joins or leaves a group (optional: io_uring registers its file). Never
 	 * called in a forked child for a context made before the fork. */
 	int (*bucket_added)(struct ms_ctx *ctx, void *state, struct ms__bucket *b);
 	void (*bucket_removed)(void *state, struct ms__bucket *b);
+	/* Before each call it sends (optional): make or refresh what its send needs per plan
+	 * position in *gdata, the group's data for this backend (NULL at first; kept by the group
+	 * and given to send as b->gdata, freed by group_fini). plan_gen changes whenever the plan
+	 * was made again (a change of the group). Runs on the sending thread; may allocate and make
+	 * system calls. An error fails the call: every position reports it. */
+	int (*prepare)(struct ms_ctx *ctx, void *state, struct ms_group *g, uint32_t plan_gen,
+		       void **gdata);
+	void (*group_fini)(void *state, void *gdata);
 	/* The executor: positions [first, first + count) of b->plan, wrapping around (see the
 	 * top of this file). `state` is the context's state (ctx_init) on a thread that sends
 	 * for the context, or what part_init made on a library thread. */
@@ -192,6 +203,9 @@ extern const struct ms__backend ms__backend_loop;
 extern const struct ms__backend ms__backend_sendmmsg;
 #ifdef MS_HAVE_LIBURING
 extern const struct ms__backend ms__backend_iouring;
+#endif
+#ifdef MS_HAVE_XDP
+extern const struct ms__backend ms__backend_xdp;
 #endif
 
 #endif

@@ -10,6 +10,8 @@
 #include "multisend.h"
 #include "backend.h"
 
+#define MS__NEXEC_G 4 /* = MS__NEXEC (below) */
+
 /* One destination, stored in its socket's bucket. */
 struct ms__dest {
 	struct sockaddr_storage addr;
@@ -89,6 +91,9 @@ struct ms_group {
 	struct ms__plan_entry *plan;
 	size_t capplan;
 	bool plan_ok;
+	uint32_t plan_gen;          /* plans made so far (a backend's prepare hook compares it) */
+	void *gdata[MS__NEXEC_G];   /* each backend's data for this group (its prepare hook), as
+	                               ctx->exec */
 	uint8_t shape;              /* MS_BACKEND_AUTO: its measurements' index, set with the plan */
 	/* With a slow-consumer policy: the status array of a call made without one (capplan
 	 * entries), where the policy finds its destinations' statuses. */
@@ -178,6 +183,7 @@ struct ms__exec {
 };
 #define MS__NEXEC 4 /* loop, sendmmsg, io_uring, xdp: what one context can hold at once */
 #define MS__BACKEND_LAST MS_BACKEND_XDP
+_Static_assert(MS__NEXEC == MS__NEXEC_G, "one gdata per backend a context holds");
 
 struct ms_ctx {
 	uint32_t flags;
@@ -214,6 +220,7 @@ struct ms_ctx {
 	unsigned slot_gen;       /* ms__fork_gen when pub was opened */
 	uint64_t pub_epoch;      /* ms__shm_epoch() when pub was opened */
 	struct ms__pool *pool;   /* workers and offload (lib/exec/workers.c); NULL: neither */
+	const char *init_why;    /* a backend's ctx_init may set a reason it failed (static) */
 };
 
 /* ---- workers and offload (lib/exec/workers.c) ---- */

@@ -39,6 +39,9 @@ static const struct ms__backend *const preference[] = {
 	&ms__backend_iouring,
 #endif
 	&ms__backend_sendmmsg,
+#ifdef MS_HAVE_XDP
+	&ms__backend_xdp, /* last: never a fallback (it takes a NIC queue, and needs a name) */
+#endif
 };
 #define NBACKENDS (sizeof(preference) / sizeof(preference[0]))
 
@@ -442,7 +445,7 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 
 struct choice {
 	const char *skipped[MS__BACKEND_LAST + 1]; /* why each backend was not used */
-	char init_why[MS__BACKEND_LAST + 1][96];
+	char init_why[MS__BACKEND_LAST + 1][160];
 };
 
 /* Set up be for ctx (unless it was skipped): one more entry of ctx->exec. */
@@ -451,10 +454,15 @@ static int try_backend(struct ms_ctx *ctx, const struct ms__backend *be, struct 
 	if (ch->skipped[be->id])
 		return -ENOTSUP;
 	void *state = NULL;
+	ctx->init_why = NULL;
 	int err = be->ctx_init ? be->ctx_init(ctx, &state) : 0;
 	if (err) {
-		snprintf(ch->init_why[be->id], sizeof(ch->init_why[be->id]), "setup failed: %s",
-			 ms_strerror(err));
+		if (ctx->init_why)
+			snprintf(ch->init_why[be->id], sizeof(ch->init_why[be->id]), "%s",
+				 ctx->init_why);
+		else
+			snprintf(ch->init_why[be->id], sizeof(ch->init_why[be->id]),
+				 "setup failed: %s", ms_strerror(err));
 		ch->skipped[be->id] = ch->init_why[be->id];
 		return err;
 	}

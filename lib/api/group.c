@@ -254,6 +254,9 @@ void ms_group_free(struct ms_group *g)
 	ms__ts_group_free(g); /* first: its pending sample is read and accounted */
 	while (g->nbuckets)
 		bucket_drop(g, g->buckets[g->nbuckets - 1]);
+	for (unsigned k = 0; k < g->ctx->nexec; k++)
+		if (g->gdata[k] && g->ctx->exec[k].be->group_fini)
+			g->ctx->exec[k].be->group_fini(g->ctx->exec[k].state, g->gdata[k]);
 	g->ctx->ngroups--;
 	ms__publish(g->ctx); /* backlogs discarded */
 	free(g->buckets);

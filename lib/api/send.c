@@ -54,6 +54,16 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 		be = &ms__backend_loop;
 		st = NULL;
 	}
+	if (unlikely(be->prepare != NULL)) {
+		void **gd = &s->g->gdata[s->x - ctx->exec];
+		int err = be->prepare(ctx, st, s->g, s->g->plan_gen, gd);
+		if (err) {
+			for (MS__EACH(i, left, s->first, s->b.n, s->b.n))
+				ms__status(&s->b, i, err);
+			return err;
+		}
+		s->b.gdata = *gd;
+	}
 	if (unlikely(s->managed))
 		return execute_around(be, st, s);
 	return be->send(st, &s->b, s->first, s->b.n);

@@ -111,7 +111,15 @@ _Static_assert(sizeof(struct ms__counters) == 8 * MS__NCOUNTERS, "one word per c
 	X(partial)                                                                            \
 	X(failed)                                                                             \
 	X(zc_sends)                                                                           \
-	X(zc_copied)
+	X(zc_copied)                                                                          \
+	X(xdp_frames)                                                                         \
+	X(xdp_kicks)                                                                          \
+	X(xdp_fallback_local)                                                                 \
+	X(xdp_fallback_iface)                                                                 \
+	X(xdp_fallback_mtu)                                                                   \
+	X(xdp_fallback_route)                                                                 \
+	X(xdp_fallback_neigh)                                                                 \
+	X(xdp_fallback_other)
 
 struct ms__tally {
 #define MS__T_FIELD(n) uint32_t n;
@@ -119,6 +127,7 @@ struct ms__tally {
 #undef MS__T_FIELD
 	uint32_t err[MS__ERR_NCLASSES];
 	uint64_t bytes, syscalls;
+	bool xdp; /* the xdp backend counted something in its fields */
 };
 
 #endif

@@ -30,5 +30,6 @@ void ms__plan_build(struct ms_group *g)
 	}
 	if (g->ctx->autos)
 		g->shape = ms__auto_shape(g);
+	g->plan_gen++;
 	g->plan_ok = true;
 }

@@ -43,6 +43,7 @@ void ms__tally_add(struct ms__tally *to, const struct ms__tally *t)
 		to->err[c] += t->err[c];
 	to->bytes += t->bytes;
 	to->syscalls += t->syscalls;
+	to->xdp |= t->xdp;
 }
 
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
@@ -57,6 +58,16 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		c->zc_sends += t->zc_sends;
 		c->zc_copied += t->zc_copied;
 	}
+	if (unlikely(t->xdp)) {
+		c->xdp_frames += t->xdp_frames;
+		c->xdp_kicks += t->xdp_kicks;
+		c->xdp_fallback_local += t->xdp_fallback_local;
+		c->xdp_fallback_iface += t->xdp_fallback_iface;
+		c->xdp_fallback_mtu += t->xdp_fallback_mtu;
+		c->xdp_fallback_route += t->xdp_fallback_route;
+		c->xdp_fallback_neigh += t->xdp_fallback_neigh;
+		c->xdp_fallback_other += t->xdp_fallback_other;
+	}
 	if (unlikely(t->partial || t->failed || s->g->nmanaged)) {
 		c->dests_partial += t->partial;
 		c->dests_failed += t->failed;
@@ -69,7 +80,7 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
 	 * (whose sampling changes counters of its own on the way), moved only five counters. */
 	if (likely(!t->failed && !t->partial && !s->g->nmanaged && !ctx->ts_sample &&
-		   !(t->zc_sends | t->zc_copied) && !s->counted))
+		   !(t->zc_sends | t->zc_copied) && !s->counted && !t->xdp))
 		ms__publish_sent(ctx);
 	else
 		ms__publish(ctx);

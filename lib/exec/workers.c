@@ -457,7 +457,7 @@ void ms__pool_stop(struct ms_ctx *ctx)
 uint32_t ms__pool_parts(const struct ms_ctx *ctx, const struct ms__send *s)
 {
 	const struct ms__pool *p = ctx->pool;
-	if (p->parts < 2 || s->managed || s->b.len > UINT32_MAX ||
+	if (p->parts < 2 || s->managed || s->b.len > UINT32_MAX || (s->x->be->caps & MS__CAP_WHOLE) ||
 	    (s->b.hdr && !(s->x->be->caps & MS__CAP_HDR)) || !in_parent(p))
 		return 1;
 	size_t k = s->g->size / PART_MIN;

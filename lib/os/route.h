@@ -65,7 +65,10 @@ void ms__nl_close(struct ms__nl *nl);
  * v4-mapped AF_INET6 address), the socket's bound address `src` (NULL or the wildcard: the
  * kernel chooses), the device it is bound to (SO_BINDTODEVICE: oif, else 0), and its SO_MARK.
  * Returns 0 with *out filled (every kind, including MS__RT_UNREACH), or -errno when the
- * kernel could not be asked (netlink itself failed).
+ * kernel could not be asked (netlink itself failed), or -EINVAL / -EAFNOSUPPORT for a dst or
+ * src that is not a whole IPv4 or IPv6 address. A multicast destination's device is oif: a
+ * socket with IP_MULTICAST_IF / IPV6_MULTICAST_IF set should pass that index as oif, as the
+ * kernel uses it for such a send.
  */
 int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstlen,
 		  const struct sockaddr *src, int oif, uint32_t mark, struct ms__route *out);
@@ -77,8 +80,9 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 bool ms__nl_changed(struct ms__nl *nl);
 
 /* The interface's index, MTU, Ethernet address and whether it is up with a carrier
- * (IFF_UP and IFF_RUNNING). 0, or -errno (-ENODEV: no such interface; -EPROTONOSUPPORT: not an
- * Ethernet device). */
+ * (IFF_UP and IFF_LOWER_UP: the carrier as the driver set it; IFF_RUNNING follows it through
+ * the kernel's link-watch work, up to a second late). 0, or -errno (-ENODEV: no such
+ * interface; -EPROTONOSUPPORT: not an Ethernet device, lo included). */
 int ms__link_get(struct ms__nl *nl, const char *ifname, int *ifindex, uint32_t *mtu,
 		 uint8_t mac[6], bool *running);
 

@@ -1,0 +1,1142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xdp: kernel bypass. A UDP destination leaves as a frame this file builds (Ethernet, IPv4 or
+ * IPv6, UDP, the message) in packet memory shared with the kernel, handed to an AF_XDP socket
+ * bound to one transmit queue of the interface the context names. The kernel's UDP/IP path and
+ * its per-datagram system call are skipped; one sendto(2) on the AF_XDP socket (a "kick")
+ * makes the kernel take a batch of frames (copy mode: at most 32 per kick).
+ *
+ * Why the kernel's own interface (linux/if_xdp.h) and not libxdp/libbpf: transmitting needs no
+ * XDP program, and what libxdp adds for a TX-only socket (ring helpers, loading a redirect
+ * program) is either a few lines here or unwanted (a program attached to the caller's
+ * interface). So no dependency beyond the kernel headers, and nothing attached to any device.
+ *
+ * - Memory: one UMEM of `frames` chunks (ms_config.xdp_frames, 2048 or 4096 bytes each, the
+ *   latter when the MTU needs it), a TX ring and a completion ring with as many entries, so
+ *   that the completion ring can never overflow and a free frame always has a TX slot. Frames
+ *   are a stack of free addresses: taken per destination, returned when the completion ring
+ *   says the kernel is done with them (reaped at every call and whenever none is free).
+ * - Per group (prepare): one 128-byte record per plan position, made when the plan changes,
+ *   when the kernel reports a change of link, address, route or neighbour (rtnetlink
+ *   notifications, read at most every CHECK_NS), and when a socket option read for it has
+ *   changed (re-read every REVAL_NS): the frame's headers as the kernel would write them (the
+ *   route, source address and next hop's MAC from lib/os/route.c; ports, TOS, TTL, DF from
+ *   the socket), the partial sums of both checksums, and the largest message one frame
+ *   carries; or the reason the destination goes by the kernel's path (the contract in
+ *   multisend.h, "Kernel bypass").
+ * - Per call: the message's ones' complement sum once; per destination a 64-byte copy of its
+ *   headers, the message, two lengths and two checksums finished with one add and a fold each,
+ *   and a TX descriptor. Then the producer index is published and the kernel kicked until it
+ *   has consumed every descriptor of the call: a destination's status is its length once its
+ *   descriptor is consumed (the frame is then the kernel's). A kick that fails for good
+ *   (the interface went down: -ENETDOWN, -ENXIO) fails the destinations not consumed, and the
+ *   socket is closed so that they can never leave later; the next call makes a new one when
+ *   the interface is back, and meanwhile the routes send those destinations by the kernel.
+ * - Destinations that go by the kernel's path are sent by the loop executor, in the call, in
+ *   order with the rest (runs of them at once).
+ * - No frame: with MS_SEND_DONTWAIT the rest of the call's frames get -EAGAIN after one kick
+ *   that did not free any; otherwise the call kicks and waits in poll(2) (1 ms at a time) for
+ *   the kernel to release frames, and after WAIT_NS without any it sends the rest by the
+ *   kernel's path rather than wait forever.
+ * - A forked child never touches the parent's socket or rings: MS__CAP_FORK_UNSAFE (the loop
+ *   sends there), and the mappings are MADV_DONTFORK.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <linux/if_xdp.h>
+
+#include "internal.h"
+#include "route.h"
+#include "sys.h"
+
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+#ifndef SOL_XDP
+#define SOL_XDP 283
+#endif
+#ifndef SO_BINDTOIFINDEX
+#define SO_BINDTOIFINDEX 62
+#endif
+
+#define FILL_ENTRIES 64u                  /* the fill ring must exist; nothing is received */
+#define CHECK_NS (5ull * 1000 * 1000)     /* rtnetlink notifications read at most this often */
+#define REVAL_NS (1000ull * 1000 * 1000)  /* socket options read again this often */
+#define WAIT_NS (1000ull * 1000 * 1000)   /* no frame released for this long: the kernel's path */
+#define ETH_HLEN 14u
+#define HDR4 42u /* Ethernet + IPv4 + UDP */
+#define HDR6 62u /* Ethernet + IPv6 + UDP */
+
+/* Why a destination goes by the kernel's path (struct xdest.why; 0: by frame). */
+enum { BY_FRAME, FB_LOCAL, FB_IFACE, FB_MTU, FB_ROUTE, FB_NEIGH, FB_OTHER };
+
+struct ring {
+	uint32_t *prod, *cons, *flags;
+	void *desc;      /* struct xdp_desc (TX) or __u64 (completion) entries */
+	uint32_t mask;
+	uint32_t head;   /* TX: the next entry to fill; completion: the next to read */
+	void *map;
+	size_t maplen;
+};
+
+struct xstate {
+	struct ms_ctx *ctx;
+	int fd;                /* the AF_XDP socket; -1 after the interface went away */
+	unsigned char *umem;
+	size_t umem_len;
+	uint32_t frame_size, nframes;
+	struct ring tx, cq;
+	uint64_t *freel;       /* free frames' addresses (nfree of them) */
+	uint32_t nfree;
+	uint32_t *slot_pos;    /* per TX entry: the plan position its frame is for */
+	int ifindex;
+	uint32_t queue, mtu;
+	bool zerocopy;
+	char ifname[IF_NAMESIZE];
+	struct ms__nl *nl;
+	uint32_t net_gen;      /* bumped when the kernel reported a change */
+	uint64_t next_check;   /* when to read notifications next (CLOCK_MONOTONIC_COARSE) */
+	uint64_t next_reopen;  /* fd < 0: when to try to make the socket again */
+	uint64_t sys;          /* system calls made outside send (prepare), added by send */
+};
+
+/* One plan position: 128 bytes, the headers first. */
+struct xdest {
+	unsigned char hdr[64]; /* Ethernet, IP and UDP headers: hlen bytes */
+	uint32_t sum_ip;       /* IPv4 header's sum with tot_len, id and check 0 */
+	uint32_t sum_udp;      /* pseudo-header addresses and protocol, and the ports */
+	uint32_t maxlen;       /* the largest message one frame carries to it */
+	uint8_t hlen;          /* HDR4 or HDR6 */
+	uint8_t why;           /* BY_FRAME, or FB_*: the kernel's path, and why */
+	uint8_t v6;
+	uint8_t idctr;         /* IPv4: the IP ID counts (no DF, or a connected socket) */
+	uint8_t pad[48];
+};
+_Static_assert(sizeof(struct xdest) == 128, "two cache lines per destination");
+
+struct xgroup {
+	uint32_t plan_gen, net_gen;
+	uint64_t reval_at;     /* when to read the sockets' options again */
+	size_t cap;
+	struct xdest *d;       /* per plan position */
+	uint64_t *sig;         /* per bucket (group order): its socket's options, hashed */
+	uint32_t capsig;
+	uint16_t ip_id;
+};
+
+static __thread char why_buf[160]; /* ctx_init's reason (ctx->init_why), copied at once */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- checksums ------------------------------------------------------------------------------ */
+
+/* Ones' complement sum of n bytes, as a sum of native 16-bit words (not folded; the caller
+ * folds). Starting at an even offset of the checksummed data. */
+static uint64_t sum_bytes(const unsigned char *p, size_t n, uint64_t s)
+{
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		s += w;
+		s += s < w; /* end-around carry */
+		p += 8;
+		n -= 8;
+	}
+	if (n >= 4) {
+		uint32_t w;
+		memcpy(&w, p, 4);
+		s += w;
+		s += s < w;
+		p += 4;
+		n -= 4;
+	}
+	if (n >= 2) {
+		uint16_t w;
+		memcpy(&w, p, 2);
+		s += w;
+		s += s < w;
+		p += 2;
+		n -= 2;
+	}
+	if (n) {
+		unsigned char last[2] = { p[0], 0 };
+		uint16_t w;
+		memcpy(&w, last, 2);
+		s += w;
+		s += s < w;
+	}
+	return s;
+}
+
+static uint32_t fold(uint64_t s)
+{
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffffu) + (s >> 16);
+	s = (s & 0xffffu) + (s >> 16);
+	return (uint32_t)s;
+}
+
+static uint16_t swab16(uint32_t v)
+{
+	return (uint16_t)(((v & 0xffu) << 8) | ((v >> 8) & 0xffu));
+}
+
+/* The message's sum, over its iovecs as one byte stream (a piece at an odd offset counts with
+ * its bytes swapped). Folded to 16 bits. */
+static uint32_t sum_message(const struct iovec *iov, int iovcnt)
+{
+	uint32_t s = 0;
+	size_t off = 0;
+	for (int k = 0; k < iovcnt; k++) {
+		uint32_t part = fold(sum_bytes(iov[k].iov_base, iov[k].iov_len, 0));
+		s += off & 1 ? swab16(part) : part;
+		off += iov[k].iov_len;
+	}
+	return fold(s);
+}
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+
+/* ---- the AF_XDP socket ---------------------------------------------------------------------- */
+
+static int xdp_probe(const char **why)
+{
+	int fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int err = -errno;
+		*why = err == -EPERM || err == -EACCES
+			       ? "an AF_XDP socket needs CAP_NET_RAW"
+			       : "this kernel has no AF_XDP sockets (CONFIG_XDP_SOCKETS)";
+		return err;
+	}
+	close(fd);
+	return 0;
+}
+
+static void ring_unmap(struct ring *r)
+{
+	if (r->map)
+		munmap(r->map, r->maplen);
+	memset(r, 0, sizeof(*r));
+}
+
+static int ring_map(int fd, struct ring *r, const struct xdp_ring_offset *o, uint32_t entries,
+		    size_t esize, off_t pgoff)
+{
+	r->maplen = o->desc + entries * esize;
+	void *m = mmap(NULL, r->maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+		       pgoff);
+	if (m == MAP_FAILED) {
+		r->map = NULL;
+		return -errno;
+	}
+	(void)madvise(m, r->maplen, MADV_DONTFORK);
+	r->map = m;
+	r->prod = (uint32_t *)((char *)m + o->producer);
+	r->cons = (uint32_t *)((char *)m + o->consumer);
+	r->flags = (uint32_t *)((char *)m + o->flags);
+	r->desc = (char *)m + o->desc;
+	r->mask = entries - 1;
+	r->head = 0;
+	return 0;
+}
+
+static void xsk_close(struct xstate *st)
+{
+	ring_unmap(&st->tx);
+	ring_unmap(&st->cq);
+	if (st->fd >= 0)
+		close(st->fd);
+	st->fd = -1;
+	if (st->umem)
+		munmap(st->umem, st->umem_len);
+	st->umem = NULL;
+	st->nfree = 0;
+}
+
+/* The transmit queue: the one asked for; else the one transmit packet steering maps this CPU
+ * to (/sys/class/net/IF/queues/tx-N/xps_cpus); else 0. */
+static uint32_t pick_queue(const struct xstate *st, const struct ms_ctx *ctx)
+{
+	if (ctx->xdp.queue_set)
+		return ctx->xdp.queue;
+	int cpu = sched_getcpu();
+	for (uint32_t q = 0; cpu >= 0 && q < 256; q++) {
+		char path[96], mask[512];
+		snprintf(path, sizeof(path), "/sys/class/net/%s/queues/tx-%u/xps_cpus", st->ifname, q);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		ssize_t n = read(fd, mask, sizeof(mask) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		mask[n] = '\0';
+		/* Hex words separated by commas, most significant first. */
+		int bit = 0;
+		for (ssize_t k = n - 1; k >= 0; k--) {
+			char c = mask[k];
+			int v;
+			if (c >= '0' && c <= '9')
+				v = c - '0';
+			else if (c >= 'a' && c <= 'f')
+				v = c - 'a' + 10;
+			else if (c >= 'A' && c <= 'F')
+				v = c - 'A' + 10;
+			else
+				continue;
+			if (cpu >= bit && cpu < bit + 4 && (v >> (cpu - bit)) & 1)
+				return q;
+			bit += 4;
+		}
+	}
+	return 0;
+}
+
+/* Make the socket, its UMEM and rings, and bind it (zero copy first unless asked not to). On
+ * failure why_buf says what failed. 0 or -errno. */
+static int xsk_open(struct xstate *st)
+{
+	const struct ms_ctx *ctx = st->ctx;
+	int err;
+	st->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (st->fd < 0) {
+		err = -errno;
+		snprintf(why_buf, sizeof(why_buf), "AF_XDP socket: %s", ms_strerror(err));
+		return err;
+	}
+	st->umem_len = (size_t)st->nframes * st->frame_size;
+	st->umem = mmap(NULL, st->umem_len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (st->umem == MAP_FAILED) {
+		st->umem = NULL;
+		err = -errno;
+		snprintf(why_buf, sizeof(why_buf), "packet memory (%zu bytes): %s", st->umem_len,
+			 ms_strerror(err));
+		goto fail;
+	}
+	(void)madvise(st->umem, st->umem_len, MADV_DONTFORK);
+	if ((err = ms__mlock(ctx, st->umem, st->umem_len))) {
+		snprintf(why_buf, sizeof(why_buf), "locking packet memory: %s", ms_strerror(err));
+		goto fail;
+	}
+	struct xdp_umem_reg reg = {
+		.addr = (uintptr_t)st->umem,
+		.len = st->umem_len,
+		.chunk_size = st->frame_size,
+	};
+	uint32_t fill = FILL_ENTRIES, n = st->nframes;
+	const char *step = "XDP_UMEM_REG";
+	if (setsockopt(st->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof(reg)) ||
+	    (step = "XDP_UMEM_FILL_RING",
+	     setsockopt(st->fd, SOL_XDP, XDP_UMEM_FILL_RING, &fill, sizeof(fill))) ||
+	    (step = "XDP_UMEM_COMPLETION_RING",
+	     setsockopt(st->fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n, sizeof(n))) ||
+	    (step = "XDP_TX_RING", setsockopt(st->fd, SOL_XDP, XDP_TX_RING, &n, sizeof(n)))) {
+		err = -errno;
+		snprintf(why_buf, sizeof(why_buf), "%s: %s", step, ms_strerror(err));
+		goto fail;
+	}
+	struct xdp_mmap_offsets off;
+	socklen_t olen = sizeof(off);
+	if (getsockopt(st->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &olen)) {
+		err = -errno;
+		snprintf(why_buf, sizeof(why_buf), "XDP_MMAP_OFFSETS: %s", ms_strerror(err));
+		goto fail;
+	}
+	if ((err = ring_map(st->fd, &st->tx, &off.tx, n, sizeof(struct xdp_desc),
+			    XDP_PGOFF_TX_RING)) ||
+	    (err = ring_map(st->fd, &st->cq, &off.cr, n, sizeof(uint64_t),
+			    (off_t)XDP_UMEM_PGOFF_COMPLETION_RING))) {
+		snprintf(why_buf, sizeof(why_buf), "mapping the rings: %s", ms_strerror(err));
+		goto fail;
+	}
+	struct sockaddr_xdp sa = {
+		.sxdp_family = AF_XDP,
+		.sxdp_ifindex = (uint32_t)st->ifindex,
+		.sxdp_queue_id = st->queue,
+		.sxdp_flags = XDP_USE_NEED_WAKEUP | (ctx->xdp.copy_only ? XDP_COPY : XDP_ZEROCOPY),
+	};
+	st->zerocopy = !ctx->xdp.copy_only;
+	if (bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)) && !ctx->xdp.copy_only) {
+		sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY; /* the driver has no zero copy */
+		st->zerocopy = false;
+		if (!bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)))
+			errno = 0;
+	} else if (!st->zerocopy || errno == 0) {
+		errno = 0;
+	}
+	if (errno) {
+		err = -errno;
+		snprintf(why_buf, sizeof(why_buf), "binding an AF_XDP socket to %s queue %u: %s%s",
+			 st->ifname, st->queue, ms_strerror(err),
+			 err == -EBUSY ? " (another AF_XDP socket has that queue)" : "");
+		goto fail;
+	}
+	for (uint32_t k = 0; k < st->nframes; k++)
+		st->freel[k] = (uint64_t)(st->nframes - 1 - k) * st->frame_size;
+	st->nfree = st->nframes;
+	return 0;
+fail:
+	xsk_close(st);
+	return err;
+}
+
+static void xdp_ctx_fini(void *state)
+{
+	struct xstate *st = state;
+	if (!st)
+		return;
+	xsk_close(st);
+	if (st->nl)
+		ms__nl_close(st->nl);
+	free(st->freel);
+	free(st->slot_pos);
+	free(st);
+}
+
+static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
+{
+	*state = NULL;
+	why_buf[0] = '\0';
+	if (ctx->xdp.ifname_bad) {
+		ctx->init_why = "MULTISEND_XDP_IFACE is not an interface name";
+		return -ENOTSUP;
+	}
+	if (!ctx->xdp.ifname[0]) {
+		ctx->init_why = "no interface named (ms_config.xdp_ifname or MULTISEND_XDP_IFACE)";
+		return -ENOTSUP;
+	}
+	struct xstate *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->ctx = ctx;
+	st->fd = -1;
+	snprintf(st->ifname, sizeof(st->ifname), "%s", ctx->xdp.ifname);
+	int err = ms__nl_open(&st->nl);
+	if (err) {
+		snprintf(why_buf, sizeof(why_buf), "rtnetlink: %s", ms_strerror(err));
+		goto fail;
+	}
+	uint8_t mac[6];
+	bool running;
+	err = ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running);
+	if (err) {
+		snprintf(why_buf, sizeof(why_buf), "interface %s: %s", st->ifname,
+			 err == -ENODEV ? "no such interface"
+			 : err == -EPROTONOSUPPORT ? "not an Ethernet device"
+						  : ms_strerror(err));
+		goto fail;
+	}
+	if (!running) {
+		snprintf(why_buf, sizeof(why_buf),
+			 "interface %s is down or has no carrier (a veth needs its peer up)",
+			 st->ifname);
+		err = -ENETDOWN;
+		goto fail;
+	}
+	st->nframes = ctx->xdp.frames;
+	st->frame_size = st->mtu + ETH_HLEN <= 2048 ? 2048 : 4096;
+	st->queue = pick_queue(st, ctx);
+	st->freel = calloc(st->nframes, sizeof(*st->freel));
+	st->slot_pos = calloc(st->nframes, sizeof(*st->slot_pos));
+	if (!st->freel || !st->slot_pos) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if ((err = ms__mlock(ctx, st->freel, st->nframes * sizeof(*st->freel))) ||
+	    (err = ms__mlock(ctx, st->slot_pos, st->nframes * sizeof(*st->slot_pos))) ||
+	    (err = xsk_open(st)))
+		goto fail;
+	st->next_check = now_ns() + CHECK_NS;
+	*state = st;
+	return 0;
+fail:
+	if (why_buf[0])
+		ctx->init_why = why_buf;
+	xdp_ctx_fini(st);
+	return err;
+}
+
+static void xdp_describe(const struct ms_ctx *ctx, const void *state, char *buf, size_t len)
+{
+	const struct xstate *st = state;
+	(void)ctx;
+	snprintf(buf, len,
+		 "AF_XDP on %s queue %u, %s mode, need_wakeup, %u frames of %u bytes, MTU %u%s",
+		 st->ifname, st->queue, st->zerocopy ? "zero-copy" : "copy", st->nframes,
+		 st->frame_size, st->mtu, st->fd < 0 ? " (closed: the interface went away)" : "");
+}
+
+/* ---- the group's frames, made by prepare ---------------------------------------------------- */
+
+/* What the kernel's path would take from a socket for its datagrams. */
+struct sockinfo {
+	int family, type, proto;
+	struct sockaddr_storage local, peer;
+	bool has_peer;
+	int tos, ttl, mttl, mloop, pmtu, recverr;  /* IPv4 level (also for v4-mapped traffic) */
+	int tclass, hops, mhops, mloop6, pmtu6, recverr6, mif6;
+	struct in_addr mif4;
+	int oif;
+	uint32_t mark;
+	uint64_t sig;
+};
+
+static int opt(int fd, int level, int name, int dflt, uint64_t *sys)
+{
+	int v = dflt;
+	socklen_t l = sizeof(v);
+	(*sys)++;
+	if (getsockopt(fd, level, name, &v, &l))
+		return dflt;
+	if (l == 1) /* IP_MULTICAST_TTL / LOOP may answer in one byte */
+		v = *(unsigned char *)&v;
+	return v;
+}
+
+static bool port_zero(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_port == 0;
+	if (a->ss_family == AF_INET6)
+		return ((const struct sockaddr_in6 *)a)->sin6_port == 0;
+	return true;
+}
+
+/* Read what a frame needs of the socket; an unbound UDP socket is bound first (as its first
+ * sendto would be) so that the frames carry its port. false: not a UDP socket. */
+static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
+{
+	memset(si, 0, sizeof(*si));
+	si->family = opt(fd, SOL_SOCKET, SO_DOMAIN, -1, sys);
+	si->type = opt(fd, SOL_SOCKET, SO_TYPE, -1, sys);
+	si->proto = opt(fd, SOL_SOCKET, SO_PROTOCOL, -1, sys);
+	if ((si->family != AF_INET && si->family != AF_INET6) || si->type != SOCK_DGRAM ||
+	    si->proto != IPPROTO_UDP)
+		return false;
+	socklen_t l = sizeof(si->local);
+	(*sys)++;
+	if (getsockname(fd, (struct sockaddr *)&si->local, &l))
+		return false;
+	if (port_zero(&si->local)) {
+		struct sockaddr_storage any;
+		memset(&any, 0, sizeof(any));
+		any.ss_family = (sa_family_t)si->family;
+		(*sys) += 2;
+		if (bind(fd, (struct sockaddr *)&any,
+			 si->family == AF_INET ? sizeof(struct sockaddr_in)
+					       : sizeof(struct sockaddr_in6)) &&
+		    errno != EINVAL) /* EINVAL: bound meanwhile */
+			return false;
+		l = sizeof(si->local);
+		if (getsockname(fd, (struct sockaddr *)&si->local, &l) || port_zero(&si->local))
+			return false;
+	}
+	if (has_peer) {
+		l = sizeof(si->peer);
+		(*sys)++;
+		si->has_peer = !getpeername(fd, (struct sockaddr *)&si->peer, &l);
+	}
+	si->tos = opt(fd, IPPROTO_IP, IP_TOS, 0, sys);
+	si->ttl = opt(fd, IPPROTO_IP, IP_TTL, 64, sys);
+	si->mttl = opt(fd, IPPROTO_IP, IP_MULTICAST_TTL, 1, sys);
+	si->mloop = opt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 1, sys);
+	si->pmtu = opt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_WANT, sys);
+	si->recverr = opt(fd, IPPROTO_IP, IP_RECVERR, 0, sys);
+	l = sizeof(si->mif4);
+	(*sys)++;
+	if (getsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &si->mif4, &l))
+		si->mif4.s_addr = 0;
+	if (si->family == AF_INET6) {
+		si->tclass = opt(fd, IPPROTO_IPV6, IPV6_TCLASS, 0, sys);
+		si->hops = opt(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, 64, sys);
+		si->mhops = opt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, 1, sys);
+		si->mloop6 = opt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 1, sys);
+		si->pmtu6 = opt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_WANT, sys);
+		si->recverr6 = opt(fd, IPPROTO_IPV6, IPV6_RECVERR, 0, sys);
+		si->mif6 = opt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, 0, sys);
+	}
+	si->oif = opt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, 0, sys);
+	si->mark = (uint32_t)opt(fd, SOL_SOCKET, SO_MARK, 0, sys);
+	/* What a later change must be noticed in (FNV-1a over the fields read). */
+	const int v[] = { si->tos, si->ttl, si->mttl, si->mloop, si->pmtu, si->recverr,
+			  (int)si->mif4.s_addr, si->tclass, si->hops, si->mhops, si->mloop6,
+			  si->pmtu6, si->recverr6, si->mif6, si->oif, (int)si->mark };
+	uint64_t h = 1469598103934665603ull;
+	const unsigned char *p = (const unsigned char *)v;
+	for (size_t k = 0; k < sizeof(v); k++)
+		h = (h ^ p[k]) * 1099511628211ull;
+	p = (const unsigned char *)&si->local;
+	for (size_t k = 0; k < sizeof(si->local); k++)
+		h = (h ^ p[k]) * 1099511628211ull;
+	si->sig = h;
+	return true;
+}
+
+static bool is_v4mapped(const struct sockaddr *a)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)a;
+	return a->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr);
+}
+
+static bool wildcard(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+	const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
+	return IN6_IS_ADDR_UNSPECIFIED(x) ||
+	       (IN6_IS_ADDR_V4MAPPED(x) && !memcmp(&x->s6_addr[12], "\0\0\0\0", 4));
+}
+
+static uint16_t sa_port(const struct sockaddr *a)
+{
+	return a->sa_family == AF_INET ? ((const struct sockaddr_in *)a)->sin_port
+				       : ((const struct sockaddr_in6 *)a)->sin6_port;
+}
+
+/* Make d: the frame's headers for destination `to` from socket si, or the reason it goes by
+ * the kernel's path. rt is its route (route.h). */
+static void make_dest(struct xdest *d, const struct xstate *st, const struct sockinfo *si,
+		      const struct sockaddr *to, const struct ms__route *rt)
+{
+	memset(d, 0, sizeof(*d));
+	switch (rt->kind) {
+	case MS__RT_OK:
+		break;
+	case MS__RT_NEIGH:
+		d->why = FB_NEIGH;
+		return;
+	case MS__RT_LOCAL:
+	case MS__RT_BCAST:
+		d->why = FB_LOCAL;
+		return;
+	case MS__RT_UNREACH:
+		d->why = FB_ROUTE;
+		return;
+	default:
+		d->why = FB_OTHER;
+		return;
+	}
+	if (rt->ifindex != st->ifindex) {
+		d->why = FB_IFACE;
+		return;
+	}
+	const bool v6 = rt->family == AF_INET6;
+	if (rt->multicast && (v6 ? si->mloop6 : si->mloop)) {
+		d->why = FB_LOCAL; /* the kernel would also deliver it here */
+		return;
+	}
+	unsigned char *h = d->hdr;
+	memcpy(h, rt->dst_mac, 6);
+	memcpy(h + 6, rt->src_mac, 6);
+	uint64_t s;
+	const uint16_t sport = sa_port((const struct sockaddr *)&si->local);
+	const uint16_t dport = sa_port(to);
+	if (!v6) {
+		struct in_addr dst;
+		if (to->sa_family == AF_INET)
+			dst = ((const struct sockaddr_in *)to)->sin_addr;
+		else
+			memcpy(&dst, &((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12], 4);
+		const bool df = si->pmtu == IP_PMTUDISC_WANT || si->pmtu == IP_PMTUDISC_DO ||
+				si->pmtu == IP_PMTUDISC_PROBE;
+		put16(h + 12, htons(0x0800));
+		unsigned char *ip = h + ETH_HLEN;
+		ip[0] = 0x45;
+		ip[1] = (uint8_t)si->tos;
+		put16(ip + 6, htons(df ? 0x4000 : 0));
+		ip[8] = (uint8_t)(rt->multicast ? si->mttl : si->ttl);
+		ip[9] = IPPROTO_UDP;
+		memcpy(ip + 12, &rt->src.v4, 4);
+		memcpy(ip + 16, &dst, 4);
+		d->sum_ip = fold(sum_bytes(ip, 20, 0));
+		/* The kernel's IP ID: 0 with DF on an unconnected socket, else a counter. */
+		d->idctr = !df || si->has_peer;
+		unsigned char *udp = ip + 20;
+		put16(udp, sport);
+		put16(udp + 2, dport);
+		s = sum_bytes(ip + 12, 8, 0) + htons(IPPROTO_UDP);
+		d->hlen = HDR4;
+		d->maxlen = rt->mtu > 28 ? rt->mtu - 28 : 0;
+	} else {
+		const struct in6_addr *dst = &((const struct sockaddr_in6 *)to)->sin6_addr;
+		put16(h + 12, htons(0x86dd));
+		unsigned char *ip = h + ETH_HLEN;
+		uint32_t vtf = htonl(6u << 28 | (uint32_t)(si->tclass & 0xff) << 20);
+		memcpy(ip, &vtf, 4);
+		ip[6] = IPPROTO_UDP;
+		int hops = rt->multicast ? si->mhops : si->hops;
+		ip[7] = (uint8_t)(hops < 0 ? 64 : hops);
+		memcpy(ip + 8, &rt->src.v6, 16);
+		memcpy(ip + 24, dst, 16);
+		unsigned char *udp = ip + 40;
+		put16(udp, sport);
+		put16(udp + 2, dport);
+		s = sum_bytes(ip + 8, 32, 0) + htons(IPPROTO_UDP);
+		d->v6 = 1;
+		d->hlen = HDR6;
+		d->maxlen = rt->mtu > 48 ? rt->mtu - 48 : 0;
+	}
+	d->sum_udp = fold(s + sport + dport);
+	const uint32_t room = st->frame_size - d->hlen;
+	if (d->maxlen > room)
+		d->maxlen = room;
+}
+
+static int grow(const struct ms_ctx *ctx, void **pp, size_t n, size_t size)
+{
+	int err = 0;
+	void *p = ms__zalloc_aligned(ctx, 64, n * size, &err);
+	if (!p)
+		return err;
+	free(*pp);
+	*pp = p;
+	return 0;
+}
+
+/* Read the options of every socket of g into sig[] (group order); true if any changed. */
+static bool socks_changed(struct xstate *st, const struct ms_group *g, const struct xgroup *x)
+{
+	for (uint32_t k = 0; k < g->nbuckets && k < x->capsig; k++) {
+		const struct ms__bucket *b = g->buckets[k];
+		struct sockinfo si;
+		uint64_t sig = sock_read(b->fd, b->has_peer, &si, &st->sys) ? si.sig : 0;
+		if (sig != x->sig[k])
+			return true;
+	}
+	return false;
+}
+
+/* Make every position's record. */
+static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
+{
+	int err;
+	if (g->size > x->cap) {
+		if ((err = grow(st->ctx, (void **)&x->d, g->size, sizeof(*x->d))))
+			return err;
+		x->cap = g->size;
+	}
+	if (g->nbuckets > x->capsig) {
+		if ((err = grow(st->ctx, (void **)&x->sig, g->nbuckets, sizeof(*x->sig))))
+			return err;
+		x->capsig = g->nbuckets;
+	}
+	struct ms__route rt;
+	struct sockaddr_storage last_to;
+	struct sockinfo si;
+	bool have_last = false;
+	int last_oif = -1;
+	uint32_t last_mark = 0;
+	struct sockaddr_storage last_src;
+	size_t pos = 0;
+	for (uint32_t k = 0; k < g->nbuckets; k++) {
+		const struct ms__bucket *b = g->buckets[k];
+		bool udp = b->type == SOCK_DGRAM && b->family != AF_UNIX &&
+			   sock_read(b->fd, b->has_peer, &si, &st->sys);
+		x->sig[k] = udp ? si.sig : 0;
+		for (uint32_t j = 0; j < b->n; j++, pos++) {
+			struct xdest *d = &x->d[pos];
+			const struct ms__dest *dst = &b->dests[j];
+			if (!udp || dst->kpath || si.recverr || (si.family == AF_INET6 && si.recverr6)) {
+				memset(d, 0, sizeof(*d));
+				d->why = FB_OTHER;
+				continue;
+			}
+			const struct sockaddr *to = dst->addrlen ? (const struct sockaddr *)&dst->addr
+								 : (const struct sockaddr *)&si.peer;
+			if (!dst->addrlen && !si.has_peer) {
+				memset(d, 0, sizeof(*d));
+				d->why = FB_ROUTE; /* not connected: the kernel says so */
+				continue;
+			}
+			socklen_t tolen = to->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+								   : sizeof(struct sockaddr_in6);
+			/* The source the kernel would route from: the bound address, or for a
+			 * multicast IPv4 group the socket's IP_MULTICAST_IF address. */
+			struct sockaddr_storage src = si.local;
+			bool mcast4 = (to->sa_family == AF_INET &&
+				       IN_MULTICAST(ntohl(((const struct sockaddr_in *)to)->sin_addr.s_addr))) ||
+				      (is_v4mapped(to) &&
+				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] >= 224 &&
+				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] <= 239);
+			int oif = si.oif;
+			if (mcast4 && si.mif4.s_addr && wildcard(&si.local)) {
+				memset(&src, 0, sizeof(src));
+				struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
+				s4->sin_family = AF_INET;
+				s4->sin_addr = si.mif4;
+			}
+			if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
+			    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) &&
+			    !oif)
+				oif = si.mif6;
+			/* Consecutive destinations to one host (ports of one subscriber) share
+			 * one lookup. */
+			struct sockaddr_storage key;
+			memset(&key, 0, sizeof(key));
+			memcpy(&key, to, tolen);
+			if (key.ss_family == AF_INET)
+				((struct sockaddr_in *)&key)->sin_port = 0;
+			else
+				((struct sockaddr_in6 *)&key)->sin6_port = 0;
+			if (!have_last || memcmp(&key, &last_to, sizeof(key)) || oif != last_oif ||
+			    si.mark != last_mark || memcmp(&src, &last_src, sizeof(src))) {
+				st->sys += 2;
+				/* An address the lookup refuses (or netlink failing): the kernel's
+				 * path, which gives its own answer. */
+				if (ms__route_get(st->nl, to, tolen,
+						  wildcard(&src) ? NULL : (const struct sockaddr *)&src,
+						  oif, si.mark, &rt))
+					rt = (struct ms__route){ .kind = MS__RT_OTHER };
+				last_to = key;
+				last_oif = oif;
+				last_mark = si.mark;
+				last_src = src;
+				have_last = true;
+			}
+			make_dest(d, st, &si, to, &rt);
+		}
+	}
+	return 0;
+}
+
+static int xdp_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint32_t plan_gen,
+		       void **gdata)
+{
+	struct xstate *st = state;
+	struct xgroup *x = *gdata;
+	(void)ctx;
+	uint64_t now = 0;
+	bool stale = !x || x->plan_gen != plan_gen;
+	if (!stale) {
+		now = now_ns();
+		if (now >= st->next_check) {
+			st->next_check = now + CHECK_NS;
+			st->sys++;
+			if (ms__nl_changed(st->nl))
+				st->net_gen++;
+		}
+		stale = x->net_gen != st->net_gen ||
+			(now >= x->reval_at && (x->reval_at = now + REVAL_NS, socks_changed(st, g, x)));
+	}
+	if (st->fd < 0 && (now ? now : (now = now_ns())) >= st->next_reopen) {
+		/* The interface went away: take it again once it is back. */
+		uint8_t mac[6];
+		bool running = false;
+		st->next_reopen = now + CHECK_NS;
+		if (!ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running) &&
+		    running && !xsk_open(st))
+			stale = true;
+	}
+	if (!stale)
+		return 0;
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			return -ENOMEM;
+		*gdata = x;
+	}
+	(void)ms__nl_changed(st->nl); /* what is pending now is older than what build reads */
+	int err = build(st, g, x);
+	if (err)
+		return err;
+	x->plan_gen = plan_gen;
+	x->net_gen = st->net_gen;
+	x->reval_at = (now ? now : now_ns()) + REVAL_NS;
+	return 0;
+}
+
+static void xdp_group_fini(void *state, void *gdata)
+{
+	struct xgroup *x = gdata;
+	(void)state;
+	if (!x)
+		return;
+	free(x->d);
+	free(x->sig);
+	free(x);
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+/* Frames the kernel is done with, back to the free stack. */
+static void reap(struct xstate *st)
+{
+	struct ring *r = &st->cq;
+	const uint32_t prod = __atomic_load_n(r->prod, __ATOMIC_ACQUIRE);
+	uint32_t c = r->head;
+	if (c == prod)
+		return;
+	const uint64_t *addr = r->desc;
+	const uint64_t mask = ~(uint64_t)(st->frame_size - 1);
+	while (c != prod)
+		st->freel[st->nfree++] = addr[c++ & r->mask] & mask;
+	r->head = c;
+	__atomic_store_n(r->cons, c, __ATOMIC_RELEASE);
+}
+
+/* Publish the TX entries written and kick until the kernel has consumed them all. The
+ * destinations whose frames it did not take get the kick's error (and the socket is closed,
+ * so that they never leave later). Returns how many of the call's frames failed. */
+static uint32_t flush(struct xstate *st, struct ms__batch *b)
+{
+	struct ring *r = &st->tx;
+	const uint32_t head = r->head;
+	__atomic_store_n(r->prod, head, __ATOMIC_RELEASE);
+	uint64_t idle_since = 0;
+	int err = 0;
+	for (;;) {
+		const uint32_t cons = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE);
+		if (cons == head)
+			break;
+		if (__atomic_load_n(r->flags, __ATOMIC_RELAXED) & XDP_RING_NEED_WAKEUP) {
+			b->t.syscalls++;
+			b->t.xdp_kicks++;
+			if (ms__sys.sendto(st->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
+			    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
+				/* EAGAIN: one batch taken, or the driver busy; EBUSY: a frame the
+				 * driver dropped (consumed all the same). Anything else: gone. */
+				err = errno;
+				break;
+			}
+			if (__atomic_load_n(r->cons, __ATOMIC_ACQUIRE) != cons) {
+				idle_since = 0;
+				continue;
+			}
+			reap(st);
+		}
+		/* No progress (zero copy: the driver consumes in its own time). */
+		const uint64_t t = now_ns();
+		if (!idle_since) {
+			idle_since = t;
+		} else if (t - idle_since > WAIT_NS) {
+			err = ETIMEDOUT;
+			break;
+		}
+		struct pollfd p = { .fd = st->fd, .events = POLLOUT };
+		b->t.syscalls++;
+		(void)poll(&p, 1, 1);
+	}
+	if (!err) {
+		reap(st);
+		return 0;
+	}
+	/* Every entry not consumed is this call's (a call ends with all of its own consumed). */
+	uint32_t failed = 0;
+	for (uint32_t k = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE); k != head; k++, failed++)
+		ms__status(b, st->slot_pos[k & r->mask], -err);
+	xsk_close(st);
+	st->next_reopen = 0;
+	st->net_gen++; /* routes are read again: the kernel knows what is down */
+	return failed;
+}
+
+/* No free frame: hand the kernel what is written and take back what it released; without
+ * MS_SEND_DONTWAIT, wait for it to release some (poll, 1 ms at a time, at most WAIT_NS).
+ * false: none (or the socket is gone). */
+static bool wait_frame(struct xstate *st, struct ms__batch *b, uint32_t *failed)
+{
+	uint64_t start = 0;
+	for (;;) {
+		*failed += flush(st, b);
+		if (st->fd < 0)
+			return false;
+		if (st->nfree)
+			return true;
+		if (b->msg_flags & MSG_DONTWAIT)
+			return false;
+		const uint64_t t = now_ns();
+		if (!start)
+			start = t;
+		else if (t - start > WAIT_NS)
+			return false;
+		struct pollfd p = { .fd = st->fd, .events = POLLOUT };
+		b->t.syscalls++;
+		(void)poll(&p, 1, 1);
+		reap(st);
+		if (st->nfree)
+			return true;
+	}
+}
+
+static void count_fallback(struct ms__tally *t, unsigned why, uint32_t n)
+{
+	switch (why) {
+	case FB_LOCAL: t->xdp_fallback_local += n; break;
+	case FB_IFACE: t->xdp_fallback_iface += n; break;
+	case FB_MTU: t->xdp_fallback_mtu += n; break;
+	case FB_ROUTE: t->xdp_fallback_route += n; break;
+	case FB_NEIGH: t->xdp_fallback_neigh += n; break;
+	default: t->xdp_fallback_other += n; break;
+	}
+}
+
+/* Positions for the kernel's path, sent by the loop executor a run at a time: consecutive
+ * positions with one reason. */
+struct krun {
+	size_t start, len;
+	unsigned why;
+};
+
+static void krun_flush(struct ms__batch *b, struct krun *k)
+{
+	if (!k->len)
+		return;
+	count_fallback(&b->t, k->why, (uint32_t)k->len);
+	ms__backend_loop.send(NULL, b, k->start, k->len);
+	k->len = 0;
+}
+
+static void krun_add(struct ms__batch *b, struct krun *k, size_t i, unsigned why)
+{
+	if (k->len && (why != k->why || (k->start + k->len) % b->n != i))
+		krun_flush(b, k);
+	if (!k->len++) {
+		k->start = i;
+		k->why = why;
+	}
+}
+
+/* Copy the message into a frame after its headers. */
+static void copy_message(unsigned char *to, const struct ms__batch *b)
+{
+	if (likely(b->iovcnt == 1)) {
+		memcpy(to, b->iov[0].iov_base, b->len);
+		return;
+	}
+	for (int k = 0; k < b->iovcnt; k++) {
+		memcpy(to, b->iov[k].iov_base, b->iov[k].iov_len);
+		to += b->iov[k].iov_len;
+	}
+}
+
+static int xdp_send(void *state, struct ms__batch *b, size_t first, size_t count)
+{
+	struct xstate *st = state;
+	struct xgroup *x = b->gdata;
+	const size_t n = b->n, len = b->len;
+	struct ms_result *const res = b->res;
+	b->t.xdp = true;
+	b->t.syscalls += st->sys;
+	st->sys = 0;
+
+	/* Per call: the message's sum and the lengths every frame shares. */
+	const uint32_t msum = sum_message(b->iov, b->iovcnt);
+	const uint16_t ulen = htons((uint16_t)(8 + len));
+	const uint32_t add_udp = msum + 2u * ulen;
+	const uint16_t tot4 = htons((uint16_t)(20 + 8 + len));
+
+	if (st->fd >= 0)
+		reap(st);
+	uint32_t frames = 0, failed = 0;
+	bool dry = st->fd < 0;   /* no frame for the rest of the call: the kernel's path */
+	bool again = false;      /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
+	struct krun k = { 0 };
+	uint16_t ip_id = x->ip_id;
+
+	for (MS__EACH(i, left, first, count, n)) {
+		const struct xdest *d = &x->d[i];
+		unsigned why = d->why;
+		if (likely(!why)) {
+			if (unlikely(len > d->maxlen))
+				why = FB_MTU;
+			else if (unlikely(b->hdr && b->plan[i].mm->msg_hdr.msg_control))
+				why = FB_OTHER; /* control messages (timestamps) are the kernel's */
+			else if (unlikely(!st->nfree || dry || again)) {
+				if (dry || again || !wait_frame(st, b, &failed)) {
+					if (st->fd >= 0 && (b->msg_flags & MSG_DONTWAIT))
+						again = true;
+					else
+						dry = true;
+				}
+				if (again) {
+					ms__status(b, i, -EAGAIN); /* exactly those that did not fit */
+					continue;
+				}
+				if (dry)
+					why = FB_OTHER;
+			}
+		}
+		if (unlikely(why)) {
+			krun_add(b, &k, i, why);
+			continue;
+		}
+		const uint64_t addr = st->freel[--st->nfree];
+		unsigned char *f = st->umem + addr;
+		memcpy(f, d->hdr, 64); /* the message overwrites what lies past the headers */
+		copy_message(f + d->hlen, b);
+		uint32_t s;
+		if (!d->v6) {
+			unsigned char *ip = f + ETH_HLEN;
+			s = d->sum_ip + tot4;
+			if (unlikely(d->idctr)) {
+				const uint16_t id = htons(ip_id++);
+				put16(ip + 4, id);
+				s += id;
+			}
+			put16(ip + 2, tot4);
+			s = (s & 0xffff) + (s >> 16);
+			s += s >> 16;
+			put16(ip + 10, (uint16_t)~s);
+		} else {
+			put16(f + ETH_HLEN + 4, ulen);
+		}
+		unsigned char *udp = f + d->hlen - 8;
+		put16(udp + 4, ulen);
+		s = d->sum_udp + add_udp;
+		s = (s & 0xffff) + (s >> 16);
+		s += s >> 16;
+		const uint16_t c = (uint16_t)~s;
+		put16(udp + 6, c ? c : 0xffff);
+		const uint32_t slot = st->tx.head++ & st->tx.mask;
+		((struct xdp_desc *)st->tx.desc)[slot] =
+			(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + len) };
+		st->slot_pos[slot] = (uint32_t)i;
+		frames++;
+		if (res)
+			res[i] = (struct ms_result){ .id = b->plan[i].id, .status = (int)len };
+	}
+	if (st->fd >= 0 && frames)
+		failed += flush(st, b);
+	krun_flush(b, &k);
+	x->ip_id = ip_id;
+	b->t.xdp_frames += frames - failed;
+	b->t.accepted += frames - failed;
+	b->t.bytes += (uint64_t)(frames - failed) * len;
+	return 0;
+}
+
+const struct ms__backend ms__backend_xdp = {
+	.id = MS_BACKEND_XDP,
+	.name = "xdp",
+	.caps = MS__CAP_HDR | MS__CAP_FORK_UNSAFE | MS__CAP_WHOLE,
+	.probe = xdp_probe,
+	.ctx_init = xdp_ctx_init,
+	.ctx_fini = xdp_ctx_fini,
+	.prepare = xdp_prepare,
+	.group_fini = xdp_group_fini,
+	.send = xdp_send,
+	.describe = xdp_describe,
+};
