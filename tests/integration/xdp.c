@@ -257,7 +257,23 @@ static void r_diag(void)
 		snmp(ns_r, "Udp", "InCsumErrors"), snmp(ns_r, "Ip", "InHdrErrors"),
 		snmp(ns_r, "Ip", "InDiscards"), snmp(ns_r, "Ip", "ReasmFails"),
 		snmp(ns_r, NULL, "Udp6InErrors"));
+	static const char *const v6[] = { "Ip6InReceives", "Ip6InDiscards", "Ip6InAddrErrors",
+					  "Ip6InNoRoutes", "Ip6InHdrErrors", "Udp6InDatagrams",
+					  "Udp6NoPorts", "Udp6RcvbufErrors" };
+	fprintf(stderr, "  in R:");
+	for (size_t i = 0; i < sizeof(v6) / sizeof(v6[0]); i++)
+		fprintf(stderr, " %s %lld", v6[i], snmp(ns_r, NULL, v6[i]));
+	fprintf(stderr, "\n  in S:");
+	static const char *const s6[] = { "Ip6OutRequests", "Ip6OutDiscards", "Ip6OutNoRoutes",
+					  "Udp6OutDatagrams", "Udp6SndbufErrors" };
+	for (size_t i = 0; i < sizeof(s6) / sizeof(s6[0]); i++)
+		fprintf(stderr, " %s %lld", s6[i], snmp(ns_s, NULL, s6[i]));
+	fprintf(stderr, "\n");
 	fflush(NULL);
+	ipcmd(ns_s, "-s link show xs0");
+	ipcmd(ns_r, "-s link show xr0");
+	ipcmd(ns_s, "-6 neigh show");
+	ipcmd(ns_r, "-6 addr show dev xr0");
 }
 
 /* ---- the topology ------------------------------------------------------------------------- */
@@ -292,23 +308,30 @@ static void topo_up(bool second)
 	}
 	IP(ns_s, "link set xs0 up");
 	IP(ns_r, "link set xr0 up");
+	if (second) {
+		IP(ns_s, "link set xs1 up");
+		IP(ns_r, "link set xr1 up");
+	}
+	/* Addresses only once the links run: IPv6 sets up an address added before the link
+	 * watch reported the carrier again when it does. (The first IPv6 datagram of a run was
+	 * once lost, on the loop backend too, with no error counted anywhere in R; this order
+	 * is the suspected cure: not seen again in 300 runs, nor before it in 160.) */
+	wait_running(ns_s, "xs0");
+	wait_running(ns_r, "xr0");
 	IP(ns_s, "addr add 10.77.0.1/24 dev xs0");
 	IP(ns_r, "addr add 10.77.0.2/24 dev xr0");
 	IP(ns_s, "-6 addr add fd77::1/64 dev xs0 nodad");
 	IP(ns_r, "-6 addr add fd77::2/64 dev xr0 nodad");
 	if (second) {
-		IP(ns_s, "link set xs1 up");
-		IP(ns_r, "link set xr1 up");
+		wait_running(ns_s, "xs1");
+		wait_running(ns_r, "xr1");
 		IP(ns_s, "addr add 10.78.0.1/24 dev xs1");
 		IP(ns_r, "addr add 10.78.0.2/24 dev xr1");
 		if_mac(ns_r, "xr1", mac_xr1);
-		wait_running(ns_s, "xs1");
 	}
 	if_mac(ns_r, "xr0", mac_xr0);
 	idx_xs0 = if_index_in(ns_s, "xs0");
 	idx_xr0 = if_index_in(ns_r, "xr0");
-	wait_running(ns_s, "xs0");
-	wait_running(ns_r, "xr0");
 }
 
 /* S knows R's link-layer addresses for good: the bypass has its next hop from the start. */
@@ -1133,19 +1156,28 @@ static void c_down(void)
 			nt.ep[i].id = ids[i];
 		}
 		free(ids);
+		/* Two sends: the first right after the change, before the library can have read
+		 * the kernel's notification; both must give the kernel's answers. All of them are
+		 * reported before the test fails. */
+		bool differ = false;
 		for (int k = 0; k < 2; k++) {
 			d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
 			ARRIVALS(&nt, status, msg, sizeof(msg));
+			size_t bad = 0;
 			for (size_t i = 0; i < nt.n; i++)
-				if (status[i] != lstatus[i]) {
+				if (status[i] != lstatus[i] && bad++ < 4)
 					fprintf(stderr, "xs0 down, send %d: %s endpoint %zu: xdp says %d (%s), "
 							"loop says %d (%s)\n", k, kind_name(nt.ep[i].kind), i,
 						status[i], ms_strerror(status[i]), lstatus[i],
 						ms_strerror(lstatus[i]));
-					xd_print("xdp counters", &d);
-					_exit(1);
-				}
+			if (bad) {
+				fprintf(stderr, "xs0 down, send %d: %zu of %zu statuses differ from the loop "
+						"backend's\n", k, bad, nt.n);
+				xd_print("xdp counters", &d);
+				differ = true;
+			}
 		}
+		CHECK(!differ);
 		if (cycle == 0) {
 			printf("xs0 down: statuses as the loop backend's:");
 			for (size_t i = 0; i < nt.n; i++)
@@ -1353,8 +1385,12 @@ static void join_group(int s, unsigned ifindex)
 /*
  * 239.7.7.7 with a member in R (joined on xr0) and one in S (joined on xs0), the caller's
  * socket sending out of xs0 (IP_MULTICAST_IF, and S's multicast route on xs0 too). With
- * IP_MULTICAST_LOOP = 0 the datagram goes as a frame and only R's member gets it; with
- * loop on (the default) the kernel must send it (xdp_fallback_local): R's member and S's.
+ * IP_MULTICAST_LOOP = 0 the datagram goes as a frame and only R's member gets it; with loop
+ * on (the default) the kernel must send it (xdp_fallback_local): R's member and S's. The
+ * option is set before the socket's destination is added (the plan reads it then); changed
+ * on a socket already in a group, the library reads it again "at most a second later":
+ * meanwhile R's member still gets every message once, and S's member starts getting them
+ * within SETTLE_MS.
  */
 static void c_multicast(void)
 {
@@ -1382,43 +1418,84 @@ static void c_multicast(void)
 	socklen_t sl = sa_fill(&ss, AF_INET, "0.0.0.0", port);
 	CHECK(bind(sm->rx, (struct sockaddr *)&ss, sl) == 0);
 	join_group(sm->rx, idx_xs0);
-	/* The destination: the caller's socket, 239.7.7.7 at that port. */
-	int tx = sender(AF_INET, NULL);
 	struct in_addr ifaddr;
 	inet_pton(AF_INET, "10.77.0.1", &ifaddr);
-	CHECK(setsockopt(tx, IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof(ifaddr)) == 0);
-	rm->tx = tx;
 	rm->addrlen = sa_fill(&rm->addr, AF_INET, "239.7.7.7", port);
-	struct ms_group *g;
-	CHECK_EQ(ms_group_new(ctx, &g), 0);
-	/* Only R's member is a destination; S's is a bystander (id -1) checked by hand. */
-	join(g, &nt, 0, 1);
 	int status[2];
 	unsigned char msg[400];
 	unsigned r = 0;
+	int tx[2] = { -1, -1 };
+	struct ms_group *g[2];
 	for (int loop = 0; loop < 2; loop++) {
-		int v = loop;
-		CHECK(setsockopt(tx, IPPROTO_IP, IP_MULTICAST_LOOP, &v, sizeof(v)) == 0);
+		/* The destination: a caller's socket set up first, 239.7.7.7 at that port. Only R's
+		 * member is a destination; S's is a bystander (id -1) checked by hand. */
+		tx[loop] = sender(AF_INET, NULL);
+		CHECK(setsockopt(tx[loop], IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof(ifaddr)) == 0);
+		if (!loop)
+			CHECK(setsockopt(tx[loop], IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) == 0);
+		rm->tx = tx[loop];
+		CHECK_EQ(ms_group_new(ctx, &g[loop]), 0);
+		join(g[loop], &nt, 0, 1);
 		for (int k = 0; k < 2; k++) {
-			struct xd d;
-			if (loop) {
-				/* S's member must get it too: let the check see it as a member. */
-				d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
-				ALL_LEN(&nt, status, sizeof(msg));
-				status[1] = (int)sizeof(msg);
-				ARRIVALS(&nt, status, msg, sizeof(msg));
+			struct xd d = fan(ctx, g[loop], &nt, msg, sizeof(msg), r++, 0, status);
+			ALL_LEN(&nt, status, sizeof(msg));
+			if (loop)
+				status[1] = (int)sizeof(msg); /* S's member must get it too */
+			if (bypass && (loop ? d.local != 1 : d.frames != 1))
+				xd_print(loop ? "loop on, expected local 1" : "loop off, expected frames 1",
+					 &d);
+			ARRIVALS(&nt, status, msg, sizeof(msg));
+			if (loop)
 				XD_EXPECT(d, "multicast, loop on", .local = 1);
-			} else {
-				d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+			else
 				XD_EXPECT(d, "multicast, loop off", .frames = 1);
-			}
 		}
-		printf("239.7.7.7, IP_MULTICAST_LOOP %d: R's member got each message%s\n", loop,
-		       loop ? ", and S's member too" : ", S's member nothing");
+		printf("239.7.7.7, IP_MULTICAST_LOOP %d set before the add: R's member got each "
+		       "message%s\n", loop, loop ? ", and S's member too" : ", S's member nothing");
+		ms_group_free(g[loop]);
+		rm->id = -1;
 	}
+	/* Loop turned on for a socket already in a group. */
+	rm->tx = tx[0];
+	CHECK_EQ(ms_group_new(ctx, &g[0]), 0);
+	join(g[0], &nt, 0, 1);
+	struct xd d = FAN_OK(ctx, g[0], &nt, msg, sizeof(msg), r++, status);
+	XD_EXPECT(d, "multicast, loop off", .frames = 1);
+	CHECK(setsockopt(tx[0], IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof(one)) == 0);
+	long long end = now_ms() + SETTLE_MS;
+	unsigned sends = 0;
+	for (bool s_got = false; !s_got; sends++) {
+		d = fan(ctx, g[0], &nt, msg, sizeof(msg), r++, 0, status);
+		ALL_LEN(&nt, status, sizeof(msg));
+		status[1] = NOT_IN_GROUP;
+		CHECK(expect_one(&nt.ep[0], msg, sizeof(msg), WAIT_MS));
+		/* S's member: this message or none (the loop-back copy is delivered in the send). */
+		unsigned char buf[512];
+		ssize_t n = recv(sm->rx, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n >= 0) {
+			CHECK(n == (ssize_t)sizeof(msg) && !memcmp(buf, msg, sizeof(msg)));
+			CHECK(expect_none(sm));
+			s_got = true;
+		}
+		if (!s_got && now_ms() > end) {
+			fprintf(stderr, "IP_MULTICAST_LOOP turned on after the add: S's member got "
+					"nothing in %u sends over %d ms\n", sends + 1, SETTLE_MS);
+			xd_print("last send", &d);
+			_exit(1);
+		}
+		if (!s_got)
+			pause_ms(20);
+	}
+	d = fan(ctx, g[0], &nt, msg, sizeof(msg), r++, 0, status);
+	ALL_LEN(&nt, status, sizeof(msg));
+	status[1] = (int)sizeof(msg);
+	ARRIVALS(&nt, status, msg, sizeof(msg));
+	XD_EXPECT(d, "multicast, loop turned on after the add", .local = 1);
+	printf("IP_MULTICAST_LOOP turned on after the add: S's member got it from send %u on\n",
+	       sends);
 	r_no_errors();
-	ms_group_free(g);
-	close_all(&nt, &tx, 1);
+	ms_group_free(g[0]);
+	close_all(&nt, tx, 2);
 	ms_ctx_free(ctx);
 }
 
@@ -1445,10 +1522,8 @@ static void c_context(void)
 
 	struct ms_config cfg = { .size = sizeof(cfg),
 				 .backend = MS_BACKEND_XDP,
-				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+				 .flags = MS_CFG_IGNORE_ENV,
 				 .xdp_ifname = "xnosuch0" };
-	CHECK_EQ(ms_ctx_new(&ctx, &cfg), -ENOTSUP);
-	cfg.flags = MS_CFG_IGNORE_ENV;
 	CHECK_EQ(ms_ctx_new(&ctx, &cfg), 0);
 	CHECK(ms_ctx_backend(ctx) != MS_BACKEND_XDP);
 	ms_ctx_describe(ctx, line, sizeof(line));
@@ -1467,6 +1542,19 @@ static void c_context(void)
 	ms_group_free(g);
 	close_all(&nt, &tx, 1);
 	ms_ctx_free(ctx);
+	/* With MS_CFG_NO_FALLBACK: the backend is unavailable on an interface that is not there
+	 * (the xdp backend's own answer: not part of the rig's check on another backend). */
+	if (!bypass)
+		return;
+	cfg.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV;
+	int err = ms_ctx_new(&ctx, &cfg);
+	if (err != -ENOTSUP) {
+		fprintf(stderr, "xdp_ifname xnosuch0, MS_CFG_NO_FALLBACK: ms_ctx_new returned %d (%s), "
+				"expected -ENOTSUP\n", err, ms_strerror(err));
+		if (!err)
+			ms_ctx_free(ctx);
+		_exit(1);
+	}
 }
 
 /* ---- 12. the frames themselves ------------------------------------------------------------- */
@@ -1774,6 +1862,9 @@ T(wire)
 
 int main(int argc, char **argv)
 {
+	/* XDP_TEST=name runs that test alone (cmocka's own filter). */
+	if (getenv("XDP_TEST"))
+		cmocka_set_test_filter(getenv("XDP_TEST"));
 	if (argc > 2 || (argc == 2 && ms_backend_from_name(argv[1]) <= 0)) {
 		fprintf(stderr, "usage: %s [xdp|loop|sendmmsg|io_uring]\n", argv[0]);
 		return 2;
