@@ -402,7 +402,12 @@ static struct ms_ctx *ctx_with(enum ms_backend b, uint32_t frames)
 				 .xdp_ifname = "xs0",
 				 .xdp_frames = frames };
 	struct ms_ctx *ctx = NULL;
-	int err = ms_ctx_new(&ctx, &cfg);
+	/* Right after a context on xs0 was freed, the kernel may hold the queue for a moment
+	 * (-EBUSY): retried here, bounded; test_misc checks that case on its own. */
+	long long end = now_ms() + SETTLE_MS;
+	int err;
+	while ((err = ms_ctx_new(&ctx, &cfg)) == -EBUSY && now_ms() < end)
+		pause_ms(1);
 	if (err)
 		fprintf(stderr, "ms_ctx_new(%s, xs0): %s\n", ms_backend_name(b), ms_strerror(err));
 	CHECK_EQ(err, 0);
@@ -1843,6 +1848,260 @@ static void c_wire(void)
 	ms_ctx_free(lctx);
 }
 
+/* ---- 13. the rest of the contract ----------------------------------------------------------- */
+
+/*
+ * What the header promises beyond the cases above, each checked on delivered bytes and
+ * counters: ms_sendv (a gathered message) goes as frames; a socket with IP_RECVERR and a
+ * sampled fan-out (timestamps are control messages) go by the kernel (xdp_fallback_other);
+ * a broadcast address is local (the kernel loops a copy back); a child forked after the
+ * context was made sends by the loop (no frames in its counters) and the parent's frames
+ * still go after it; MS_CFG_XDP_COPY with MS_CFG_XDP_QUEUE = 0 works; the config's xdp
+ * fields are validated (-EINVAL).
+ */
+static void c_misc(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct net nt;
+	net_init(&nt);
+	int tx = sender(AF_INET, NULL);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", tx, 6);
+	add_udp(&nt, ns_r, AF_INET, "10.77.0.2", -1, 2);
+	int status[8];
+	unsigned char msg[900];
+	unsigned r = 0;
+
+	/* First, while no AF_XDP socket has ever had xs0's queue (see the end for why). */
+	/* MS_CFG_XDP_COPY, MS_CFG_XDP_QUEUE with queue 0; and what the config refuses. */
+	{
+		struct ms_config cfg = { .size = sizeof(cfg),
+					 .backend = MS_BACKEND_XDP,
+					 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_XDP_COPY |
+						  MS_CFG_XDP_QUEUE,
+					 .xdp_ifname = "xs0",
+					 .xdp_queue = 0,
+					 .xdp_frames = 128 };
+		struct ms_ctx *c2;
+		if (bypass) {
+			CHECK_EQ(ms_ctx_new(&c2, &cfg), 0);
+			char line[512];
+			ms_ctx_describe(c2, line, sizeof(line));
+			CHECK(strstr(line, "copy") != NULL);
+			struct ms_group *g2;
+			CHECK_EQ(ms_group_new(c2, &g2), 0);
+			join(g2, &nt, 0, nt.n);
+			struct xd d = FAN_OK(c2, g2, &nt, msg, sizeof(msg), r++, status);
+			XD_EXPECT(d, "MS_CFG_XDP_COPY | MS_CFG_XDP_QUEUE", .frames = 8);
+			ms_group_free(g2);
+			ms_ctx_free(c2);
+			printf("MS_CFG_XDP_COPY | MS_CFG_XDP_QUEUE, queue 0, 128 frames: %s\n", line);
+		}
+		cfg.flags &= ~MS_CFG_XDP_QUEUE;
+		cfg.xdp_queue = 1; /* a queue without the flag */
+		CHECK_EQ(ms_ctx_new(&c2, &cfg), -EINVAL);
+		cfg.xdp_queue = 0;
+		static const uint32_t bad_frames[] = { 32, 100, 131072 };
+		for (size_t i = 0; i < 3; i++) {
+			cfg.xdp_frames = bad_frames[i];
+			CHECK_EQ(ms_ctx_new(&c2, &cfg), -EINVAL);
+		}
+		cfg.xdp_frames = 0;
+		cfg.xdp_ifname = "";
+		int err = ms_ctx_new(&c2, &cfg);
+		CHECK(err == -EINVAL || err == -ENOTSUP);
+		if (!err)
+			ms_ctx_free(c2);
+	}
+
+	struct ms_ctx *ctx = new_ctx();
+	struct ms_group *g;
+	CHECK_EQ(ms_group_new(ctx, &g), 0);
+	join(g, &nt, 0, nt.n);
+
+	/* ms_sendv: three pieces, the same bytes as one. */
+	{
+		make_payload(msg, sizeof(msg), 77);
+		struct iovec iov[3] = { { msg, 10 }, { msg + 10, 500 }, { msg + 510, 390 } };
+		struct ms_result res[8];
+		struct ms_stats a = stats(ctx);
+		CHECK_EQ(ms_sendv(g, iov, 3, 0, res), 8);
+		struct ms_stats b = stats(ctx);
+		struct xd d = xd_delta(&a, &b);
+		for (size_t k = 0; k < 8; k++) {
+			CHECK_EQ(res[k].status, sizeof(msg));
+			long i = net_find(&nt, res[k].id);
+			CHECK(i >= 0);
+			status[i] = res[k].status;
+		}
+		ARRIVALS(&nt, status, msg, sizeof(msg));
+		XD_EXPECT(d, "ms_sendv", .frames = 8);
+		printf("ms_sendv, three pieces: 8 frames, byte-identical\n");
+	}
+
+	/* A child forked after the context: the loop sends there. */
+	{
+		fflush(NULL);
+		pid_t pid = fork();
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 500, status);
+			XD_EXPECT(d, "in a forked child", .frames = 0);
+			fflush(NULL);
+			_exit(0);
+		}
+		int st;
+		CHECK(waitpid(pid, &st, 0) == pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
+		XD_EXPECT(d, "in the parent, after the child", .frames = 8);
+		printf("forked child: delivered by the loop, no frames; the parent's still frames\n");
+	}
+
+	/* IP_RECVERR: errors would come back on the socket, which the kernel's path gives. */
+	{
+		int one = 1;
+		int t2 = sender(AF_INET, NULL);
+		CHECK(setsockopt(t2, IPPROTO_IP, IP_RECVERR, &one, sizeof(one)) == 0);
+		struct net n2;
+		net_init(&n2);
+		add_udp(&n2, ns_r, AF_INET, "10.77.0.2", t2, 4);
+		struct ms_group *g2;
+		CHECK_EQ(ms_group_new(ctx, &g2), 0);
+		join(g2, &n2, 0, n2.n);
+		int st2[4];
+		struct xd d = FAN_OK(ctx, g2, &n2, msg, sizeof(msg), r++, st2);
+		XD_EXPECT(d, "IP_RECVERR", .other = 4);
+		ms_group_free(g2);
+		close_all(&n2, &t2, 1);
+		printf("IP_RECVERR: by the kernel (other)\n");
+	}
+
+	/* Broadcast: the kernel's path (local), R's receivers on the port get it. */
+	{
+		int one = 1;
+		int t3 = sender(AF_INET, NULL);
+		CHECK(setsockopt(t3, SOL_SOCKET, SO_BROADCAST, &one, sizeof(one)) == 0);
+		struct net n3;
+		net_init(&n3);
+		struct endpoint *e = ep_new(&n3);
+		e->kind = K_UDP4;
+		e->rx = udp_in(ns_r, AF_INET, "0.0.0.0", &e->addr, &e->addrlen);
+		e->tx = t3;
+		e->addrlen = sa_fill(&e->addr, AF_INET, "10.77.0.255", sa_port(&e->addr));
+		struct ms_group *g3;
+		CHECK_EQ(ms_group_new(ctx, &g3), 0);
+		join(g3, &n3, 0, 1);
+		int st3[1];
+		for (int k = 0; k < 2; k++) {
+			struct xd d = FAN_OK(ctx, g3, &n3, msg, sizeof(msg), r++, st3);
+			XD_EXPECT(d, "broadcast", .local = 1);
+		}
+		ms_group_free(g3);
+		close_all(&n3, &t3, 1);
+		printf("10.77.0.255: by the kernel (local), delivered\n");
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+
+	/* Timestamps: a sampled fan-out's destinations carry control messages. */
+	{
+		struct ms_config cfg = { .size = sizeof(cfg),
+					 .backend = backend,
+					 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+					 .xdp_ifname = "xs0",
+					 .ts_sample = 2,
+					 .ts_flags = MS_TS_ALL_DESTS };
+		struct ms_ctx *tctx;
+		/* The queue of the context freed just above may still be the kernel's for a
+		 * moment (checked on its own at the end): retry, bounded. */
+		int err;
+		long long end = now_ms() + SETTLE_MS;
+		unsigned tries = 1;
+		while ((err = ms_ctx_new(&tctx, &cfg)) == -EBUSY && now_ms() < end) {
+			pause_ms(1);
+			tries++;
+		}
+		if (tries > 1)
+			printf("(a new context on xs0 right after one was freed: -EBUSY for %u tries)\n",
+			       tries - 1);
+		CHECK_EQ(err, 0);
+		struct ms_group *tg;
+		CHECK_EQ(ms_group_new(tctx, &tg), 0);
+		join(tg, &nt, 0, nt.n);
+		for (int k = 0; k < 4; k++) {
+			struct xd d = FAN_OK(tctx, tg, &nt, msg, sizeof(msg), r++, status);
+			/* Sampled: the 1st, 3rd... fan-out of the group. */
+			if (k % 2 == 0)
+				XD_EXPECT(d, "sampled fan-out", .other = 8);
+			else
+				XD_EXPECT(d, "fan-out not sampled", .frames = 8);
+		}
+		struct ms_stats ts = stats(tctx);
+		printf("ts_sample 2, all destinations: sampled fan-outs by the kernel (other), the "
+		       "others as frames; %llu stamped\n", (unsigned long long)ts.ts_stamped);
+		ms_group_free(tg);
+		ms_ctx_free(tctx);
+	}
+
+	close_all(&nt, &tx, 1);
+
+	if (!bypass)
+		return;
+	/* Two contexts on one queue: the kernel lets one AF_XDP socket have it, so the second
+	 * must be refused (its error, with MS_CFG_NO_FALLBACK), with or without
+	 * MS_CFG_XDP_COPY, rather than made with a socket that is not bound. */
+	struct ms_config cfg = { .size = sizeof(cfg),
+				 .backend = MS_BACKEND_XDP,
+				 .flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV,
+				 .xdp_ifname = "xs0" };
+	struct ms_ctx *c3 = NULL, *c4 = NULL;
+	long long end = now_ms() + SETTLE_MS;
+	int err;
+	while ((err = ms_ctx_new(&c3, &cfg)) == -EBUSY && now_ms() < end)
+		pause_ms(1);
+	CHECK_EQ(err, 0);
+	bool bad = false;
+	for (int copy = 0; copy < 2; copy++) {
+		cfg.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | (copy ? MS_CFG_XDP_COPY : 0);
+		err = ms_ctx_new(&c4, &cfg);
+		printf("a second context on xs0 queue 0%s: %s\n", copy ? ", MS_CFG_XDP_COPY" : "",
+		       err ? ms_strerror(err) : "made");
+		if (!err) {
+			/* What its sends say. */
+			struct ms_group *g4;
+			CHECK_EQ(ms_group_new(c4, &g4), 0);
+			join(g4, &nt, 0, nt.n);
+			struct xd d = fan(c4, g4, &nt, msg, sizeof(msg), r++, 0, status);
+			fprintf(stderr, "a second context on xs0 queue 0%s was made; its send: "
+					"endpoint 0 status %d (%s)\n", copy ? " with MS_CFG_XDP_COPY" : "",
+				status[0], status[0] < 0 ? ms_strerror(status[0]) : "bytes");
+			xd_print("its counters", &d);
+			for (size_t i = 0; i < nt.n; i++)
+				if (status[i] == (int)sizeof(msg))
+					(void)expect_one(&nt.ep[i], msg, sizeof(msg), WAIT_MS);
+			ms_group_free(g4);
+			ms_ctx_free(c4);
+			bad = true;
+		}
+	}
+	ms_ctx_free(c3);
+	/* A context freed and a new one made at once on the same interface, as a program that
+	 * restarts its sending would: the header gives no reason for it to fail (the kernel
+	 * releases the queue a moment after the socket is closed). */
+	cfg.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV;
+	err = ms_ctx_new(&c3, &cfg);
+	if (err) {
+		fprintf(stderr, "ms_ctx_new on xs0 right after ms_ctx_free of another: %d (%s)\n",
+			err, ms_strerror(err));
+		bad = true;
+	} else {
+		ms_ctx_free(c3);
+	}
+	CHECK(!bad);
+	close_all(&nt, &tx, 1);
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 /*
@@ -1911,6 +2170,7 @@ T(kernel_path)
 T(multicast)
 T(context)
 T(wire)
+T(misc)
 
 int main(int argc, char **argv)
 {
@@ -1938,6 +2198,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ring),     cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_kernel_path), cmocka_unit_test(test_multicast),
 		cmocka_unit_test(test_context),    cmocka_unit_test(test_wire),
+		cmocka_unit_test(test_misc),
 	};
 	char group[64];
 	snprintf(group, sizeof(group), "xdp-%s", ms_backend_name(backend));
