@@ -108,6 +108,12 @@ enum variant_id {
 	 * --rotate apply to it). Its context is made afresh for each configuration and kept
 	 * across that configuration's rounds, after a warm-up of --auto-warmup seconds. */
 	V_AUTO,
+	/* Kernel bypass (--sink netns-xdp only): the library's MS_BACKEND_XDP ("xdp") and its
+	 * hand-written AF_XDP twin ("raw-xdp", raw-xdp.c). Plain backends with no "+ts",
+	 * "+dontwait"... variants of their own, after AUTO so that the variant arithmetic above
+	 * stays as it is. */
+	V_RAW_XDP,
+	V_XDP,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -193,7 +199,13 @@ static inline enum variant_id variant_base(enum variant_id v)
 /* A baseline written without the library (its "+dontwait" variant too). */
 static inline bool variant_is_raw(enum variant_id v)
 {
-	return variant_base(v) <= V_RAW_IO_URING;
+	return variant_base(v) <= V_RAW_IO_URING || v == V_RAW_XDP;
+}
+
+/* The kernel-bypass backends: their frames leave by an AF_XDP socket, not the UDP stack. */
+static inline bool variant_is_xdp(enum variant_id v)
+{
+	return v == V_RAW_XDP || v == V_XDP;
 }
 
 /* A plain backend's variants (v itself where it has none: "+ts", "+rotate" and "+connect" are
@@ -265,6 +277,8 @@ static inline int variant_twin(enum variant_id v)
 	case V_IO_URING:
 		t = V_RAW_IO_URING;
 		break;
+	case V_XDP:
+		return V_RAW_XDP;
 	default:
 		return -1;
 	}
@@ -273,7 +287,16 @@ static inline int variant_twin(enum variant_id v)
 
 /* SINK_TCP (--tcp): N TCP connections over loopback, read by receiver threads that discard
  * every byte and count them (sink.h). */
-enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER, SINK_TCP };
+/* SINK_NETNS_XDP (--sink netns-xdp): netns-drop's namespace and addresses with the veth's
+ * peer up, so that an AF_XDP socket can transmit on it (a veth without carrier takes no
+ * frame), and the frames dropped on arrival at the peer (netns.h). */
+enum sink_kind { SINK_LOOPBACK, SINK_NETNS_DROP, SINK_DELIVER, SINK_TCP, SINK_NETNS_XDP };
+
+/* The sinks in the bench's private namespace: no receivers, nothing to drain. */
+static inline bool sink_netns(enum sink_kind k)
+{
+	return k == SINK_NETNS_DROP || k == SINK_NETNS_XDP;
+}
 
 /* The sinks whose receiver threads read concurrently: every run waits until what was sent
  * arrived (sent = received + kernel drops), and their CPU is not the sender's. */
@@ -388,6 +411,9 @@ struct lib_count {
 	/* io_uring zero copy: destinations sent with SEND_ZC, of which the kernel reported it
 	 * copied the data anyway (the first such report turns zero copy off for the ring). */
 	uint64_t zc_sends, zc_copied;
+	/* xdp: destinations sent as frames, kicks (also in syscalls), and destinations the
+	 * backend sent by the kernel's path instead (the six xdp_fallback_* summed). */
+	uint64_t xdp_frames, xdp_kicks, xdp_fallback;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
@@ -465,6 +491,12 @@ struct result {
 	double auto_first_s;
 	struct sample auto_first;
 	char auto_desc[512];
+	/* --sink netns-xdp: the wall time of single fan-out calls, from the call to its return
+	 * (for these backends: the last destination taken by the kernel), CLOCK_MONOTONIC
+	 * around each, over call_wall_n calls made after the rounds (run.c, call_wall). */
+	bool have_call_wall;
+	uint64_t call_wall_n;
+	double call_wall_p50_ns, call_wall_p99_ns;
 };
 
 /* One backend at one configuration and offered rate. */
@@ -657,6 +689,8 @@ void report_results_done(struct session *s, unsigned mode, uint64_t size);
  * transmit-timestamp figures, and with --ts-hist their skew histograms. */
 void report_ts(struct session *s, size_t first, size_t n);
 void report_ts_latency(struct session *s, size_t first, size_t n);
+/* After one configuration's rows: the call wall section (--sink netns-xdp). */
+void report_call_wall(struct session *s, size_t first, size_t n);
 void report_latency(struct session *s, const struct lat_result *l);
 void report_capacity(struct session *s);
 void report_timeline(struct session *s, size_t first, size_t n);

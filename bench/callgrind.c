@@ -639,10 +639,11 @@ int callgrind_main(const struct opts *o, const struct env_info *env)
 		return 1;
 	}
 	/* The children would each say so; once, before any valgrind, is enough. */
-	if (o->sink == SINK_NETNS_DROP && geteuid() != 0) {
-		fprintf(stderr, "multisend-bench: --sink netns-drop needs root (it creates a network "
+	if (sink_netns(o->sink) && geteuid() != 0) {
+		fprintf(stderr, "multisend-bench: --sink %s needs root (it creates a network "
 				"namespace and a veth pair); run it as root, or use --sink loopback or "
-				"deliver\n");
+				"deliver\n",
+			sink_name(o->sink));
 		status = 1;
 		goto out;
 	}

@@ -49,6 +49,9 @@ static const char *const colour[V_COUNT] = {
 	[V_SENDMMSG_W_TS] = "#e7cb94",
 	[V_IO_URING_W_TS] = "#cedb9c",
 	[V_AUTO] = "#d62728",
+	/* Kernel bypass: purple, the hand-written twin lighter. */
+	[V_RAW_XDP] = "#c5b0d5",
+	[V_XDP] = "#7b4173",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

@@ -29,13 +29,16 @@ static void usage(FILE *f)
 	      "                           capacity  the largest fan-out per core for --rate,\n"
 	      "                                     --size, --cpu-budget, --p99-bound\n"
 	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring,\n"
-	      "                         auto, or all (all but auto); runs interleave in this order.\n"
+	      "                         auto, xdp, raw-xdp, or all (all but auto, xdp and raw-xdp);\n"
+	      "                         runs interleave in this order.\n"
 	      "                         Default: raw-sendto\n"
 	      "                         and every available library backend (--callgrind: all).\n"
 	      "                         raw-sendto is the baseline every ratio is taken against;\n"
 	      "                         raw-sendmmsg and raw-io_uring are the library's sendmmsg\n"
 	      "                         and io_uring fan-outs written by hand (opt-in), and add a\n"
-	      "                         'vs raw twin' column\n"
+	      "                         'vs raw twin' column. xdp (the library's AF_XDP backend)\n"
+	      "                         and raw-xdp (its twin by hand) need --sink netns-xdp and\n"
+	      "                         are skipped with the reason otherwise\n"
 	      "  -n, --fanout LIST      destinations per call, e.g. 1,16,256,1024\n"
 	      "  -s, --size LIST        message sizes in bytes (1..65507), e.g. 64,512\n"
 	      "      --sink NAME        loopback (default): receivers on 127.0.0.1, drained between\n"
@@ -44,13 +47,17 @@ static void usage(FILE *f)
 	      "                           every datagram: the sender's cost alone\n"
 	      "                         deliver: receiver threads read and verify every datagram;\n"
 	      "                           reports sent = received + kernel drops\n"
+	      "                         netns-xdp: (root) netns-drop's namespace with the veth's\n"
+	      "                           peer up and frames dropped on arrival there, so that\n"
+	      "                           xdp and raw-xdp (AF_XDP) can send; every backend of the\n"
+	      "                           run pays the same receive side\n"
 	      "      --connected        one connected UDP socket per destination (default: one\n"
 	      "                         unconnected socket with N addresses)\n"
 	      "      --tcp              destinations are N TCP connections over loopback (one\n"
 	      "                         connected socket each, TCP_NODELAY) to receiver threads\n"
 	      "                         that read and discard every byte; sent bytes = received\n"
 	      "                         is checked per run, receiver CPU reported apart. Not with\n"
-	      "                         --sink netns-drop\n"
+	      "                         --sink netns-drop or netns-xdp\n"
 	      "      --mtu N            netns-drop: the veth's MTU (68..65535; default 1500).\n"
 	      "                         Larger datagrams are fragmented, and fragments copied\n"
 	      "      --verify-payload   deliver: receivers also compare every payload byte with\n"
@@ -259,7 +266,7 @@ static int parse_backends(const char *arg, struct opts *o)
 
 		if (v < 0)
 			return bad("--backends: unknown backend '%s' (raw-sendto, raw-sendmmsg, "
-				   "raw-io_uring, loop, sendmmsg, io_uring, auto, all)",
+				   "raw-io_uring, loop, sendmmsg, io_uring, auto, xdp, raw-xdp, all)",
 				   tok);
 		if (seen[v])
 			return bad("--backends: '%s' given twice", tok);
@@ -284,8 +291,9 @@ static int expand_variants(struct opts *o)
 	for (unsigned i = 0; i < o->nvariants; i++) {
 		enum variant_id v = o->order[i];
 
-		/* AUTO has no variants of its own: it runs as it is beside them. */
-		if (v == V_AUTO) {
+		/* AUTO and the kernel-bypass backends have no variants of their own: they run as
+		 * they are beside them. */
+		if (v == V_AUTO || variant_is_xdp(v)) {
 			order[n++] = v;
 			continue;
 		}
@@ -479,8 +487,11 @@ int parse_args(int argc, char **argv, struct opts *o)
 				o->sink = SINK_NETNS_DROP;
 			else if (!strcmp(optarg, "deliver"))
 				o->sink = SINK_DELIVER;
+			else if (!strcmp(optarg, "netns-xdp"))
+				o->sink = SINK_NETNS_XDP;
 			else
-				return bad("--sink: unknown sink '%s' (loopback, netns-drop, deliver)",
+				return bad("--sink: unknown sink '%s' (loopback, netns-drop, deliver, "
+					   "netns-xdp)",
 					   optarg);
 			break;
 		case OPT_CONNECTED:
@@ -836,7 +847,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 		return bad("--mtu sets the netns-drop sink's veth: it needs --sink netns-drop%s",
 			   "");
 	if (o->tcp) {
-		if (o->sink == SINK_NETNS_DROP)
+		if (sink_netns(o->sink))
 			return bad("--tcp needs a receiving side: its connections end at "
 				   "receiver threads on 127.0.0.1, which netns-drop has not (use "
 				   "the default sink)%s",

@@ -85,6 +85,7 @@ static int read_dev(struct kstat *k, const char *dev)
 		}
 		if (i == 12) {
 			k->dev_tx_dropped = v[11];
+			k->dev_tx_packets = v[9];
 			err = 0;
 		}
 		break;
@@ -130,6 +131,7 @@ void kstat_delta(const struct kstat *a, const struct kstat *b, struct kstat *d)
 	d->udp_no_ports = a->udp_no_ports - b->udp_no_ports;
 	d->udp_mem_errors = a->udp_mem_errors - b->udp_mem_errors;
 	d->dev_tx_dropped = a->dev_tx_dropped - b->dev_tx_dropped;
+	d->dev_tx_packets = a->dev_tx_packets - b->dev_tx_packets;
 	d->softnet_dropped = a->softnet_dropped - b->softnet_dropped;
 }
 

@@ -18,6 +18,7 @@ struct kstat {
 	uint64_t udp_no_ports;
 	uint64_t udp_mem_errors;
 	uint64_t dev_tx_dropped;   /* of the device named at kstat_read, else 0 */
+	uint64_t dev_tx_packets;   /* of that device: what it handed on (netns-xdp: to its peer) */
 	/* Packets dropped because a CPU's input backlog was full (/proc/net/softnet_stat, second
 	 * column, all CPUs). Machine-wide, whatever the namespace: loopback traffic passes through
 	 * that backlog before any UDP socket or counter sees it, so this is the one place such a

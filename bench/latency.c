@@ -80,6 +80,7 @@ static int lat_run(struct session *s, struct rig *r, enum variant_id v, uint64_t
 	out->k.udp_no_ports += d.udp_no_ports;
 	out->k.udp_mem_errors += d.udp_mem_errors;
 	out->k.dev_tx_dropped += d.dev_tx_dropped;
+	out->k.dev_tx_packets += d.dev_tx_packets;
 	out->k.udp_out += d.udp_out;
 	return 0;
 }

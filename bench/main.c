@@ -365,11 +365,12 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (o.sink == SINK_NETNS_DROP) {
+	if (sink_netns(o.sink)) {
 		char why[512];
 		int err;
 
 		ns.mtu = o.mtu;
+		ns.xdp = o.sink == SINK_NETNS_XDP;
 		err = netns_create(&ns, why, sizeof(why));
 
 		if (err) {

@@ -12,6 +12,10 @@
  * path, and nothing is received anywhere. The addresses exist only inside the namespace; the
  * host's interfaces, routes and neighbours are never touched.
  *
+ * The netns-xdp sink (ns->xdp) is the same namespace, addresses and neighbour entry with the
+ * peer up, so that AF_XDP can transmit on NETNS_DEV; the peer drops every frame as it
+ * arrives (see netns_describe for how).
+ *
  * The sending thread enters it with netns_enter (setns(2), this thread only) before it opens
  * any socket, and netns_check_socket proves each sending socket lives there.
  * netns_destroy deletes it; main calls it on every exit path, including SIGINT/SIGTERM.
@@ -27,6 +31,9 @@
 #define NETNS_LOCAL "10.213.0.1"
 #define NETNS_REMOTE "10.213.0.2"
 #define NETNS_PREFIX "msbench-"
+/* NETNS_REMOTE's permanent neighbour entry: locally administered (bit 1 of the first octet),
+ * so it can belong to no real card. */
+#define NETNS_REMOTE_MAC "02:00:5e:10:00:02"
 
 struct netns {
 	char name[64];
@@ -34,6 +41,10 @@ struct netns {
 	bool created;
 	int lockfd; /* holds the name's lock (netns.c) while the namespace is ours; -1: none */
 	unsigned mtu; /* the veth pair's MTU, set before netns_create (0: the kernel's, 1500) */
+	/* netns-xdp, set before netns_create: the peer is up (an AF_XDP socket transmits only
+	 * on a veth with carrier) and drops the frames on arrival (netns.c, PEER_XDP_DROP). */
+	bool xdp;
+	bool peer_prog; /* netns-xdp: an XDP_DROP program is attached to the peer */
 };
 
 /* Create it (with ns->mtu as set by the caller). Returns 0, or -errno with a reason in err. */

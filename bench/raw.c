@@ -24,6 +24,8 @@ const char *raw_fanout_function(enum variant_id v)
 		return "bench_raw_sendmmsg_fanout";
 	case V_RAW_IO_URING:
 		return "bench_raw_uring_fanout";
+	case V_RAW_XDP:
+		return "bench_raw_xdp_fanout";
 	default:
 		return "ms_send";
 	}
@@ -366,13 +368,20 @@ int raw_open(const struct session *s, struct rig *r, char *err, size_t errlen)
 			h->msg_iovlen = 1;
 		}
 	}
-	if (uring)
-		return uring_open(r, err, errlen);
+	if (uring) {
+		int e = uring_open(r, err, errlen);
+
+		if (e)
+			return e;
+	}
+	if (s->var[V_RAW_XDP].available)
+		return raw_xdp_open(s, r, err, errlen);
 	return 0;
 }
 
 void raw_close(struct rig *r)
 {
+	raw_xdp_close(r);
 	uring_close(r);
 	free(r->raw_mm);
 	r->raw_mm = NULL;

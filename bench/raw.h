@@ -17,6 +17,9 @@
  *                 the prepared headers before that, SEND on connected sockets; one
  *                 io_uring_submit_and_wait per fan-out (per ring-full beyond 4096), then every
  *                 completion is reaped
+ *   raw-xdp       the library's xdp backend by hand over AF_XDP (raw-xdp.c; --sink netns-xdp
+ *                 only): frames built from per-destination templates, one sendto kick per
+ *                 batch the kernel takes
  *
  * With --dontwait (or as a "+dontwait" variant) every send passes MSG_DONTWAIT (rig->raw_flags):
  * sendto's and sendmmsg's flags, the msg_flags of raw-io_uring's SQEs (which still waits for
@@ -42,6 +45,15 @@
 uint64_t bench_raw_sendto_fanout(struct rig *r) BENCH_NAMED;
 uint64_t bench_raw_sendmmsg_fanout(struct rig *r) BENCH_NAMED;
 uint64_t bench_raw_uring_fanout(struct rig *r) BENCH_NAMED;
+/* raw-xdp (raw-xdp.c): the library's xdp backend by hand over AF_XDP. */
+uint64_t bench_raw_xdp_fanout(struct rig *r) BENCH_NAMED;
+
+/* Whether raw-xdp can run with this sink: a description of what it will use, or why not. */
+bool raw_xdp_probe(enum sink_kind sink, char *detail, size_t len);
+/* Its socket, UMEM, rings and templates on a rig whose sockets are open (sending thread, in
+ * the namespace). 0, or -errno with a reason. */
+int raw_xdp_open(const struct session *s, struct rig *r, char *err, size_t errlen);
+void raw_xdp_close(struct rig *r);
 
 /* The per-fan-out function of backend v, as callgrind names it (ms_send for the library's). */
 const char *raw_fanout_function(enum variant_id v);

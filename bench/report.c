@@ -23,6 +23,8 @@ const char *sink_name(enum sink_kind k)
 		return "deliver";
 	case SINK_TCP:
 		return "tcp";
+	case SINK_NETNS_XDP:
+		return "netns-xdp";
 	}
 	return "?";
 }
@@ -365,7 +367,7 @@ static bool show_twin(const struct session *s)
 {
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		if (variant_base(s->o->order[i]) == V_RAW_SENDMMSG ||
-		    variant_base(s->o->order[i]) == V_RAW_IO_URING)
+		    variant_base(s->o->order[i]) == V_RAW_IO_URING || s->o->order[i] == V_RAW_XDP)
 			return true;
 	return false;
 }
@@ -408,6 +410,8 @@ static void table_heading(struct session *s, unsigned mode)
 		fprintf(f, " %9s %6s", "received", "unacc.");
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10s", "veth drops");
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, " %10s", "veth tx");
 	fprintf(f, "\n%7s %5s  %-*s %10s %9s  %-19s %6s  %-19s", "", "B", bw, "", "median", "median",
 		"median [min-max]", "median", "CPU/dest [min-max]");
 	if (twin)
@@ -510,6 +514,8 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, " %9" PRIu64 " %6" PRId64, r->received, r->unaccounted);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, " %10" PRIu64, r->k.dev_tx_dropped);
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, " %10" PRIu64, r->k.dev_tx_packets);
 	fputc('\n', f);
 	if (r->have_auto_first) {
 		const struct sample *x = &r->auto_first;
@@ -543,6 +549,10 @@ void report_result(struct session *s, const struct result *r)
 			r->warm.dests, r->warm.lib.zc_copied,
 			r->lib.zc_copied + r->warm.lib.zc_copied ? ": zero copy turned itself off"
 								  : "");
+	if (r->lib.xdp_fallback)
+		fprintf(f, "        ! xdp: %" PRIu64 " of %" PRIu64 " destinations went by the "
+			   "kernel's path instead (ms_stats.xdp_fallback_*), %" PRIu64 " as frames\n",
+			r->lib.xdp_fallback, r->dests, r->lib.xdp_frames);
 	if (r->softirqd.median > 0.03 * r->cpu_proc.median)
 		fprintf(f, "        ! ksoftirqd ran %.0f ns/dest during these runs: receive-path work "
 			   "the kernel deferred out of the process,\n          so this row's CPU "
@@ -568,6 +578,11 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "        ! the veth dropped %" PRIu64 " datagrams of %" PRIu64
 			   " sent: something else received or queued them\n",
 			r->k.dev_tx_dropped, r->dests - r->failed);
+	if (s->o->sink == SINK_NETNS_XDP &&
+	    (r->k.dev_tx_packets < r->dests - r->failed || r->k.dev_tx_dropped))
+		fprintf(f, "        ! the veth handed its peer %" PRIu64 " frames of %" PRIu64
+			   " sent, and dropped %" PRIu64 "\n",
+			r->k.dev_tx_packets, r->dests - r->failed, r->k.dev_tx_dropped);
 	if (s->json) {
 		json_result(s->json, s, r);
 	}
@@ -810,6 +825,31 @@ void report_ts(struct session *s, size_t first, size_t n)
 	out_end(s);
 }
 
+void report_call_wall(struct session *s, size_t first, size_t n)
+{
+	FILE *f = s->table;
+	bool any = false;
+
+	for (size_t i = first; i < first + n && i < s->nres; i++)
+		any |= s->res[i].have_call_wall;
+	if (!any)
+		return;
+	out_begin(s);
+	fprintf(f, "        call wall, fan-out %" PRIu64 ", %" PRIu64 " B: microseconds from the "
+		   "call to its return, when the kernel has taken the last destination's "
+		   "datagram or frame (one call at a time, after the rounds):\n",
+		s->res[first].n, s->res[first].size);
+	for (size_t i = first; i < first + n && i < s->nres; i++) {
+		const struct result *r = &s->res[i];
+
+		if (r->have_call_wall)
+			fprintf(f, "          %-12s p50 %9.1f  p99 %9.1f  (%" PRIu64 " calls)\n",
+				variant_name(r->v), r->call_wall_p50_ns / 1e3,
+				r->call_wall_p99_ns / 1e3, r->call_wall_n);
+	}
+	out_end(s);
+}
+
 void report_ts_latency(struct session *s, size_t first, size_t n)
 {
 	struct ts_row rows[V_COUNT];
@@ -982,9 +1022,10 @@ static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 		",\"dests_accepted\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"bytes\":%" PRIu64
 		",\"syscalls\":%" PRIu64 ",\"offload_msgs\":%" PRIu64 ",\"offload_waits\":%" PRIu64
 		",\"offload_refused\":%" PRIu64 ",\"zc_sends\":%" PRIu64 ",\"zc_copied\":%" PRIu64
-		"}",
+		",\"xdp_frames\":%" PRIu64 ",\"xdp_kicks\":%" PRIu64 ",\"xdp_fallback\":%" PRIu64 "}",
 		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls, l->off_msgs,
-		l->off_waits, l->off_refused, l->zc_sends, l->zc_copied);
+		l->off_waits, l->off_refused, l->zc_sends, l->zc_copied, l->xdp_frames, l->xdp_kicks,
+		l->xdp_fallback);
 }
 
 static void json_deliver(FILE *f, const struct session *s, const struct sample *x)
@@ -1038,6 +1079,9 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	json_summary(f, "wall_ns_per_dest", &r->wall_dest);
 	json_summary(f, "ksoftirqd_ns_per_dest", &r->softirqd);
 	json_summary(f, "syscalls_per_fanout", &r->syscalls);
+	if (r->have_call_wall)
+		fprintf(f, ",\"call_wall_ns\":{\"calls\":%" PRIu64 ",\"p50\":%.0f,\"p99\":%.0f}",
+			r->call_wall_n, r->call_wall_p50_ns, r->call_wall_p99_ns);
 	if (r->have_ratio) {
 		fputs(",\"ratio_to_raw_sendto\":{\"baseline\":\"raw-sendto\"", f);
 		json_summary(f, "fanouts_per_s", &r->r_fanouts_s);
@@ -1060,6 +1104,9 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		r->k.softnet_dropped);
 	if (s->o->sink == SINK_NETNS_DROP)
 		fprintf(f, ",\"veth_tx_dropped\":%" PRIu64, r->k.dev_tx_dropped);
+	if (s->o->sink == SINK_NETNS_XDP)
+		fprintf(f, ",\"veth_tx_dropped\":%" PRIu64 ",\"veth_tx_packets\":%" PRIu64,
+			r->k.dev_tx_dropped, r->k.dev_tx_packets);
 	fputc('}', f);
 	fprintf(f, ",\"dests_sent\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"preempted\":%" PRIu64,
 		r->dests, r->failed, r->preempted);
@@ -1190,7 +1237,7 @@ void csv_result(FILE *f, const struct session *s, const struct result *r)
 		fprintf(f, ",%" PRIu64 ",%" PRId64, r->received, r->unaccounted);
 	else
 		fputs(",,", f);
-	if (s->o->sink == SINK_NETNS_DROP)
+	if (sink_netns(s->o->sink))
 		fprintf(f, ",%" PRIu64, r->k.dev_tx_dropped);
 	else
 		fputs(",", f);
@@ -1434,6 +1481,15 @@ void report_legend(struct session *s)
 	      "drops: datagrams the kernel dropped over all rounds, counted at the receiving sockets "
 	      "(loopback, deliver)\n  or by the private namespace's UDP counters (netns-drop).\n",
 	      s->table);
+	if (s->o->sink == SINK_NETNS_XDP)
+		fputs("netns-xdp: syscalls/fan-out of xdp and raw-xdp are their AF_XDP kicks (sendto "
+		      "on the socket; the library's in\n  ms_stats.syscalls and xdp_kicks); drops: "
+		      "datagrams the sender was told were taken that the veth did not\n  hand to its "
+		      "peer (its tx packets), plus the namespace's UDP receive errors; veth tx: what "
+		      "it handed\n  to the peer, which drops it. call wall: each backend's single "
+		      "calls timed one at a time after the\n  rounds (CLOCK_MONOTONIC from the call to "
+		      "its return, when the kernel has taken the last destination).\n",
+		      s->table);
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		if (s->o->order[i] == V_AUTO)
 			fprintf(s->table,
@@ -1442,10 +1498,11 @@ void report_legend(struct session *s)
 				"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
 				"reported apart.\n");
 	if (show_twin(s))
-		fputs("raw-sendmmsg, raw-io_uring: the library's sendmmsg and io_uring fan-outs written by "
-		      "hand, without the library.\nvs raw twin: a library backend's CPU/dest over its "
-		      "hand-written twin's (loop: raw-sendto, sendmmsg:\n  raw-sendmmsg, io_uring: "
-		      "raw-io_uring) in the same round; the median of those ratios [min-max].\n",
+		fputs("raw-sendmmsg, raw-io_uring, raw-xdp: the library's sendmmsg, io_uring and xdp "
+		      "fan-outs written by hand,\n  without the library.\nvs raw twin: a library "
+		      "backend's CPU/dest over its hand-written twin's (loop: raw-sendto, sendmmsg:\n"
+		      "  raw-sendmmsg, io_uring: raw-io_uring, xdp: raw-xdp) in the same round; the "
+		      "median of those ratios [min-max].\n",
 		      s->table);
 	if (s->o->compare_dw)
 		fputs("+dontwait: the same backend with every send not waiting (ms_send with "

@@ -65,7 +65,7 @@ unsigned active_variants(const struct session *s, enum variant_id out[V_COUNT])
 
 const char *kstat_dev(const struct session *s)
 {
-	return s->o->sink == SINK_NETNS_DROP ? NETNS_DEV : NULL;
+	return sink_netns(s->o->sink) ? NETNS_DEV : NULL;
 }
 
 int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
@@ -135,6 +135,11 @@ static void settle(struct rig *r, uint64_t accepted0, const struct deliver_count
 uint64_t run_drops(const struct session *s, const struct rig *r, const struct kstat *dk,
 		   uint64_t sink0, uint64_t accepted)
 {
+	/* netns-xdp: the AF_XDP backends' frames never pass the UDP layer, so what the veth
+	 * handed to its peer is the count for every backend alike. */
+	if (s->o->sink == SINK_NETNS_XDP)
+		return (accepted > dk->dev_tx_packets ? accepted - dk->dev_tx_packets : 0) +
+		       dk->udp_in_errors + dk->udp_no_ports;
 	if (s->o->sink != SINK_NETNS_DROP)
 		return sink_drops(r->sink) - sink0;
 	return (accepted > dk->udp_out ? accepted - dk->udp_out : 0) + dk->udp_in_errors +
@@ -154,6 +159,12 @@ static void lib_delta(struct lib_count *acc, const struct ms_stats *a, const str
 	acc->off_refused += a->offload_refused - b->offload_refused;
 	acc->zc_sends += a->zc_sends - b->zc_sends;
 	acc->zc_copied += a->zc_copied - b->zc_copied;
+	acc->xdp_frames += a->xdp_frames - b->xdp_frames;
+	acc->xdp_kicks += a->xdp_kicks - b->xdp_kicks;
+	acc->xdp_fallback += (a->xdp_fallback_local + a->xdp_fallback_iface + a->xdp_fallback_mtu +
+			      a->xdp_fallback_route + a->xdp_fallback_neigh + a->xdp_fallback_other) -
+			     (b->xdp_fallback_local + b->xdp_fallback_iface + b->xdp_fallback_mtu +
+			      b->xdp_fallback_route + b->xdp_fallback_neigh + b->xdp_fallback_other);
 }
 
 static void lib_add(struct lib_count *acc, const struct lib_count *x)
@@ -169,6 +180,9 @@ static void lib_add(struct lib_count *acc, const struct lib_count *x)
 	acc->off_refused += x->off_refused;
 	acc->zc_sends += x->zc_sends;
 	acc->zc_copied += x->zc_copied;
+	acc->xdp_frames += x->xdp_frames;
+	acc->xdp_kicks += x->xdp_kicks;
+	acc->xdp_fallback += x->xdp_fallback;
 }
 
 void sample_add(struct sample *acc, const struct sample *x)
@@ -192,6 +206,7 @@ void sample_add(struct sample *acc, const struct sample *x)
 	acc->k.udp_no_ports += x->k.udp_no_ports;
 	acc->k.udp_mem_errors += x->k.udp_mem_errors;
 	acc->k.dev_tx_dropped += x->k.dev_tx_dropped;
+	acc->k.dev_tx_packets += x->k.dev_tx_packets;
 	acc->k.softnet_dropped += x->k.softnet_dropped;
 	acc->received += x->received;
 	acc->rx_bytes += x->rx_bytes;
@@ -534,6 +549,7 @@ static void summarize_one(struct result *res, const struct result *raw, const st
 		res->k.udp_no_ports += x->k.udp_no_ports;
 		res->k.udp_mem_errors += x->k.udp_mem_errors;
 		res->k.dev_tx_dropped += x->k.dev_tx_dropped;
+		res->k.dev_tx_packets += x->k.dev_tx_packets;
 		res->k.softnet_dropped += x->k.softnet_dropped;
 		res->failed += x->failed;
 		res->dests += x->dests;
@@ -599,6 +615,84 @@ static int auto_warmup(struct session *s, struct rig *r, struct result *res)
 	return err;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+#define CALL_WALL_MAX 2000      /* calls timed per backend at most */
+#define CALL_WALL_MIN 100       /* ... and at least */
+#define CALL_WALL_NS 300000000. /* about this long per backend between the two */
+#define CALL_WALL_SLICE 50      /* calls of one backend before the next one's turn */
+
+/*
+ * --sink netns-xdp: how long one fan-out call takes, start to return, at this N. For the
+ * backends compared there (raw-sendto, io_uring, xdp, raw-xdp) the return is when the kernel
+ * has taken the last destination's datagram or frame: a send call, io_uring's wait for every
+ * completion, and the AF_XDP kicks until the transmit ring's consumer index has passed the
+ * fan-out's last descriptor (the library's xdp reports a destination only once its descriptor
+ * is consumed). Each call alone between two CLOCK_MONOTONIC reads, after the rounds (so the
+ * rows' CPU figures carry no clock reads), the backends taking turns in slices. Not in the
+ * rows' counts. Skipped for a variant that offloads (its call is a hand-over).
+ */
+static int call_wall(struct session *s, struct rig *r, const enum variant_id *act, unsigned nv,
+		     const double *est, struct result *res)
+{
+	uint64_t *t[V_COUNT] = { NULL }, want[V_COUNT], have[V_COUNT] = { 0 };
+	int err = 0;
+	bool more = true;
+
+	for (unsigned i = 0; i < nv; i++) {
+		double w = est[i] > 0 ? CALL_WALL_NS / est[i] : CALL_WALL_MAX;
+
+		want[i] = w > CALL_WALL_MAX ? CALL_WALL_MAX : w < CALL_WALL_MIN ? CALL_WALL_MIN
+										  : (uint64_t)w;
+		if (rig_offloads(r, act[i]))
+			want[i] = 0;
+		if (want[i] && !(t[i] = malloc(want[i] * sizeof(*t[i])))) {
+			err = -ENOMEM;
+			goto out;
+		}
+	}
+	while (more) {
+		more = false;
+		for (unsigned i = 0; i < nv; i++) {
+			for (unsigned k = 0; k < CALL_WALL_SLICE && have[i] < want[i]; k++) {
+				if (stopped(s)) {
+					err = -EINTR;
+					goto out;
+				}
+				int64_t room = rig_room(r, act[i], 1);
+
+				if (room < 0) {
+					err = (int)room;
+					goto out;
+				}
+				uint64_t a = now_ns();
+
+				rig_send(r, act[i], 1);
+				t[i][have[i]++] = now_ns() - a;
+			}
+			more |= have[i] < want[i];
+		}
+	}
+	for (unsigned i = 0; i < nv; i++) {
+		if (!have[i])
+			continue;
+		qsort(t[i], have[i], sizeof(*t[i]), cmp_u64);
+		res[i].have_call_wall = true;
+		res[i].call_wall_n = have[i];
+		res[i].call_wall_p50_ns = (double)t[i][(have[i] - 1) / 2];
+		res[i].call_wall_p99_ns = (double)t[i][(uint64_t)((double)(have[i] - 1) * 0.99)];
+	}
+out:
+	for (unsigned i = 0; i < nv; i++)
+		free(t[i]);
+	return err;
+}
+
 /* Measure one configuration: warm-up, rounds, results. */
 static int measure(struct session *s, unsigned mode, struct rig *r, double run_ns,
 		   unsigned rounds)
@@ -631,6 +725,9 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 	}
 	struct summary sm;
 
+	double est_each[V_COUNT]; /* est in act's order, which summarize does not keep */
+
+	memcpy(est_each, est, nv * sizeof(*est));
 	summarize(est, nv, &sm); /* reorders est; only the median is used */
 	/* The same work for every backend: they are compared on equal terms. */
 	uint64_t iters = s->o->iterations;
@@ -681,6 +778,8 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 	for (unsigned i = 0; i < nv; i++)
 		if (act[i] == V_AUTO)
 			auto_describe(s, res[i].auto_desc, sizeof(res[i].auto_desc));
+	if (s->o->sink == SINK_NETNS_XDP && (err = call_wall(s, r, act, nv, est_each, res)))
+		goto out;
 	const struct result *raw = NULL, *loop = NULL;
 
 	for (unsigned i = 0; i < nv; i++) {
@@ -725,6 +824,7 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 			       "absolute figures",
 			    spread * 100);
 	report_ts(s, s->nres - nv, nv);
+	report_call_wall(s, s->nres - nv, nv);
 	report_auto_best(s, s->nres - nv, nv);
 out:
 	for (unsigned i = 0; i < nv; i++) {

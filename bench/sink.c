@@ -477,9 +477,10 @@ int sink_open(struct sink **out, enum sink_kind kind, size_t n, size_t size, int
 	s->burst = UINT64_MAX;
 	s->listener = -1;
 
-	if (kind == SINK_NETNS_DROP) {
+	if (sink_netns(kind)) {
 		if (n > 65535 - NETNS_FIRST_PORT) {
-			snprintf(err, errlen, "netns-drop supports at most %u destinations",
+			snprintf(err, errlen, "%s supports at most %u destinations",
+				 kind == SINK_NETNS_XDP ? "netns-xdp" : "netns-drop",
 				 65535 - NETNS_FIRST_PORT);
 			ret = -E2BIG;
 			goto fail;
@@ -683,6 +684,9 @@ void sink_describe(enum sink_kind kind, bool check_payload, char *buf, size_t le
 		break;
 	case SINK_NETNS_DROP:
 		snprintf(buf, len, "netns-drop");
+		break;
+	case SINK_NETNS_XDP:
+		snprintf(buf, len, "netns-xdp");
 		break;
 	case SINK_TCP:
 		snprintf(buf, len,

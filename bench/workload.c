@@ -36,6 +36,8 @@ static const char *const names[V_COUNT] = {
 	[V_IO_URING_OFF] = "io_uring+offload",
 	[V_IO_URING_ZC] = "io_uring+zc",
 	[V_AUTO] = "auto",
+	[V_RAW_XDP] = "raw-xdp",
+	[V_XDP] = "xdp",
 };
 
 /* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
@@ -71,12 +73,15 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_SENDMMSG_W_TS] = MS_BACKEND_SENDMMSG,
 	[V_IO_URING_W_TS] = MS_BACKEND_IO_URING,
 	[V_AUTO] = MS_BACKEND_AUTO,
+	[V_XDP] = MS_BACKEND_XDP,
 };
 
 static const char *const plain_detail[V_COUNT] = {
 	[V_LOOP] = "loop: the library's plain loop, one sendto(2) per destination",
 	[V_SENDMMSG] = "sendmmsg: one sendmmsg(2) per socket per 1024 destinations",
 	[V_IO_URING] = "io_uring",
+	[V_XDP] = "xdp: the library's AF_XDP backend on " NETNS_DEV " queue 0, copy mode, 4096 "
+		  "frames (rings of 2048)",
 };
 
 const char *variant_name(enum variant_id v)
@@ -109,6 +114,10 @@ int variant_from_name(const char *name)
 			return v;
 	if (!strcmp(name, names[V_AUTO]))
 		return V_AUTO;
+	if (!strcmp(name, names[V_RAW_XDP]))
+		return V_RAW_XDP;
+	if (!strcmp(name, names[V_XDP]))
+		return V_XDP;
 	return -EINVAL;
 }
 
@@ -117,6 +126,14 @@ int variant_from_name(const char *name)
  * causes we can see ourselves. */
 static void why_unavailable(enum variant_id v, int err, char *buf, size_t len)
 {
+	if (v == V_XDP && err == -ENOTSUP) {
+		snprintf(buf, len,
+			 "unavailable: ms_ctx_new(MS_BACKEND_XDP on %s, MS_CFG_NO_FALLBACK): %s "
+			 "(a library built without the xdp backend, a kernel without AF_XDP, or "
+			 "the interface refused)",
+			 NETNS_DEV, ms_strerror(err));
+		return;
+	}
 	if (v == V_IO_URING && err == -ENOTSUP) {
 #ifndef BENCH_TREE_HAS_LIBURING
 		snprintf(buf, len, "unavailable: libmultisend was built without liburing");
@@ -260,6 +277,15 @@ static struct ms_config variant_config(const struct session *s, enum variant_id 
 	/* AUTO: the library's choice, which may fall back (no MS_CFG_NO_FALLBACK). */
 	if (v == V_AUTO)
 		cfg.flags &= ~(uint32_t)MS_CFG_NO_FALLBACK;
+	/* xdp: what raw-xdp does by hand: the namespace's veth (named here, not by
+	 * MULTISEND_XDP_IFACE, which MS_CFG_IGNORE_ENV ignores), its queue 0, copy mode (a veth
+	 * has no zero copy), 4096 frames and so rings of 2048. */
+	if (v == V_XDP) {
+		cfg.flags |= MS_CFG_XDP_QUEUE | MS_CFG_XDP_COPY;
+		cfg.xdp_ifname = NETNS_DEV;
+		cfg.xdp_queue = 0;
+		cfg.xdp_frames = 4096;
+	}
 	return cfg;
 }
 
@@ -298,6 +324,18 @@ int variants_open(struct session *s)
 			if (x->available)
 				detail_variant(s->o, x, (enum variant_id)v);
 			any += x->available;
+			continue;
+		}
+		if (v == V_RAW_XDP) {
+			x->available = raw_xdp_probe(s->o->sink, x->detail, sizeof(x->detail));
+			any += x->available;
+			continue;
+		}
+		/* AF_XDP needs the veth with its peer up: the other sinks have no such device. */
+		if (v == V_XDP && s->o->sink != SINK_NETNS_XDP) {
+			snprintf(x->detail, sizeof(x->detail),
+				 "skipped: needs --sink netns-xdp (the library's AF_XDP socket needs "
+				 "the namespace's veth, with its peer up)");
 			continue;
 		}
 		struct ms_config cfg = variant_config(s, (enum variant_id)v);
@@ -387,7 +425,7 @@ bool variant_stats(const struct session *s, enum variant_id v, struct ms_stats *
 
 uint64_t rig_fds_needed(const struct session *s, uint64_t n)
 {
-	uint64_t rx = s->o->sink == SINK_NETNS_DROP ? 0 : n, sets = 1, own = 0;
+	uint64_t rx = sink_netns(s->o->sink) ? 0 : n, sets = 1, own = 0;
 
 	for (int v = V_FIRST_TS; v < V_COUNT; v++)
 		sets += s->var[v].wanted && variant_stamped((enum variant_id)v);
@@ -811,6 +849,9 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 		break;
 	case V_RAW_IO_URING:
 		failed = send_raw(r, bench_raw_uring_fanout, count);
+		break;
+	case V_RAW_XDP:
+		failed = send_raw(r, bench_raw_xdp_fanout, count);
 		break;
 	default:
 		failed = send_lib(r, r->g[v], dontwait ? MS_SEND_DONTWAIT : 0, count,

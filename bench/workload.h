@@ -16,6 +16,7 @@
 #include "sink.h"
 
 struct raw_uring;
+struct raw_xdp;
 
 struct rig {
 	uint64_t n, size;
@@ -37,6 +38,7 @@ struct rig {
 	struct mmsghdr *raw_mm;
 	struct iovec raw_iov;
 	struct raw_uring *raw_ring;
+	struct raw_xdp *raw_xdp; /* raw-xdp's socket, UMEM, rings and templates */
 	uint64_t raw_syscalls; /* system calls the baselines made, since the rig opened */
 	int raw_flags;         /* the baselines' send flags for this fan-out: MSG_DONTWAIT or 0 */
 	unsigned char *msg;

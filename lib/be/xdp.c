@@ -117,7 +117,8 @@ struct xdest {
 	unsigned char hdr[64]; /* Ethernet, IP and UDP headers: hlen bytes */
 	uint32_t sum_ip;       /* IPv4 header's sum with tot_len, id and check 0 */
 	uint32_t sum_udp;      /* pseudo-header addresses and protocol, and the ports */
-	uint32_t maxlen;       /* the largest message one frame carries to it */
+	uint32_t lim;          /* by frame: 1 + the largest message one frame carries to it;
+	                          0 for the kernel's path (so one test says both) */
 	uint8_t hlen;          /* HDR4 or HDR6 */
 	uint8_t why;           /* BY_FRAME, or FB_*: the kernel's path, and why */
 	uint8_t v6;
@@ -379,15 +380,13 @@ static int xsk_open(struct xstate *st)
 		.sxdp_flags = XDP_USE_NEED_WAKEUP | (ctx->xdp.copy_only ? XDP_COPY : XDP_ZEROCOPY),
 	};
 	st->zerocopy = !ctx->xdp.copy_only;
-	if (bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)) && !ctx->xdp.copy_only) {
+	int rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (rc && st->zerocopy) {
 		sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY; /* the driver has no zero copy */
 		st->zerocopy = false;
-		if (!bind(st->fd, (struct sockaddr *)&sa, sizeof(sa)))
-			errno = 0;
-	} else if (!st->zerocopy || errno == 0) {
-		errno = 0;
+		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
-	if (errno) {
+	if (rc) {
 		err = -errno;
 		snprintf(why_buf, sizeof(why_buf), "binding an AF_XDP socket to %s queue %u: %s%s",
 			 st->ifname, st->queue, ms_strerror(err),
@@ -679,7 +678,7 @@ static void make_dest(struct xdest *d, const struct xstate *st, const struct soc
 		put16(udp + 2, dport);
 		s = sum_bytes(ip + 12, 8, 0) + htons(IPPROTO_UDP);
 		d->hlen = HDR4;
-		d->maxlen = rt->mtu > 28 ? rt->mtu - 28 : 0;
+		d->lim = rt->mtu > 28 ? rt->mtu - 28 : 0;
 	} else {
 		const struct in6_addr *dst = &((const struct sockaddr_in6 *)to)->sin6_addr;
 		put16(h + 12, htons(0x86dd));
@@ -697,12 +696,13 @@ static void make_dest(struct xdest *d, const struct xstate *st, const struct soc
 		s = sum_bytes(ip + 8, 32, 0) + htons(IPPROTO_UDP);
 		d->v6 = 1;
 		d->hlen = HDR6;
-		d->maxlen = rt->mtu > 48 ? rt->mtu - 48 : 0;
+		d->lim = rt->mtu > 48 ? rt->mtu - 48 : 0;
 	}
 	d->sum_udp = fold(s + sport + dport);
 	const uint32_t room = st->frame_size - d->hlen;
-	if (d->maxlen > room)
-		d->maxlen = room;
+	if (d->lim > room)
+		d->lim = room;
+	d->lim++;
 }
 
 static int grow(const struct ms_ctx *ctx, void **pp, size_t n, size_t size)
@@ -891,8 +891,12 @@ static void reap(struct xstate *st)
 		return;
 	const uint64_t *addr = r->desc;
 	const uint64_t mask = ~(uint64_t)(st->frame_size - 1);
+	uint64_t *const freel = st->freel;
+	uint32_t nfree = st->nfree;
+	const uint32_t rmask = r->mask;
 	while (c != prod)
-		st->freel[st->nfree++] = addr[c++ & r->mask] & mask;
+		freel[nfree++] = addr[c++ & rmask] & mask;
+	st->nfree = nfree;
 	r->head = c;
 	__atomic_store_n(r->cons, c, __ATOMIC_RELEASE);
 }
@@ -1019,17 +1023,103 @@ static void krun_add(struct ms__batch *b, struct krun *k, size_t i, unsigned why
 	}
 }
 
-/* Copy the message into a frame after its headers. */
+/* Copy a gathered message into a frame after its headers. */
 static void copy_message(unsigned char *to, const struct ms__batch *b)
 {
-	if (likely(b->iovcnt == 1)) {
-		memcpy(to, b->iov[0].iov_base, b->len);
-		return;
-	}
 	for (int k = 0; k < b->iovcnt; k++) {
 		memcpy(to, b->iov[k].iov_base, b->iov[k].iov_len);
 		to += b->iov[k].iov_len;
 	}
+}
+
+/* What one call shares: the lengths and the message's sum, the outcome so far. */
+struct call {
+	uint16_t ulen, tot4;   /* UDP length, IPv4 total length (network order) */
+	uint32_t add_udp;      /* the message's sum and both UDP lengths */
+	uint32_t frames, failed;
+	bool dry;              /* no frame for the rest of the call: the kernel's path */
+	bool again;            /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
+	uint16_t ip_id;
+	struct krun k;
+};
+
+/* Write destination d's frame into f: its headers, the message, both lengths and both
+ * checksums (one add and a fold each). */
+static inline __attribute__((always_inline)) void
+build_frame(unsigned char *f, const struct xdest *d, const void *buf, size_t len, uint16_t ulen,
+	    uint16_t tot4, uint32_t add_udp, uint16_t *ip_id)
+{
+	memcpy(f, d->hdr, 64); /* the message overwrites what lies past the headers */
+	if (buf)
+		memcpy(f + d->hlen, buf, len);
+	uint32_t s;
+	if (!d->v6) {
+		unsigned char *ip = f + ETH_HLEN;
+		s = d->sum_ip + tot4;
+		if (unlikely(d->idctr)) {
+			const uint16_t id = htons((*ip_id)++);
+			put16(ip + 4, id);
+			s += id;
+		}
+		put16(ip + 2, tot4);
+		s = (s & 0xffff) + (s >> 16);
+		s += s >> 16;
+		put16(ip + 10, (uint16_t)~s);
+	} else {
+		put16(f + ETH_HLEN + 4, ulen);
+	}
+	unsigned char *udp = f + d->hlen - 8;
+	put16(udp + 4, ulen);
+	s = d->sum_udp + add_udp;
+	s = (s & 0xffff) + (s >> 16);
+	s += s >> 16;
+	const uint16_t sum = (uint16_t)~s;
+	put16(udp + 6, sum ? sum : 0xffff);
+}
+
+/* Position i when it is not the plain case: the kernel's path (and why), a gathered message
+ * or one with control messages, no free frame. */
+static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__batch *b,
+					       const struct xdest *d, size_t i, struct call *c)
+{
+	unsigned why = d->why;
+	if (!why) {
+		if (b->len >= d->lim)
+			why = FB_MTU;
+		else if (b->hdr && b->plan[i].mm->msg_hdr.msg_control)
+			why = FB_OTHER; /* control messages (timestamps) are the kernel's */
+	}
+	if (!why && !st->nfree) {
+		if (c->dry || c->again || !wait_frame(st, b, &c->failed)) {
+			if (st->fd >= 0 && (b->msg_flags & MSG_DONTWAIT))
+				c->again = true;
+			else
+				c->dry = true;
+		}
+		if (c->again) {
+			ms__status(b, i, -EAGAIN); /* exactly those that did not fit */
+			return;
+		}
+		if (c->dry)
+			why = FB_OTHER;
+	}
+	if (why) {
+		krun_add(b, &c->k, i, why);
+		return;
+	}
+	const uint64_t addr = st->freel[--st->nfree];
+	unsigned char *f = st->umem + addr;
+	build_frame(f, d, b->iovcnt == 1 ? b->iov[0].iov_base : NULL, b->len, c->ulen, c->tot4,
+		    c->add_udp, &c->ip_id);
+	if (b->iovcnt != 1)
+		copy_message(f + d->hlen, b);
+	const uint32_t slot = st->tx.head++ & st->tx.mask;
+	((struct xdp_desc *)st->tx.desc)[slot] =
+		(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + b->len) };
+	st->slot_pos[slot] = (uint32_t)i;
+	c->frames++;
+	if (b->res)
+		b->res[i] = (struct ms_result){ .id = b->plan[i].id, .status = (int)b->len };
 }
 
 static int xdp_send(void *state, struct ms__batch *b, size_t first, size_t count)
@@ -1037,94 +1127,66 @@ static int xdp_send(void *state, struct ms__batch *b, size_t first, size_t count
 	struct xstate *st = state;
 	struct xgroup *x = b->gdata;
 	const size_t n = b->n, len = b->len;
-	struct ms_result *const res = b->res;
 	b->t.xdp = true;
 	b->t.syscalls += st->sys;
 	st->sys = 0;
 
 	/* Per call: the message's sum and the lengths every frame shares. */
-	const uint32_t msum = sum_message(b->iov, b->iovcnt);
-	const uint16_t ulen = htons((uint16_t)(8 + len));
-	const uint32_t add_udp = msum + 2u * ulen;
-	const uint16_t tot4 = htons((uint16_t)(20 + 8 + len));
-
+	const uint16_t ulen = htons((uint16_t)(8 + len)), tot4 = htons((uint16_t)(20 + 8 + len));
+	const uint32_t add_udp = sum_message(b->iov, b->iovcnt) + 2u * ulen;
+	struct call c = { .ulen = ulen, .tot4 = tot4, .add_udp = add_udp, .dry = st->fd < 0 };
 	if (st->fd >= 0)
 		reap(st);
-	uint32_t frames = 0, failed = 0;
-	bool dry = st->fd < 0;   /* no frame for the rest of the call: the kernel's path */
-	bool again = false;      /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
-	struct krun k = { 0 };
+	/* The plain case inline, on locals (stores into frames may alias anything reached
+	 * through st): a destination by frame, a message in one piece, a free frame. Without a
+	 * socket (the interface went away) nfree is 0, so every position goes to one_slow. */
+	const bool plain = !b->hdr; /* and so the message is in one piece */
+	const void *const buf = b->iov[0].iov_base;
+	const struct ms__plan_entry *const plan = b->plan;
+	struct ms_result *const res = b->res;
+	unsigned char *const umem = st->umem;
+	const uint64_t *const freel = st->freel;
+	struct xdp_desc *const ring = st->tx.desc;
+	uint32_t *const slot_pos = st->slot_pos;
+	const uint32_t mask = st->tx.mask;
+	uint32_t nfree = st->nfree, head = st->tx.head, frames = 0;
 	uint16_t ip_id = x->ip_id;
-
-	for (MS__EACH(i, left, first, count, n)) {
-		const struct xdest *d = &x->d[i];
-		unsigned why = d->why;
-		if (likely(!why)) {
-			if (unlikely(len > d->maxlen))
-				why = FB_MTU;
-			else if (unlikely(b->hdr && b->plan[i].mm->msg_hdr.msg_control))
-				why = FB_OTHER; /* control messages (timestamps) are the kernel's */
-			else if (unlikely(!st->nfree || dry || again)) {
-				if (dry || again || !wait_frame(st, b, &failed)) {
-					if (st->fd >= 0 && (b->msg_flags & MSG_DONTWAIT))
-						again = true;
-					else
-						dry = true;
-				}
-				if (again) {
-					ms__status(b, i, -EAGAIN); /* exactly those that did not fit */
-					continue;
-				}
-				if (dry)
-					why = FB_OTHER;
+	for (int part = 0; part < 2; part++) {
+		for (size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
+		     i < end; i++) {
+			const struct xdest *d = &x->d[i];
+			if (likely(plain & (len < d->lim) & (nfree != 0))) {
+				const uint64_t addr = freel[--nfree];
+				build_frame(umem + addr, d, buf, len, ulen, tot4, add_udp, &ip_id);
+				const uint32_t slot = head++ & mask;
+				ring[slot] = (struct xdp_desc){ .addr = addr,
+								.len = (uint32_t)(d->hlen + len) };
+				slot_pos[slot] = (uint32_t)i;
+				frames++;
+				if (res)
+					res[i] = (struct ms_result){ .id = plan[i].id,
+								     .status = (int)len };
+				continue;
 			}
+			st->nfree = nfree;
+			st->tx.head = head;
+			c.ip_id = ip_id;
+			one_slow(st, b, d, i, &c);
+			nfree = st->nfree; /* 0 when the socket went away: one_slow from then on */
+			head = st->tx.head;
+			ip_id = c.ip_id;
 		}
-		if (unlikely(why)) {
-			krun_add(b, &k, i, why);
-			continue;
-		}
-		const uint64_t addr = st->freel[--st->nfree];
-		unsigned char *f = st->umem + addr;
-		memcpy(f, d->hdr, 64); /* the message overwrites what lies past the headers */
-		copy_message(f + d->hlen, b);
-		uint32_t s;
-		if (!d->v6) {
-			unsigned char *ip = f + ETH_HLEN;
-			s = d->sum_ip + tot4;
-			if (unlikely(d->idctr)) {
-				const uint16_t id = htons(ip_id++);
-				put16(ip + 4, id);
-				s += id;
-			}
-			put16(ip + 2, tot4);
-			s = (s & 0xffff) + (s >> 16);
-			s += s >> 16;
-			put16(ip + 10, (uint16_t)~s);
-		} else {
-			put16(f + ETH_HLEN + 4, ulen);
-		}
-		unsigned char *udp = f + d->hlen - 8;
-		put16(udp + 4, ulen);
-		s = d->sum_udp + add_udp;
-		s = (s & 0xffff) + (s >> 16);
-		s += s >> 16;
-		const uint16_t c = (uint16_t)~s;
-		put16(udp + 6, c ? c : 0xffff);
-		const uint32_t slot = st->tx.head++ & st->tx.mask;
-		((struct xdp_desc *)st->tx.desc)[slot] =
-			(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + len) };
-		st->slot_pos[slot] = (uint32_t)i;
-		frames++;
-		if (res)
-			res[i] = (struct ms_result){ .id = b->plan[i].id, .status = (int)len };
 	}
-	if (st->fd >= 0 && frames)
-		failed += flush(st, b);
-	krun_flush(b, &k);
+	st->nfree = nfree;
+	st->tx.head = head;
+	c.frames += frames;
+	if (st->fd >= 0 && c.frames)
+		c.failed += flush(st, b);
+	krun_flush(b, &c.k);
 	x->ip_id = ip_id;
-	b->t.xdp_frames += frames - failed;
-	b->t.accepted += frames - failed;
-	b->t.bytes += (uint64_t)(frames - failed) * len;
+	b->t.xdp_frames += c.frames - c.failed;
+	b->t.accepted += c.frames - c.failed;
+	b->t.bytes += (uint64_t)(c.frames - c.failed) * len;
 	return 0;
 }
 
