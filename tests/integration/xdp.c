@@ -19,6 +19,15 @@
  * is put in S's neighbour table (nud permanent) for the tests that want every destination to
  * go as a frame from the first send; the unresolved case has a test of its own.
  *
+ * The tests: bulk (N = 1, 7, 1024, 1025, 4096, IPv4 and IPv6, 16 and 1472 bytes), identity
+ * (source address and port, bound or not, TOS/TTL, replies), neigh (an unresolved next hop),
+ * mixed (every fallback reason in one group), mtu (fragmented, IP_PMTUDISC_DO), down (xs0
+ * down and up between sends, statuses against the loop backend's), ring (64 frames, 4096
+ * destinations, MS_SEND_DONTWAIT), churn, kernel_path (ms_group_kernel_path), multicast,
+ * context (ms_ctx_backend, describe, ms_ctx_new's refusals), wire (the frames captured in R
+ * against the kernel's own), misc (ms_sendv, fork, IP_RECVERR, broadcast, timestamps, the
+ * xdp flags and config checks, two contexts on one queue). XDP_TEST=test_NAME runs one.
+ *
  * With another backend named (`xdp loop`), the same tests run as a check of the rig itself:
  * everything must arrive the same, and every xdp_* counter must stay 0.
  *
@@ -1204,8 +1213,7 @@ static void c_down(void)
 		for (size_t i = 0; i < nt.n; i++)
 			ids[i] = nt.ep[i].id;
 		join(lg, &nt, 0, nt.n);
-		struct xd ld = fan(lctx, lg, &nt, msg, sizeof(msg), r++, 0, lstatus);
-		(void)ld;
+		(void)fan(lctx, lg, &nt, msg, sizeof(msg), r++, 0, lstatus);
 		ARRIVALS(&nt, lstatus, msg, sizeof(msg));
 		for (size_t i = 0; i < nt.n; i++) {
 			CHECK_EQ(ms_group_remove(lg, nt.ep[i].id), 0);
