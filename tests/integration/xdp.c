@@ -2000,6 +2000,46 @@ static void c_misc(void)
 		printf("IP_RECVERR: by the kernel (other)\n");
 	}
 
+	/* No route (S has none to 10.99.0.0/16 nor fd99::/16): the kernel's error, the same as
+	 * the loop backend's, counted in xdp_fallback_route. */
+	{
+		struct ms_ctx *lctx = ctx_with(MS_BACKEND_LOOP, 0);
+		int t4[2] = { sender(AF_INET, NULL), sender(AF_INET6, NULL) };
+		struct net n4;
+		net_init(&n4);
+		for (int k = 0; k < 4; k++) {
+			struct endpoint *e = ep_new(&n4);
+			int fam = k < 2 ? AF_INET : AF_INET6;
+			e->kind = fam == AF_INET ? K_UDP4 : K_UDP6;
+			e->tx = t4[k / 2];
+			e->addrlen = sa_fill(&e->addr, fam, fam == AF_INET ? "10.99.0.1" : "fd99::1",
+					     (uint16_t)(9 + k));
+		}
+		struct ms_group *g4, *lg4;
+		int st4[4], lst4[4];
+		CHECK_EQ(ms_group_new(lctx, &lg4), 0);
+		join(lg4, &n4, 0, n4.n);
+		(void)fan(lctx, lg4, &n4, msg, sizeof(msg), r++, 0, lst4);
+		CHECK_EQ(ms_group_new(ctx, &g4), 0);
+		join(g4, &n4, 0, n4.n);
+		struct xd d = fan(ctx, g4, &n4, msg, sizeof(msg), r++, 0, st4);
+		for (int k = 0; k < 4; k++) {
+			if (st4[k] != lst4[k]) {
+				fprintf(stderr, "no route, destination %d: xdp says %d (%s), loop says %d (%s)\n",
+					k, st4[k], ms_strerror(st4[k]), lst4[k], ms_strerror(lst4[k]));
+				_exit(1);
+			}
+			CHECK(st4[k] < 0);
+		}
+		XD_EXPECT(d, "no route", .route = 4);
+		printf("no route: %s (IPv4), %s (IPv6), as the loop backend says; counted route\n",
+		       ms_strerror(st4[0]), ms_strerror(st4[2]));
+		ms_group_free(g4);
+		ms_group_free(lg4);
+		close_all(&n4, t4, 2);
+		ms_ctx_free(lctx);
+	}
+
 	/* Broadcast: the kernel's path (local), R's receivers on the port get it. */
 	{
 		int one = 1;
