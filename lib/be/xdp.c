@@ -100,7 +100,6 @@ struct xstate {
 	struct ring tx, cq;
 	uint64_t *freel;       /* free frames' addresses (nfree of them) */
 	uint32_t nfree;
-	uint32_t *slot_pos;    /* per TX entry: the plan position its frame is for */
 	int ifindex;
 	uint32_t queue, mtu;
 	bool zerocopy;
@@ -135,6 +134,7 @@ struct xgroup {
 	uint64_t *sig;         /* per bucket (group order): its socket's options, hashed */
 	uint32_t capsig;
 	uint16_t ip_id;
+	bool v4plain;          /* every by-frame record is IPv4 without an IP ID counter */
 };
 
 static __thread char why_buf[160]; /* ctx_init's reason (ctx->init_why), copied at once */
@@ -235,11 +235,14 @@ static int xdp_probe(const char **why)
 	return 0;
 }
 
+/* Unmap a ring; its head stays (a call in progress counts its frames by it). */
 static void ring_unmap(struct ring *r)
 {
+	const uint32_t head = r->head;
 	if (r->map)
 		munmap(r->map, r->maplen);
 	memset(r, 0, sizeof(*r));
+	r->head = head;
 }
 
 static int ring_map(int fd, struct ring *r, const struct xdp_ring_offset *o, uint32_t entries,
@@ -411,7 +414,6 @@ static void xdp_ctx_fini(void *state)
 	if (st->nl)
 		ms__nl_close(st->nl);
 	free(st->freel);
-	free(st->slot_pos);
 	free(st);
 }
 
@@ -459,13 +461,11 @@ static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
 	st->frame_size = st->mtu + ETH_HLEN <= 2048 ? 2048 : 4096;
 	st->queue = pick_queue(st, ctx);
 	st->freel = calloc(st->nframes, sizeof(*st->freel));
-	st->slot_pos = calloc(st->nframes, sizeof(*st->slot_pos));
-	if (!st->freel || !st->slot_pos) {
+	if (!st->freel) {
 		err = -ENOMEM;
 		goto fail;
 	}
 	if ((err = ms__mlock(ctx, st->freel, st->nframes * sizeof(*st->freel))) ||
-	    (err = ms__mlock(ctx, st->slot_pos, st->nframes * sizeof(*st->slot_pos))) ||
 	    (err = xsk_open(st)))
 		goto fail;
 	st->next_check = now_ns() + CHECK_NS;
@@ -751,6 +751,7 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 	uint32_t last_mark = 0;
 	struct sockaddr_storage last_src;
 	size_t pos = 0;
+	x->v4plain = true;
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		const struct ms__bucket *b = g->buckets[k];
 		bool udp = b->type == SOCK_DGRAM && b->family != AF_UNIX &&
@@ -817,6 +818,8 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 				have_last = true;
 			}
 			make_dest(d, st, &si, to, &rt);
+			if (d->lim && (d->v6 || d->idctr))
+				x->v4plain = false;
 		}
 	}
 	return 0;
@@ -901,10 +904,54 @@ static void reap(struct xstate *st)
 	__atomic_store_n(r->cons, c, __ATOMIC_RELEASE);
 }
 
+/* Positions for the kernel's path, sent by the loop executor a run at a time: consecutive
+ * positions with one reason. */
+struct krun {
+	size_t start, len;
+	unsigned why;
+};
+
+/* What one call shares: its range, the lengths and the message's sum, the outcome so far. */
+struct call {
+	const struct xgroup *x;
+	size_t first, count;
+	uint32_t head0;        /* the TX ring's head when the call began */
+	uint16_t ulen, tot4;   /* UDP length, IPv4 total length (network order) */
+	uint32_t add_udp;      /* the message's sum and both UDP lengths */
+	uint32_t failed;       /* frames the kernel did not take */
+	bool dry;              /* no frame for the rest of the call: the kernel's path */
+	bool again;            /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
+	uint16_t ip_id;
+	struct krun k;
+};
+
+/* Does position i go by frame when frames are to be had? (The call's frames are, in order,
+ * the first of these positions: so the k-th frame's position is found again.) */
+static bool by_frame(const struct ms__batch *b, const struct xdest *d, size_t i)
+{
+	return b->len < d->lim && !(b->hdr && b->plan[i].mm->msg_hdr.msg_control);
+}
+
+/* The call's frames [from, to) (ordinals) failed with err. */
+static uint32_t fail_frames(struct ms__batch *b, const struct call *c, uint32_t from, uint32_t to,
+			    int err)
+{
+	uint32_t k = 0;
+	for (MS__EACH(i, left, c->first, c->count, b->n)) {
+		if (k >= to)
+			break;
+		if (!by_frame(b, &c->x->d[i], i))
+			continue;
+		if (k++ >= from)
+			ms__status(b, i, -err);
+	}
+	return to - from;
+}
+
 /* Publish the TX entries written and kick until the kernel has consumed them all. The
  * destinations whose frames it did not take get the kick's error (and the socket is closed,
  * so that they never leave later). Returns how many of the call's frames failed. */
-static uint32_t flush(struct xstate *st, struct ms__batch *b)
+static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call *c)
 {
 	struct ring *r = &st->tx;
 	const uint32_t head = r->head;
@@ -948,9 +995,8 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b)
 		return 0;
 	}
 	/* Every entry not consumed is this call's (a call ends with all of its own consumed). */
-	uint32_t failed = 0;
-	for (uint32_t k = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE); k != head; k++, failed++)
-		ms__status(b, st->slot_pos[k & r->mask], -err);
+	const uint32_t cons = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE);
+	const uint32_t failed = fail_frames(b, c, cons - c->head0, head - c->head0, err);
 	xsk_close(st);
 	st->next_reopen = 0;
 	st->net_gen++; /* routes are read again: the kernel knows what is down */
@@ -960,11 +1006,11 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b)
 /* No free frame: hand the kernel what is written and take back what it released; without
  * MS_SEND_DONTWAIT, wait for it to release some (poll, 1 ms at a time, at most WAIT_NS).
  * false: none (or the socket is gone). */
-static bool wait_frame(struct xstate *st, struct ms__batch *b, uint32_t *failed)
+static bool wait_frame(struct xstate *st, struct ms__batch *b, struct call *c)
 {
 	uint64_t start = 0;
 	for (;;) {
-		*failed += flush(st, b);
+		c->failed += flush(st, b, c);
 		if (st->fd < 0)
 			return false;
 		if (st->nfree)
@@ -997,13 +1043,6 @@ static void count_fallback(struct ms__tally *t, unsigned why, uint32_t n)
 	}
 }
 
-/* Positions for the kernel's path, sent by the loop executor a run at a time: consecutive
- * positions with one reason. */
-struct krun {
-	size_t start, len;
-	unsigned why;
-};
-
 static void krun_flush(struct ms__batch *b, struct krun *k)
 {
 	if (!k->len)
@@ -1032,31 +1071,19 @@ static void copy_message(unsigned char *to, const struct ms__batch *b)
 	}
 }
 
-/* What one call shares: the lengths and the message's sum, the outcome so far. */
-struct call {
-	uint16_t ulen, tot4;   /* UDP length, IPv4 total length (network order) */
-	uint32_t add_udp;      /* the message's sum and both UDP lengths */
-	uint32_t frames, failed;
-	bool dry;              /* no frame for the rest of the call: the kernel's path */
-	bool again;            /* MS_SEND_DONTWAIT and none free: -EAGAIN for the rest */
-	uint16_t ip_id;
-	struct krun k;
-};
-
-/* Write destination d's frame into f: its headers, the message, both lengths and both
- * checksums (one add and a fold each). */
+/* Write destination d's frame into f, but for the message: its headers, both lengths and
+ * both checksums (one add and a fold each). v4: the caller knows d is IPv4 without an IP ID
+ * counter (a constant, so that the common case has no test for it). */
 static inline __attribute__((always_inline)) void
-build_frame(unsigned char *f, const struct xdest *d, const void *buf, size_t len, uint16_t ulen,
-	    uint16_t tot4, uint32_t add_udp, uint16_t *ip_id)
+build_headers(unsigned char *f, const struct xdest *d, bool v4, uint16_t ulen, uint16_t tot4,
+	      uint32_t add_udp, uint16_t *ip_id)
 {
 	memcpy(f, d->hdr, 64); /* the message overwrites what lies past the headers */
-	if (buf)
-		memcpy(f + d->hlen, buf, len);
 	uint32_t s;
-	if (!d->v6) {
+	if (v4 || !d->v6) {
 		unsigned char *ip = f + ETH_HLEN;
 		s = d->sum_ip + tot4;
-		if (unlikely(d->idctr)) {
+		if (!v4 && unlikely(d->idctr)) {
 			const uint16_t id = htons((*ip_id)++);
 			put16(ip + 4, id);
 			s += id;
@@ -1068,7 +1095,7 @@ build_frame(unsigned char *f, const struct xdest *d, const void *buf, size_t len
 	} else {
 		put16(f + ETH_HLEN + 4, ulen);
 	}
-	unsigned char *udp = f + d->hlen - 8;
+	unsigned char *udp = f + (v4 ? HDR4 : d->hlen) - 8;
 	put16(udp + 4, ulen);
 	s = d->sum_udp + add_udp;
 	s = (s & 0xffff) + (s >> 16);
@@ -1083,14 +1110,10 @@ static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__bat
 					       const struct xdest *d, size_t i, struct call *c)
 {
 	unsigned why = d->why;
-	if (!why) {
-		if (b->len >= d->lim)
-			why = FB_MTU;
-		else if (b->hdr && b->plan[i].mm->msg_hdr.msg_control)
-			why = FB_OTHER; /* control messages (timestamps) are the kernel's */
-	}
+	if (!why && !by_frame(b, d, i))
+		why = b->len >= d->lim ? FB_MTU : FB_OTHER; /* control messages: the kernel's */
 	if (!why && !st->nfree) {
-		if (c->dry || c->again || !wait_frame(st, b, &c->failed)) {
+		if (c->dry || c->again || !wait_frame(st, b, c)) {
 			if (st->fd >= 0 && (b->msg_flags & MSG_DONTWAIT))
 				c->again = true;
 			else
@@ -1109,15 +1132,13 @@ static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__bat
 	}
 	const uint64_t addr = st->freel[--st->nfree];
 	unsigned char *f = st->umem + addr;
-	build_frame(f, d, b->iovcnt == 1 ? b->iov[0].iov_base : NULL, b->len, c->ulen, c->tot4,
-		    c->add_udp, &c->ip_id);
-	if (b->iovcnt != 1)
+	build_headers(f, d, false, c->ulen, c->tot4, c->add_udp, &c->ip_id);
+	if (b->iovcnt == 1)
+		memcpy(f + d->hlen, b->iov[0].iov_base, b->len);
+	else
 		copy_message(f + d->hlen, b);
-	const uint32_t slot = st->tx.head++ & st->tx.mask;
-	((struct xdp_desc *)st->tx.desc)[slot] =
+	((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
 		(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + b->len) };
-	st->slot_pos[slot] = (uint32_t)i;
-	c->frames++;
 	if (b->res)
 		b->res[i] = (struct ms_result){ .id = b->plan[i].id, .status = (int)b->len };
 }
@@ -1134,59 +1155,69 @@ static int xdp_send(void *state, struct ms__batch *b, size_t first, size_t count
 	/* Per call: the message's sum and the lengths every frame shares. */
 	const uint16_t ulen = htons((uint16_t)(8 + len)), tot4 = htons((uint16_t)(20 + 8 + len));
 	const uint32_t add_udp = sum_message(b->iov, b->iovcnt) + 2u * ulen;
-	struct call c = { .ulen = ulen, .tot4 = tot4, .add_udp = add_udp, .dry = st->fd < 0 };
+	struct call c = { .x = x, .first = first, .count = count, .head0 = st->tx.head,
+			  .ulen = ulen, .tot4 = tot4, .add_udp = add_udp, .dry = st->fd < 0,
+			  .ip_id = x->ip_id };
 	if (st->fd >= 0)
 		reap(st);
 	/* The plain case inline, on locals (stores into frames may alias anything reached
-	 * through st): a destination by frame, a message in one piece, a free frame. Without a
-	 * socket (the interface went away) nfree is 0, so every position goes to one_slow. */
-	const bool plain = !b->hdr; /* and so the message is in one piece */
+	 * through st): a message in one piece (no prepared header needed), a destination by
+	 * frame that it fits, a free frame. Without a socket (the interface went away) nfree is
+	 * 0, so every position goes to one_slow. */
 	const void *const buf = b->iov[0].iov_base;
 	const struct ms__plan_entry *const plan = b->plan;
 	struct ms_result *const res = b->res;
 	unsigned char *const umem = st->umem;
 	const uint64_t *const freel = st->freel;
 	struct xdp_desc *const ring = st->tx.desc;
-	uint32_t *const slot_pos = st->slot_pos;
 	const uint32_t mask = st->tx.mask;
-	uint32_t nfree = st->nfree, head = st->tx.head, frames = 0;
-	uint16_t ip_id = x->ip_id;
-	for (int part = 0; part < 2; part++) {
-		for (size_t i = ms__span_from(first, part), end = ms__span_to(first, count, n, part);
-		     i < end; i++) {
-			const struct xdest *d = &x->d[i];
-			if (likely(plain & (len < d->lim) & (nfree != 0))) {
-				const uint64_t addr = freel[--nfree];
-				build_frame(umem + addr, d, buf, len, ulen, tot4, add_udp, &ip_id);
-				const uint32_t slot = head++ & mask;
-				ring[slot] = (struct xdp_desc){ .addr = addr,
-								.len = (uint32_t)(d->hlen + len) };
-				slot_pos[slot] = (uint32_t)i;
-				frames++;
-				if (res)
-					res[i] = (struct ms_result){ .id = plan[i].id,
-								     .status = (int)len };
-				continue;
-			}
-			st->nfree = nfree;
-			st->tx.head = head;
-			c.ip_id = ip_id;
-			one_slow(st, b, d, i, &c);
-			nfree = st->nfree; /* 0 when the socket went away: one_slow from then on */
-			head = st->tx.head;
-			ip_id = c.ip_id;
-		}
+	uint32_t nfree = b->hdr ? 0 : st->nfree, head = st->tx.head;
+	uint16_t ip_id = c.ip_id;
+	/* One loop for groups whose frames are all IPv4 without an IP ID counter, one for any. */
+#define XDP_LOOP(V4)                                                                          \
+	for (int part = 0; part < 2; part++) {                                                \
+		for (size_t i = ms__span_from(first, part),                                   \
+			    end = ms__span_to(first, count, n, part); i < end; i++) {         \
+			const struct xdest *d = &x->d[i];                                     \
+			if (likely(nfree != 0) && likely(len < d->lim)) {                     \
+				const uint64_t addr = freel[--nfree];                         \
+				unsigned char *f = umem + addr;                               \
+				build_headers(f, d, V4, ulen, tot4, add_udp, &ip_id);         \
+				memcpy(f + (V4 ? HDR4 : d->hlen), buf, len);                  \
+				ring[head++ & mask] = (struct xdp_desc){                      \
+					.addr = addr,                                         \
+					.len = (uint32_t)((V4 ? HDR4 : d->hlen) + len) };     \
+				if (res)                                                      \
+					res[i] = (struct ms_result){ .id = plan[i].id,        \
+								     .status = (int)len };    \
+				continue;                                                     \
+			}                                                                     \
+			if (!b->hdr)                                                          \
+				st->nfree = nfree;                                            \
+			st->tx.head = head;                                                   \
+			c.ip_id = ip_id;                                                      \
+			one_slow(st, b, d, i, &c);                                            \
+			nfree = b->hdr ? 0 : st->nfree; /* 0 without a socket */             \
+			head = st->tx.head;                                                   \
+			ip_id = c.ip_id;                                                      \
+		}                                                                             \
 	}
-	st->nfree = nfree;
+	if (x->v4plain)
+		XDP_LOOP(true)
+	else
+		XDP_LOOP(false)
+#undef XDP_LOOP
+	if (!b->hdr)
+		st->nfree = nfree;
 	st->tx.head = head;
-	c.frames += frames;
-	if (st->fd >= 0 && c.frames)
-		c.failed += flush(st, b);
+	const uint32_t frames = head - c.head0;
+	if (st->fd >= 0 && frames)
+		c.failed += flush(st, b, &c);
 	krun_flush(b, &c.k);
 	x->ip_id = ip_id;
-	b->t.xdp_frames += c.frames - c.failed;
-	b->t.accepted += c.frames - c.failed;
-	b->t.bytes += (uint64_t)(c.frames - c.failed) * len;
+	b->t.xdp_frames += frames - c.failed;
+	b->t.accepted += frames - c.failed;
+	b->t.bytes += (uint64_t)(frames - c.failed) * len;
 	return 0;
 }
 
