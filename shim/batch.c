@@ -477,15 +477,16 @@ static bool wait_room(int fd)
 	return r > 0 && !(pfd.revents & (POLLERR | POLLNVAL));
 }
 
-/* Send cnt prepared messages of one socket, in order, each exactly once (lib/mmsg.h). */
-static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
+/* Send cnt prepared messages of one socket, in order, each exactly once (lib/mmsg.h), by the
+ * kernel's path. */
+static void send_kernel(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
 {
 	if (cnt == 1) {
 		const struct msghdr *h = &mm[0].msg_hdr;
 		ssize_t r;
 		for (;;) {
 			count_flush_syscalls(t, fd, 1);
-			t->single_sends++;
+			t->fc.single_sends++;
 			r = ms__sys.sendto(fd, h->msg_iov[0].iov_base, h->msg_iov[0].iov_len, 0,
 					   h->msg_name, h->msg_namelen);
 			if (r >= 0 || (errno != EINTR && (errno != EAGAIN || !wait_room(fd))))
@@ -507,7 +508,64 @@ static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32
 		}
 	}
 	count_flush_syscalls(t, fd, calls);
-	t->sendmmsg_calls += calls;
+	t->fc.sendmmsg_calls += calls;
+}
+
+#ifdef MS_HAVE_XDP
+/* Kernel bypass (MULTISEND_PRELOAD_XDP_IFACE): the process's AF_XDP port, made by the first
+ * flush that needs it; NULL when none is named or it could not be made (said once). */
+static struct ms__xport *xport;
+static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed for good */
+
+static struct ms__xport *xport_get(void)
+{
+	if (!shim_cfg.xdp_iface[0])
+		return NULL;
+	int v = atomic_load_explicit(&xport_state, memory_order_acquire);
+	if (v == 2)
+		return xport;
+	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
+		char why[192];
+		struct ms__xport *p;
+		int err = ms__xport_open(shim_cfg.xdp_iface, 0, false, &p, why, sizeof(why));
+		if (err)
+			shim_warn("kernel bypass on %s unavailable, batches go by sendmmsg: %s",
+				  shim_cfg.xdp_iface, why);
+		else
+			xport = p;
+		atomic_store_explicit(&xport_state, 2, memory_order_release);
+		return xport;
+	}
+	return NULL; /* another thread is making it: this flush goes by sendmmsg */
+}
+#endif
+
+/* Send a run of one socket's messages: as AF_XDP frames where the port carries them (kernel
+ * bypass), the rest, in order, by the kernel's path. */
+static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
+{
+#ifdef MS_HAVE_XDP
+	struct ms__xport *xp = xport_get();
+	if (xp) {
+		const struct shim_fd *e = shim_fd_peek(fd);
+		const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
+		for (uint32_t off = 0; off < cnt;) {
+			struct ms__xport_counts xc = { 0 };
+			uint32_t skip = 0;
+			uint32_t k = ms__xport_send(xp, fd, gen, mm + off, cnt - off, &skip,
+						    t->fc.xdp_fallback, &xc);
+			t->fc.xdp_frames += xc.frames;
+			t->fc.xdp_kicks += xc.kicks;
+			count_flush_syscalls(t, fd, xc.syscalls);
+			off += k;
+			if (skip)
+				send_kernel(t, fd, mm + off, skip);
+			off += skip;
+		}
+		return;
+	}
+#endif
+	send_kernel(t, fd, mm, cnt);
 }
 
 void shim_flush_locked(struct shim_thread *t, enum shim_reason why)

@@ -192,6 +192,18 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 			memcpy(c->stats_shm, v, n + 1);
 	}
 
+	/* Kernel bypass for batch mode's sends (batch.c): an interface name, checked here for
+	 * its form, by the library when the first batch goes out for the rest. */
+	v = get(arg, "MULTISEND_PRELOAD_XDP_IFACE");
+	if (v && *v) {
+		size_t n = strlen(v);
+		if (n >= sizeof(c->xdp_iface) || strchr(v, '/') || strchr(v, ' '))
+			shim_warn("ignoring MULTISEND_PRELOAD_XDP_IFACE='%s': not an interface name",
+				  shim_quote(&(struct shim_quoted){ 0 }, v));
+		else
+			memcpy(c->xdp_iface, v, n + 1);
+	}
+
 	/* Children inherit LD_PRELOAD; the filter keeps every program not named untouched. */
 	v = get(arg, "MULTISEND_PRELOAD_PROGRAMS");
 	if (v && *v && !listed(v, c->program) && !listed(v, exe))

@@ -120,8 +120,8 @@ static void thread_sum(const struct shim_thread *t, uint64_t *v)
 	v[L_SYSCALLS_EST] = c.syscalls_est;
 	v[L_RUNS] = c.runs;
 	v[L_RUN_DESTS] = c.run_dests;
-	v[L_SENDMMSG] = t->sendmmsg_calls;
-	v[L_SINGLE] = t->single_sends;
+	v[L_SENDMMSG] = t->fc.sendmmsg_calls;
+	v[L_SINGLE] = t->fc.single_sends;
 	for (int k = 0; k < CALL_N; k++)
 		v[L_CALLS_BY + k] = t->calls_by[k];
 	for (int k = 0; k < FLUSH_N; k++)

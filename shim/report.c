@@ -105,7 +105,7 @@ struct totals {
 	uint64_t calls_by[CALL_N];
 	uint64_t errs[SHIM_ERRNO_MAX], ferrs[SHIM_ERRNO_MAX];
 	uint64_t flushes[FLUSH_N];
-	uint64_t sendmmsg_calls, single_sends;
+	struct shim_fcounts fc;
 	bool any;
 };
 
@@ -122,8 +122,7 @@ static void add_thread(struct totals *T, const struct shim_thread *t)
 	}
 	for (int k = 0; k < FLUSH_N; k++)
 		T->flushes[k] += t->flushes[k];
-	T->sendmmsg_calls += t->sendmmsg_calls;
-	T->single_sends += t->single_sends;
+	shim_fcounts_add(&T->fc, &t->fc);
 }
 
 /* What is still open at exit counts too: a fan-out run in progress, metrics mode's planned
@@ -147,6 +146,17 @@ static void add_open(struct shim_sockrow *rows, unsigned nrows, const struct shi
 				if (rows[i].fd == t->est.fds[k])
 					rows[i].c.syscalls_est++;
 }
+
+/* Why a datagram went by the kernel's path (MS__XDP_*), as the report names it: the same
+ * words as the library's xdp_fallback_* counters. */
+static const char *const xdp_reason[MS__XDP_NREASONS] = {
+	[MS__XDP_LOCAL] = "local",
+	[MS__XDP_IFACE] = "iface",
+	[MS__XDP_MTU] = "mtu",
+	[MS__XDP_ROUTE] = "route",
+	[MS__XDP_NEIGH] = "neigh",
+	[MS__XDP_OTHER] = "other",
+};
 
 static const char *mode_name(enum shim_mode m)
 {
@@ -231,8 +241,15 @@ static void json(struct out *o, const struct totals *T, const struct shim_sockro
 	counts_json(o, &T->c);
 	put(o, ",\"sendmmsg\":%lu,\"single_sends_at_flush\":%lu,\"reentered_calls\":%lu,"
 	       "\"reentered_queued\":%lu,\"reentered_overflow\":%lu,\"reentered_unordered\":%lu",
-	    T->sendmmsg_calls, T->single_sends, re->calls, re->queued, re->overflow,
+	    T->fc.sendmmsg_calls, T->fc.single_sends, re->calls, re->queued, re->overflow,
 	    re->unordered);
+	if (shim_cfg.xdp_iface[0]) {
+		put(o, ",\"xdp_frames\":%lu,\"xdp_kicks\":%lu,\"xdp_fallback\":{", T->fc.xdp_frames,
+		    T->fc.xdp_kicks);
+		for (int k = 1; k < MS__XDP_NREASONS; k++)
+			put(o, "%s\"%s\":%lu", k > 1 ? "," : "", xdp_reason[k], T->fc.xdp_fallback[k]);
+		put(o, "}");
+	}
 	put(o, ",\"calls_by\":{");
 	for (int k = 0; k < CALL_N; k++)
 		put(o, "%s\"%s\":%lu", k ? "," : "", shim_call_name[k], T->calls_by[k]);
@@ -297,8 +314,14 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		if (T->calls_by[k])
 			put(o, " %s %lu", shim_call_name[k], T->calls_by[k]);
 	if (shim_cfg.mode == SHIM_BATCH)
-		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->sendmmsg_calls,
-		    T->single_sends);
+		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->fc.sendmmsg_calls,
+		    T->fc.single_sends);
+	if (shim_cfg.mode == SHIM_BATCH && shim_cfg.xdp_iface[0]) {
+		put(o, "\n  kernel bypass on %s: %lu datagrams as AF_XDP frames, %lu kicks; by the "
+		       "kernel's path:", shim_cfg.xdp_iface, T->fc.xdp_frames, T->fc.xdp_kicks);
+		for (int k = 1; k < MS__XDP_NREASONS; k++)
+			put(o, " %s %lu", xdp_reason[k], T->fc.xdp_fallback[k]);
+	}
 	if (re->calls) {
 		put(o, "\n  sends re-entering the shim (from signal handlers, in the totals, in no "
 		       "socket's row): %lu, of which %lu queued behind the batch (%lu beyond its "

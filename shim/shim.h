@@ -38,6 +38,8 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+
+#include "xdp.h" /* MS__XDP_* (lib/be/xdp.h) */
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -164,6 +166,8 @@ struct shim_config {
 	bool json;              /* the stats path ends in .json */
 	char stats_path[1024];  /* "" = stderr */
 	char stats_shm[1024];   /* live-counter file (MULTISEND_STATS_SHM); "" = none */
+	char xdp_iface[16];     /* batch mode: send batches as AF_XDP frames on this interface
+	                           (MULTISEND_PRELOAD_XDP_IFACE); "" = none */
 	char program[64];       /* the program's name, for the report */
 };
 
@@ -209,6 +213,21 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 #define SHIM_FDTAB_MAX 65536 /* descriptors above are never batched, nor counted per socket */
 
 struct shim_thread;
+
+/* What flushes did (batch mode), per thread; added up as a whole (shim_fcounts_add). The
+ * xdp ones when batches go out as AF_XDP frames (MULTISEND_PRELOAD_XDP_IFACE). */
+struct shim_fcounts {
+	uint64_t sendmmsg_calls, single_sends;
+	uint64_t xdp_frames, xdp_kicks;
+	uint64_t xdp_fallback[MS__XDP_NREASONS]; /* by MS__XDP_* reason ([0] unused) */
+};
+static inline void shim_fcounts_add(struct shim_fcounts *to, const struct shim_fcounts *f)
+{
+	uint64_t *a = (uint64_t *)to;
+	const uint64_t *b = (const uint64_t *)f;
+	for (size_t k = 0; k < sizeof(*f) / sizeof(uint64_t); k++)
+		a[k] += b[k];
+}
 
 struct __attribute__((aligned(8))) shim_fd {
 	uint32_t info;                         /* FD_* bits; 0 = not classified yet */
@@ -413,7 +432,7 @@ struct shim_thread {
 	uint64_t errs[SHIM_ERRNO_MAX];  /* failures the program saw, by errno */
 	uint64_t ferrs[SHIM_ERRNO_MAX]; /* failures found at flush, by errno (batch lock) */
 	uint64_t flushes[FLUSH_N];
-	uint64_t sendmmsg_calls, single_sends;
+	struct shim_fcounts fc;       /* what this thread's flushes did */
 	struct shim_sockrow *rows;    /* [SHIM_SOCK_SLOTS + 1]; the last is "other" */
 
 	/* fan-out run detection: the previous payload and destination */

@@ -57,7 +57,7 @@ static void counters_reset(struct shim_thread *t)
 	memset(t->calls_by, 0, sizeof(t->calls_by));
 	memset(t->errs, 0, sizeof(t->errs));
 	memset(t->flushes, 0, sizeof(t->flushes));
-	t->sendmmsg_calls = t->single_sends = 0;
+	memset(&t->fc, 0, sizeof(t->fc));
 	memset(t->rows, 0, rows_size());
 	t->last_len = SIZE_MAX;
 	t->run_len = 0;
@@ -154,8 +154,7 @@ static void retire(struct shim_thread *t)
 		retired->errs[k] += t->errs[k];
 	for (int k = 0; k < FLUSH_N; k++)
 		retired->flushes[k] += t->flushes[k];
-	retired->sendmmsg_calls += t->sendmmsg_calls;
-	retired->single_sends += t->single_sends;
+	shim_fcounts_add(&retired->fc, &t->fc);
 	retired->counted = true;
 	shim_report_retire_rows(t);
 }

@@ -61,6 +61,7 @@
 
 #include "internal.h"
 #include "route.h"
+#include "xdp.h"
 #include "sys.h"
 
 #ifndef AF_XDP
@@ -82,8 +83,16 @@
 #define HDR4 42u /* Ethernet + IPv4 + UDP */
 #define HDR6 62u /* Ethernet + IPv6 + UDP */
 
-/* Why a destination goes by the kernel's path (struct xdest.why; 0: by frame). */
-enum { BY_FRAME, FB_LOCAL, FB_IFACE, FB_MTU, FB_ROUTE, FB_NEIGH, FB_OTHER };
+/* Why a destination goes by the kernel's path (struct xdest.why; 0: by frame): xdp.h's. */
+enum {
+	BY_FRAME,
+	FB_LOCAL = MS__XDP_LOCAL,
+	FB_IFACE = MS__XDP_IFACE,
+	FB_MTU = MS__XDP_MTU,
+	FB_ROUTE = MS__XDP_ROUTE,
+	FB_NEIGH = MS__XDP_NEIGH,
+	FB_OTHER = MS__XDP_OTHER,
+};
 
 struct ring {
 	uint32_t *prod, *cons, *flags;
@@ -95,7 +104,9 @@ struct ring {
 };
 
 struct xstate {
-	struct ms_ctx *ctx;
+	const struct ms_ctx *ctx; /* for MS_CFG_MLOCK; NULL for a port (below) */
+	bool copy_only, queue_set;
+	uint32_t queue_want;
 	int fd;                /* the AF_XDP socket; -1 after the interface went away */
 	unsigned char *umem;
 	size_t umem_len;
@@ -284,10 +295,10 @@ static void xsk_close(struct xstate *st)
 
 /* The transmit queue: the one asked for; else the one transmit packet steering maps this CPU
  * to (/sys/class/net/IF/queues/tx-N/xps_cpus); else 0. */
-static uint32_t pick_queue(const struct xstate *st, const struct ms_ctx *ctx)
+static uint32_t pick_queue(const struct xstate *st)
 {
-	if (ctx->xdp.queue_set)
-		return ctx->xdp.queue;
+	if (st->queue_set)
+		return st->queue_want;
 	int cpu = sched_getcpu();
 	for (uint32_t q = 0; cpu >= 0 && q < 256; q++) {
 		char path[96], mask[512];
@@ -325,7 +336,6 @@ static uint32_t pick_queue(const struct xstate *st, const struct ms_ctx *ctx)
  * failure why_buf says what failed. 0 or -errno. */
 static int xsk_open(struct xstate *st)
 {
-	const struct ms_ctx *ctx = st->ctx;
 	int err;
 	st->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (st->fd < 0) {
@@ -344,7 +354,7 @@ static int xsk_open(struct xstate *st)
 		goto fail;
 	}
 	(void)madvise(st->umem, st->umem_len, MADV_DONTFORK);
-	if ((err = ms__mlock(ctx, st->umem, st->umem_len))) {
+	if (st->ctx && (err = ms__mlock(st->ctx, st->umem, st->umem_len))) {
 		snprintf(why_buf, sizeof(why_buf), "locking packet memory: %s", ms_strerror(err));
 		goto fail;
 	}
@@ -392,9 +402,9 @@ static int xsk_open(struct xstate *st)
 		.sxdp_family = AF_XDP,
 		.sxdp_ifindex = (uint32_t)st->ifindex,
 		.sxdp_queue_id = st->queue,
-		.sxdp_flags = XDP_USE_NEED_WAKEUP | (ctx->xdp.copy_only ? XDP_COPY : XDP_ZEROCOPY),
+		.sxdp_flags = XDP_USE_NEED_WAKEUP | (st->copy_only ? XDP_COPY : XDP_ZEROCOPY),
 	};
-	st->zerocopy = !ctx->xdp.copy_only;
+	st->zerocopy = !st->copy_only;
 	int rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
 	if (rc && st->zerocopy && errno != EBUSY) {
 		sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY; /* the driver has no zero copy */
@@ -442,6 +452,45 @@ static void xdp_ctx_fini(void *state)
 	free(st);
 }
 
+/* Set up st (ifname, settings and ctx set) on its interface: the link, the packet memory,
+ * the socket. 0, or -errno with why_buf saying what failed. */
+static int xstate_open(struct xstate *st)
+{
+	st->fd = -1;
+	int err = ms__nl_open(&st->nl);
+	if (err) {
+		snprintf(why_buf, sizeof(why_buf), "rtnetlink: %s", ms_strerror(err));
+		return err;
+	}
+	uint8_t mac[6];
+	bool running;
+	err = ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running);
+	if (err) {
+		snprintf(why_buf, sizeof(why_buf), "interface %s: %s", st->ifname,
+			 err == -ENODEV ? "no such interface"
+			 : err == -EPROTONOSUPPORT ? "not an Ethernet device"
+						  : ms_strerror(err));
+		return err;
+	}
+	if (!running) {
+		snprintf(why_buf, sizeof(why_buf),
+			 "interface %s is down or has no carrier (a veth needs its peer up)",
+			 st->ifname);
+		return -ENETDOWN;
+	}
+	st->frame_size = st->mtu + ETH_HLEN <= 2048 ? 2048 : 4096;
+	st->queue = pick_queue(st);
+	st->freel = calloc(st->nframes, sizeof(*st->freel));
+	if (!st->freel)
+		return -ENOMEM;
+	if (st->ctx && (err = ms__mlock(st->ctx, st->freel, st->nframes * sizeof(*st->freel))))
+		return err;
+	if ((err = xsk_open(st)))
+		return err;
+	st->next_check = now_ns() + CHECK_NS;
+	return 0;
+}
+
 static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
 {
 	*state = NULL;
@@ -458,49 +507,20 @@ static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
 	if (!st)
 		return -ENOMEM;
 	st->ctx = ctx;
-	st->fd = -1;
 	snprintf(st->ifname, sizeof(st->ifname), "%s", ctx->xdp.ifname);
-	int err = ms__nl_open(&st->nl);
-	if (err) {
-		snprintf(why_buf, sizeof(why_buf), "rtnetlink: %s", ms_strerror(err));
-		goto fail;
-	}
-	uint8_t mac[6];
-	bool running;
-	err = ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running);
-	if (err) {
-		snprintf(why_buf, sizeof(why_buf), "interface %s: %s", st->ifname,
-			 err == -ENODEV ? "no such interface"
-			 : err == -EPROTONOSUPPORT ? "not an Ethernet device"
-						  : ms_strerror(err));
-		goto fail;
-	}
-	if (!running) {
-		snprintf(why_buf, sizeof(why_buf),
-			 "interface %s is down or has no carrier (a veth needs its peer up)",
-			 st->ifname);
-		err = -ENETDOWN;
-		goto fail;
-	}
+	st->copy_only = ctx->xdp.copy_only;
+	st->queue_set = ctx->xdp.queue_set;
+	st->queue_want = ctx->xdp.queue;
 	st->nframes = ctx->xdp.frames;
-	st->frame_size = st->mtu + ETH_HLEN <= 2048 ? 2048 : 4096;
-	st->queue = pick_queue(st, ctx);
-	st->freel = calloc(st->nframes, sizeof(*st->freel));
-	if (!st->freel) {
-		err = -ENOMEM;
-		goto fail;
+	int err = xstate_open(st);
+	if (err) {
+		if (why_buf[0])
+			ctx->init_why = why_buf;
+		xdp_ctx_fini(st);
+		return err;
 	}
-	if ((err = ms__mlock(ctx, st->freel, st->nframes * sizeof(*st->freel))) ||
-	    (err = xsk_open(st)))
-		goto fail;
-	st->next_check = now_ns() + CHECK_NS;
 	*state = st;
 	return 0;
-fail:
-	if (why_buf[0])
-		ctx->init_why = why_buf;
-	xdp_ctx_fini(st);
-	return err;
 }
 
 static void xdp_describe(const struct ms_ctx *ctx, const void *state, char *buf, size_t len)
@@ -999,11 +1019,12 @@ static uint32_t resend_frames(struct ms__batch *b, const struct call *c, uint32_
 	return to - from;
 }
 
-/* Publish the TX entries written and kick until the kernel has consumed them all. If it stops
- * taking them (the interface went down, or nothing for WAIT_NS), the socket is closed and the
- * frames it did not take go by the kernel's path. Returns how many of the call's frames were
- * not sent as frames. */
-static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call *c)
+/* Publish the TX entries written and kick until the kernel has consumed them all: 0, or, when
+ * it stops taking them (a kick that fails for good: the interface went down, -ENETDOWN,
+ * -ENXIO; or nothing taken for WAIT_NS), the error, with *cons the consumer index it reached
+ * and the socket closed, so that what it did not take can never leave later. System calls
+ * and kicks are counted in t. */
+static int kick_all(struct xstate *st, struct ms__tally *t, uint32_t *cons_out)
 {
 	struct ring *r = &st->tx;
 	const uint32_t head = r->head;
@@ -1015,8 +1036,8 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call 
 		if (cons == head)
 			break;
 		if (__atomic_load_n(r->flags, __ATOMIC_RELAXED) & XDP_RING_NEED_WAKEUP) {
-			b->t.syscalls++;
-			b->t.xdp_kicks++;
+			t->syscalls++;
+			t->xdp_kicks++;
 			if (ms__sys.sendto(st->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
 			    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
 				/* EAGAIN: one batch taken, or the driver busy; EBUSY: a frame the
@@ -1031,28 +1052,37 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call 
 			reap(st);
 		}
 		/* No progress (zero copy: the driver consumes in its own time). */
-		const uint64_t t = now_ns();
+		const uint64_t now = now_ns();
 		if (!idle_since) {
-			idle_since = t;
-		} else if (t - idle_since > WAIT_NS) {
+			idle_since = now;
+		} else if (now - idle_since > WAIT_NS) {
 			err = ETIMEDOUT;
 			break;
 		}
 		struct pollfd p = { .fd = st->fd, .events = POLLOUT };
-		b->t.syscalls++;
+		t->syscalls++;
 		(void)poll(&p, 1, 1);
 	}
 	if (!err) {
 		reap(st);
 		return 0;
 	}
-	/* Every entry not consumed is this call's (a call ends with all of its own consumed).
-	 * Close the socket first, so that they can never leave later, then send them by the
-	 * kernel's path. */
-	const uint32_t cons = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE);
+	*cons_out = __atomic_load_n(r->cons, __ATOMIC_ACQUIRE);
 	xsk_close(st);
 	st->next_reopen = 0;
 	st->net_gen++; /* routes are read again: the kernel knows what is down */
+	return err;
+}
+
+/* kick_all for a call: the frames the kernel did not take go by the kernel's path (every
+ * entry not consumed is this call's: a call ends with all of its own consumed). Returns how
+ * many of the call's frames were not sent as frames. */
+static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call *c)
+{
+	uint32_t cons;
+	const uint32_t head = st->tx.head;
+	if (!kick_all(st, &b->t, &cons))
+		return 0;
 	return resend_frames(b, c, cons - c->head0, head - c->head0);
 }
 
@@ -1286,3 +1316,389 @@ const struct ms__backend ms__backend_xdp = {
 	.send = xdp_send,
 	.describe = xdp_describe,
 };
+
+/* ---- a port: datagrams that are not a group's (lib/be/xdp.h) ------------------------------- */
+
+/* What the port knows of a descriptor (per number, valid for the caller's generation). */
+struct pfd {
+	uint32_t gen;          /* the caller's generation + 1 when read; 0: never */
+	bool udp;
+	uint64_t reval_at;
+	struct sockinfo si;
+};
+
+/* One (socket, destination): its frame's record, for the network state it was made in. */
+struct pdest {
+	int fd;                /* -1: a free slot */
+	uint32_t fdgen;
+	uint32_t net_gen;
+	uint64_t sig;          /* the socket's options it was made with */
+	unsigned char key[24]; /* family, port, address, scope (addr_key) */
+	struct xdest d;
+};
+
+#define PORT_CACHE_MIN 256u
+#define PORT_CACHE_MAX 16384u /* entries; a full cache starts again from empty */
+
+struct ms__xport {
+	int lock;              /* 0 free; else the owner's thread id (a handler that re-enters
+	                          finds its own id: the kernel's path for it) */
+	unsigned fork_gen;     /* ms__fork_gen when made: a child never touches the socket */
+	struct xstate st;
+	struct pfd *fds;
+	uint32_t nfds;
+	struct pdest *cache;
+	uint32_t cap, used;
+	uint16_t ip_id;
+	/* The last route asked for, as build() keeps it: the ports of one subscriber share it. */
+	struct {
+		bool valid;
+		uint32_t net_gen, mark;
+		int oif;
+		unsigned char dst[24];
+		struct sockaddr_storage src;
+		struct ms__route rt;
+	} last;
+};
+
+/* A destination's identity: family, port, address (scope for IPv6); the rest of a sockaddr
+ * (sin_zero, a flow label) does not change the frame. false: not IPv4 or IPv6. */
+static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key[24])
+{
+	memset(key, 0, 24);
+	if (!to)
+		return true; /* the connected peer: all zero */
+	if (to->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)to;
+		key[0] = AF_INET;
+		memcpy(key + 2, &a->sin_port, 2);
+		memcpy(key + 4, &a->sin_addr, 4);
+		return true;
+	}
+	if (to->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)to;
+		key[0] = AF_INET6;
+		memcpy(key + 2, &a->sin6_port, 2);
+		memcpy(key + 4, &a->sin6_addr, 16);
+		memcpy(key + 20, &a->sin6_scope_id, 4);
+		return true;
+	}
+	return false;
+}
+
+static uint32_t key_hash(int fd, uint32_t fdgen, const unsigned char key[24])
+{
+	uint64_t h = 1469598103934665603ull ^ (uint32_t)fd ^ ((uint64_t)fdgen << 32);
+	for (int k = 0; k < 24; k++)
+		h = (h ^ key[k]) * 1099511628211ull;
+	return (uint32_t)(h ^ (h >> 32));
+}
+
+int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct ms__xport **out,
+		   char *why, size_t whylen)
+{
+	*out = NULL;
+	why_buf[0] = '\0';
+	if (!ifname || !*ifname || strlen(ifname) >= IF_NAMESIZE || strchr(ifname, '/')) {
+		snprintf(why, whylen, "'%s' is not an interface name", ifname ? ifname : "");
+		return -EINVAL;
+	}
+	const char *pwhy = "";
+	int err = xdp_probe(&pwhy);
+	if (err) {
+		snprintf(why, whylen, "%s", pwhy);
+		return err;
+	}
+	struct ms__xport *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(why, whylen, "out of memory");
+		return -ENOMEM;
+	}
+	p->fork_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+	struct xstate *st = &p->st;
+	snprintf(st->ifname, sizeof(st->ifname), "%s", ifname);
+	st->copy_only = copy_only;
+	st->nframes = frames ? frames : 2048;
+	err = xstate_open(st);
+	if (!err) {
+		p->cap = PORT_CACHE_MIN;
+		p->cache = calloc(p->cap, sizeof(*p->cache));
+		if (!p->cache)
+			err = -ENOMEM;
+		for (uint32_t k = 0; p->cache && k < p->cap; k++)
+			p->cache[k].fd = -1;
+	}
+	if (err) {
+		snprintf(why, whylen, "%s", why_buf[0] ? why_buf : ms_strerror(err));
+		ms__xport_close(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+void ms__xport_close(struct ms__xport *p)
+{
+	if (!p)
+		return;
+	if (p->fork_gen == __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED))
+		xsk_close(&p->st);
+	if (p->st.nl)
+		ms__nl_close(p->st.nl);
+	free(p->st.freel);
+	free(p->fds);
+	free(p->cache);
+	free(p);
+}
+
+void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len)
+{
+	xdp_describe(NULL, &p->st, buf, len);
+}
+
+/* The socket's record, read again when the caller's generation changed or once a second. */
+static const struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, uint64_t now,
+				 struct ms__tally *t)
+{
+	if ((uint32_t)fd >= p->nfds) {
+		uint32_t n = p->nfds ? p->nfds : 64;
+		while (n <= (uint32_t)fd)
+			n *= 2;
+		struct pfd *f = realloc(p->fds, n * sizeof(*f));
+		if (!f)
+			return NULL;
+		memset(f + p->nfds, 0, (n - p->nfds) * sizeof(*f));
+		p->fds = f;
+		p->nfds = n;
+	}
+	struct pfd *f = &p->fds[fd];
+	if (f->gen != fdgen + 1 || now >= f->reval_at) {
+		uint64_t sys = 0;
+		f->udp = sock_read(fd, true, &f->si, &sys);
+		t->syscalls += sys;
+		f->gen = fdgen + 1;
+		f->reval_at = now + REVAL_NS;
+	}
+	return f;
+}
+
+/* The record for (fd, to): from the cache if made for this socket, its options and the
+ * network as they are, else made now. NULL: no memory. */
+static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen,
+				     const struct pfd *f, const struct sockaddr *to,
+				     socklen_t tolen, struct ms__tally *t)
+{
+	unsigned char key[24];
+	if (!addr_key(to, tolen, key))
+		return NULL;
+	if (p->used >= p->cap * 3 / 4) {
+		/* Full: grow, or start again from empty (every entry is remade on use). */
+		uint32_t cap = p->cap < PORT_CACHE_MAX ? p->cap * 2 : p->cap;
+		struct pdest *c = cap != p->cap ? calloc(cap, sizeof(*c)) : p->cache;
+		if (!c)
+			return NULL;
+		if (c != p->cache)
+			free(p->cache);
+		p->cache = c;
+		p->cap = cap;
+		p->used = 0;
+		for (uint32_t k = 0; k < cap; k++)
+			c[k].fd = -1;
+	}
+	const uint32_t mask = p->cap - 1;
+	uint32_t h = key_hash(fd, fdgen, key) & mask;
+	struct pdest *e;
+	for (;; h = (h + 1) & mask) {
+		e = &p->cache[h];
+		if (e->fd < 0)
+			break;
+		if (e->fd == fd && e->fdgen == fdgen && !memcmp(e->key, key, sizeof(key))) {
+			if (e->net_gen == p->st.net_gen && e->sig == f->si.sig)
+				return &e->d;
+			goto make;
+		}
+	}
+	e->fd = fd;
+	e->fdgen = fdgen;
+	memcpy(e->key, key, sizeof(key));
+	p->used++;
+make:
+	e->net_gen = p->st.net_gen;
+	e->sig = f->si.sig;
+	memset(&e->d, 0, sizeof(e->d));
+	const struct sockaddr *dst = to ? to : (const struct sockaddr *)&f->si.peer;
+	if (f->si.recverr || (f->si.family == AF_INET6 && f->si.recverr6) ||
+	    (!to && !f->si.has_peer)) {
+		e->d.why = FB_OTHER;
+		return &e->d;
+	}
+	const socklen_t dlen = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+							 : sizeof(struct sockaddr_in6);
+	unsigned char host[24];
+	(void)addr_key(dst, dlen, host);
+	memset(host + 2, 0, 2); /* the port does not route */
+	if (!p->last.valid || p->last.net_gen != p->st.net_gen || p->last.mark != f->si.mark ||
+	    p->last.oif != f->si.oif || memcmp(p->last.dst, host, sizeof(host)) ||
+	    memcmp(&p->last.src, &f->si.local, sizeof(f->si.local))) {
+		t->syscalls += 2;
+		if (ms__route_get(p->st.nl, dst, dlen,
+				  wildcard(&f->si.local) ? NULL
+							 : (const struct sockaddr *)&f->si.local,
+				  f->si.oif, f->si.mark, &p->last.rt))
+			p->last.rt = (struct ms__route){ .kind = MS__RT_OTHER };
+		p->last.valid = true;
+		p->last.net_gen = p->st.net_gen;
+		p->last.mark = f->si.mark;
+		p->last.oif = f->si.oif;
+		memcpy(p->last.dst, host, sizeof(host));
+		p->last.src = f->si.local;
+	}
+	make_dest(&e->d, &p->st, &f->si, dst, &p->last.rt);
+	return &e->d;
+}
+
+static bool port_lock(struct ms__xport *p)
+{
+	const int me = (int)gettid();
+	for (;;) {
+		int v = 0;
+		if (__atomic_compare_exchange_n(&p->lock, &v, me, false, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			return true;
+		if (v == me)
+			return false; /* re-entered from a signal handler on this thread */
+		sched_yield();
+	}
+}
+
+static void port_unlock(struct ms__xport *p)
+{
+	__atomic_store_n(&p->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Why m goes by the kernel's path (MS__XDP_*), or 0 when it can go as a frame. */
+static unsigned port_why(const struct xdest *d, const struct msghdr *h, size_t *lenp)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < h->msg_iovlen; i++)
+		len += h->msg_iov[i].iov_len;
+	*lenp = len;
+	if (!d)
+		return MS__XDP_OTHER;
+	if (d->why)
+		return d->why;
+	if (len >= d->lim)
+		return MS__XDP_MTU;
+	return h->msg_control ? MS__XDP_OTHER : 0;
+}
+
+uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struct mmsghdr *m,
+			uint32_t cnt, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
+			struct ms__xport_counts *c)
+{
+	if (p->fork_gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED) || !port_lock(p)) {
+		/* A forked child, or a handler inside a send: the kernel's path for all. */
+		*skip = cnt;
+		fb[MS__XDP_OTHER] += cnt;
+		return 0;
+	}
+	struct xstate *st = &p->st;
+	struct ms__tally t = { 0 };
+	const uint64_t now = now_ns();
+	if (now >= st->next_check) {
+		st->next_check = now + CHECK_NS;
+		t.syscalls++;
+		if (ms__nl_changed(st->nl))
+			st->net_gen++;
+	}
+	if (st->fd < 0 && now >= st->next_reopen) {
+		uint8_t mac[6];
+		bool running = false;
+		st->next_reopen = now + CHECK_NS;
+		if (!ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running) &&
+		    running)
+			(void)xsk_open(st);
+	}
+	uint32_t k = 0;
+	*skip = 0;
+	const uint32_t head0 = st->tx.head;
+	const struct pfd *f = st->fd >= 0 ? port_fd(p, fd, fdgen, now, &t) : NULL;
+	if (!f || !f->udp) {
+		*skip = cnt;
+		fb[MS__XDP_OTHER] += cnt;
+		goto out;
+	}
+	reap(st);
+	unsigned why = 0; /* why m[k] stopped the frames */
+	for (; k < cnt; k++) {
+		const struct msghdr *h = &m[k].msg_hdr;
+		size_t len;
+		const struct xdest *d = port_dest(p, fd, fdgen, f, h->msg_name, h->msg_namelen, &t);
+		why = port_why(d, h, &len);
+		if (why)
+			break;
+		if (!st->nfree) {
+			uint32_t cons;
+			const uint64_t start = now_ns();
+			if (kick_all(st, &t, &cons)) {
+				k = cons - head0;
+				goto gone;
+			}
+			while (!st->nfree && now_ns() - start <= WAIT_NS) {
+				struct pollfd pf = { .fd = st->fd, .events = POLLOUT };
+				t.syscalls++;
+				(void)poll(&pf, 1, 1);
+				reap(st);
+			}
+			if (!st->nfree) {
+				why = MS__XDP_OTHER; /* no frame for a second: the rest by the kernel */
+				*skip = cnt - k;
+				fb[why] += *skip;
+				break;
+			}
+		}
+		const uint64_t addr = st->freel[--st->nfree];
+		unsigned char *fr = st->umem + addr;
+		const uint16_t ulen = htons((uint16_t)(8 + len));
+		const uint16_t tot4 = htons((uint16_t)(20 + 8 + len));
+		const struct ms__batch one = { .iov = h->msg_iov, .iovcnt = (int)h->msg_iovlen };
+		build_headers(fr, d, false, ulen, tot4,
+			      sum_message(h->msg_iov, (int)h->msg_iovlen) + 2u * ulen, &p->ip_id);
+		copy_message(fr + d->hlen, &one);
+		((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
+			(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + len) };
+	}
+	if (st->tx.head != head0) {
+		uint32_t cons;
+		if (kick_all(st, &t, &cons)) {
+			k = cons - head0; /* not taken: the kernel's path from there */
+			goto gone;
+		}
+	}
+	if (k < cnt && !*skip) {
+		/* The run of messages after the frames that go by the kernel's path, classified
+		 * without sending: the caller sends them together. */
+		uint32_t j = k;
+		for (; j < cnt; j++) {
+			const struct msghdr *h = &m[j].msg_hdr;
+			size_t len;
+			unsigned w = j == k ? why
+				   : port_why(port_dest(p, fd, fdgen, f, h->msg_name,
+							h->msg_namelen, &t), h, &len);
+			if (!w)
+				break;
+			fb[w]++;
+		}
+		*skip = j - k;
+	}
+	goto out;
+gone:
+	*skip = cnt - k;
+	fb[MS__XDP_OTHER] += *skip;
+out:
+	c->frames += k;
+	c->kicks += t.xdp_kicks;
+	c->syscalls += t.syscalls;
+	port_unlock(p);
+	return k;
+}

@@ -19,6 +19,7 @@
 #include <linux/rtnetlink.h>
 
 #include "route.h"
+#include "sys.h"
 
 /* Big enough for any single answer asked for here: a link's message without its statistics
  * (RTEXT_FILTER_SKIP_STATS) is well under 4 KiB, a route's or a neighbour's a few hundred
@@ -146,8 +147,10 @@ static int nl_ask(struct ms__nl *nl, struct ms__nlreq *r, unsigned short want,
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
 	ssize_t n;
 	do
-		n = sendto(nl->fd, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel,
-			   sizeof(kernel));
+		/* Through the library's door to send calls (sys.h): never the preload
+		 * shim's, which would count the library's own requests as the program's. */
+		n = ms__sys.sendto(nl->fd, r, r->h.nlmsg_len, 0, (struct sockaddr *)&kernel,
+				   sizeof(kernel));
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;

@@ -6,6 +6,7 @@
 # foreign program's own output compared with its input.
 #
 #   shim-test.sh fanout  MODE N M RATE plain|identical [multisend-run options]
+#   shim-test.sh xdp v4|v6|local             batch mode with --xdp-iface, over a veth pair
 #   shim-test.sh prog    MODE NAME N M [program arguments] [-- multisend-run options]
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh setuid | run | exports
@@ -960,8 +961,75 @@ live_test() { # MODE legacy|threads
 	echo "PASS: live counters of $kind under the shim, mode $mode, watched and final"
 }
 
+# xdp_test v4|v6|local: batch mode with --xdp-iface (kernel bypass), legacy-fanout in a private
+# namespace S sending over a veth pair to fanout-receiver in namespace R (both made here, with
+# random names, deleted at exit); the neighbour entry is set permanent so that every batched
+# datagram can go as a frame from the first batch on. local: the receiver on S's loopback,
+# which the bypass never carries (every batched datagram by the kernel's path, counted local).
+xdp_test() {
+	kind=$1
+	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, AF_XDP)"
+	need ip python3
+	[ -x "$legacy_bin" ] && [ -x "$recv_bin" ] || skip "examples are not built (-Dexamples=false)"
+	_r=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+	nsS=msxdp-$_r-s nsR=msxdp-$_r-r
+	trap 'ip netns del "$nsS" 2>/dev/null; ip netns del "$nsR" 2>/dev/null; harness_cleanup' EXIT
+	ip netns add "$nsS" && ip netns add "$nsR" || skip "cannot make network namespaces"
+	ip -n "$nsS" link add xs0 type veth peer name xr0 netns "$nsR" || skip "no veth"
+	for c in "-n $nsS link set lo up" "-n $nsR link set lo up" \
+		"-n $nsS addr add 10.77.0.1/24 dev xs0" "-n $nsR addr add 10.77.0.2/24 dev xr0" \
+		"-n $nsS addr add fd77::1/64 dev xs0 nodad" "-n $nsR addr add fd77::2/64 dev xr0 nodad" \
+		"-n $nsS link set xs0 up" "-n $nsR link set xr0 up"; do
+		ip $c || fail "ip $c"
+	done
+	mac=$(ip -n "$nsR" -br link show xr0 | awk '{print $3}')
+	ip -n "$nsS" neigh replace 10.77.0.2 lladdr "$mac" dev xs0 nud permanent &&
+		ip -n "$nsS" neigh replace fd77::2 lladdr "$mac" dev xs0 nud permanent ||
+		fail "neighbour entries"
+	# The IPv6 address is usable once its local route is there.
+	for _i in $(seq 1 100); do
+		ip -n "$nsR" -6 route show table local | grep -q 'fd77::2' && break
+		sleep 0.05
+	done
+	n=64 m=300 size=64
+	case $kind in
+	v4) listen=10.77.0.2 dest=10.77.0.2 v6= recvns=$nsR ;;
+	v6) listen='[fd77::2]' dest='[fd77::2]' v6=--ipv6 recvns=$nsR ;;
+	local) listen=127.0.0.1 dest=127.0.0.1 v6= recvns=$nsS ;;
+	*) fail "xdp_test: v4, v6 or local" ;;
+	esac
+	base=20000
+	bg ip netns exec "$recvns" "$recv_bin" --listen "$listen:$base" --subscribers $n \
+		--messages $m --size $size --idle-timeout 10 >"$tmp/receiver" 2>"$tmp/receiver.err"
+	recvpid=$bgpid
+	wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 ||
+		{ show "$tmp/receiver.err"; fail "fanout-receiver did not start"; }
+	ip netns exec "$nsS" "$run" --mode batch --xdp-iface xs0 --stats "$tmp/stats.json" -- \
+		"$legacy_bin" --dest "$dest:$base" --subscribers $n --messages $m --rate 2000 \
+		--size $size $v6 >"$tmp/legacy" 2>"$tmp/legacy.err" ||
+		{ show "$tmp/legacy" "$tmp/legacy.err"; fail "legacy-fanout exited with $?"; }
+	grep -q 'kernel bypass.*unavailable' "$tmp/legacy.err" &&
+		{ show "$tmp/legacy.err"; skip "AF_XDP unavailable here"; }
+	finish_receiver
+	grep -q ', errors 0,' "$tmp/legacy" || fail "legacy-fanout saw errors"
+	total=$((n * m))
+	check_stats "$tmp/stats.json" "t['calls'] == $total" "t['datagrams'] == $total" \
+		"t['errors'] == 0 and t['errors_at_flush'] == 0" "t['batched'] > 0"
+	if [ "$kind" = local ]; then
+		check_stats "$tmp/stats.json" "t['xdp_frames'] == 0" \
+			"t['xdp_fallback']['local'] == t['batched']" \
+			"sum(t['xdp_fallback'].values()) == t['batched']"
+	else
+		check_stats "$tmp/stats.json" "t['xdp_frames'] == t['batched']" \
+			"sum(t['xdp_fallback'].values()) == 0" "t['xdp_kicks'] > 0"
+	fi
+	sed -n 's/^/  report: /p' "$tmp/stats.json" | cut -c1-400
+	echo "PASS: legacy-fanout under batch mode with kernel bypass ($kind), $n subscribers x $m"
+}
+
 case ${1:-} in
 fanout) shift; fanout "$@" ;;
+xdp) xdp_test "$2" ;;
 prog) shift; prog "$@" ;;
 errno) errno_test "$2" ;;
 deferred) deferred_test "$2" ;;
@@ -978,5 +1046,5 @@ live) live_test "$2" "$3" ;;
 stderr) stderr_test "$2" ;;
 statsfile) statsfile_test ;;
 warnings) warn_test ;;
-*) fail "usage: $0 fanout|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile|warnings ..." ;;
+*) fail "usage: $0 fanout|xdp|prog|errno|deferred|fortify|python|socat|nc|setuid|run|exports|live|stderr|statsfile|warnings ..." ;;
 esac

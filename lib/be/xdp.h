@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The xdp backend's frames for datagrams that are not a group's: a "port" is an AF_XDP socket
+ * on one interface with its packet memory, which sends any socket's datagrams (each its own
+ * message and destination) as frames, in order, and says where it must stop: the preload
+ * shim's batches go out through one (shim/batch.c). Same frames, same rules as the backend
+ * (lib/be/xdp.c, multisend.h's "Kernel bypass"): what it cannot carry, the caller sends by
+ * the kernel's path.
+ */
+#ifndef MS_XDP_H
+#define MS_XDP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Why a datagram goes by the kernel's path (the ms_stats xdp_fallback_* counters). */
+enum {
+	MS__XDP_LOCAL = 1, /* local or loopback, broadcast, multicast looped back */
+	MS__XDP_IFACE,     /* leaves by another interface */
+	MS__XDP_MTU,       /* does not fit one frame under the path's MTU */
+	MS__XDP_ROUTE,     /* no usable route */
+	MS__XDP_NEIGH,     /* next hop not resolved yet (the kernel's send resolves it) */
+	MS__XDP_OTHER,     /* anything else (not UDP, IP_RECVERR, no frame, no socket...) */
+	MS__XDP_NREASONS
+};
+
+struct ms__xport;
+
+struct ms__xport_counts {
+	uint64_t frames;   /* datagrams the kernel took as frames */
+	uint64_t kicks;    /* system calls that handed frames over */
+	uint64_t syscalls; /* all the port's system calls, kicks included */
+};
+
+/* A port on interface ifname: frames packet buffers (0: 2048), copy mode only or zero copy
+ * first. 0, or -errno with why (whylen bytes) saying what failed. */
+int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct ms__xport **out,
+		   char *why, size_t whylen);
+void ms__xport_close(struct ms__xport *p);
+void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);
+
+/*
+ * Send datagrams m[0..cnt) of socket fd, in order: the first ones as frames, as many as the
+ * port can carry; returns how many went (each taken by the kernel: its whole length sent).
+ * *skip is then the number of messages after them that must go by the kernel's path, counted
+ * by reason in fb[MS__XDP_*]: the caller sends m[ret .. ret + *skip) itself (with sendmmsg),
+ * then calls again for the rest, so that the order holds. ret + *skip is never 0 (unless
+ * cnt is). m[k].msg_hdr: msg_name / msg_namelen (NULL: the socket's peer), msg_iov /
+ * msg_iovlen; a message with msg_control is not carried. fdgen: the caller's generation of
+ * the descriptor number, changed whenever fd may name another socket or its options may have
+ * changed (what the port read of it is kept until then, and at most a second). Safe from
+ * several threads (one at a time); a forked child, or a signal handler re-entering on a
+ * thread already inside, gets everything skipped. Counts are added to *c.
+ */
+uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struct mmsghdr *m,
+			uint32_t cnt, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
+			struct ms__xport_counts *c);
+
+#endif
