@@ -838,7 +838,7 @@ static uint64_t xdp_fallbacks(const struct ms_stats *s)
  * veth destination unless one failed.
  */
 static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const struct fres *res,
-		      size_t size, int r, size_t len, unsigned flags)
+		      size_t size, int r, size_t len, unsigned flags, bool managed)
 {
 	uint64_t fr = a->xdp_frames - b->xdp_frames, fb = xdp_fallbacks(a) - xdp_fallbacks(b);
 	if (!xdp_ctx) {
@@ -848,11 +848,12 @@ static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const 
 	}
 	xdp_calls_total++;
 	xdp_frames_total += fr;
-	size_t allowed = 0, forced = 0, loop_udp = 0;
+	size_t allowed = 0, forced = 0, loop_udp = 0, held_back = 0;
 	for (int k = 0; k < nmodel; k++) {
 		if (model[k] < 0)
 			continue;
 		const struct pdest *p = &pool[model[k]];
+		held_back += managed && p->conn;
 		if (p->veth && !kpath[k])
 			allowed++;
 		else
@@ -862,8 +863,11 @@ static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const 
 	CHECK(allowed + forced == size);
 	uint64_t unaccounted = size - (fr + fb);
 	CHECK(fr + fb <= size);
-	CHECK(fr <= allowed && fb >= forced);
-	CHECK(unaccounted <= size - (size_t)r); /* each has a negative status */
+	CHECK(fr <= allowed && fb + held_back >= forced);
+	/* Each has a negative status, or is a connection-oriented destination whose backlog the
+	 * policy sends first (lib/api/send.c's execute_around leaves it out of the backend's
+	 * ranges: the core queues the message for it). */
+	CHECK(unaccounted <= size - (size_t)r + held_back);
 	CHECK(a->xdp_fallback_iface == b->xdp_fallback_iface);
 	CHECK(a->xdp_fallback_route == b->xdp_fallback_route);
 	CHECK(a->xdp_fallback_neigh == b->xdp_fallback_neigh);
@@ -887,11 +891,21 @@ static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const 
 			if (!(flags & MS_SEND_DONTWAIT))
 				CHECK(res[k].status != -EAGAIN);
 		}
-		CHECK(fr <= veth_whole && unaccounted <= veth_failed);
+		if (fr > veth_whole || unaccounted > veth_failed + held_back) {
+			fprintf(stderr, "xdp: %llu frames, %llu by the kernel's path, %zu attempted, "
+				"%d whole; veth (bypass allowed): %zu whole, %zu failed; len %zu flags %u\n",
+				(unsigned long long)fr, (unsigned long long)fb, size, r, veth_whole,
+				veth_failed, len, flags);
+			for (size_t k = 0; k < size; k++)
+				fprintf(stderr, "  id %d pool %d veth %d kpath %d status %d\n",
+					res[k].id, model[res[k].id], pool[model[res[k].id]].veth,
+					kpath[res[k].id], res[k].status);
+		}
+		CHECK(fr <= veth_whole && unaccounted <= veth_failed + held_back);
 		failed = veth_failed > 0;
 	}
 	if (!failed)
-		CHECK(unaccounted == 0);
+		CHECK(unaccounted <= held_back);
 	if (!failed && !ts_mode && len <= 1472)
 		CHECK(fr == allowed);
 }
@@ -989,7 +1003,7 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (!expect && with_res)
 		check_counters(&before, &after, res, size, len, managed);
 	if (!expect)
-		check_xdp(&before, &after, with_res ? res : NULL, size, r, len, flags);
+		check_xdp(&before, &after, with_res ? res : NULL, size, r, len, flags, managed);
 	else
 		CHECK(after.xdp_frames == before.xdp_frames && xdp_fallbacks(&after) == xdp_fallbacks(&before));
 	sampled = false;
