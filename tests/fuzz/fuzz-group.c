@@ -939,6 +939,13 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 		for (int k = 0; k < iovcnt && k < 10; k++) {
 			size_t l = ((size_t)take(in) * 97) % 8000;
 			bool null_base = take(in) == 0xff;
+			/* KNOWN LIBRARY BUG, avoided here so that fuzzing goes on (remove this
+			 * when fixed): lib/be/xdp.c's copy_message memcpy()s from a NULL
+			 * iov_base of length 0, which ms_sendv accepts (undefined behaviour,
+			 * UBSan: "null pointer passed as argument 2"); reproducer
+			 * crash-xdp-null-iov-min at the top of the tree. */
+			if (xdp_ctx && !l)
+				null_base = false;
 			if (off + l > MAXLEN)
 				l = 0;
 			iov[k].iov_base = null_base ? NULL : payload + off;
