@@ -34,8 +34,8 @@
  * xdp mode (first byte 216..227; workers as for the others, the shape byte's bit 0 chooses
  * MS_CFG_XDP_COPY, 64 UMEM frames): the context is MS_BACKEND_XDP on a veth whose peer is in a
  * second network namespace (the process moves to a namespace of its own at its first input,
- * before making the pool; see setup_netns). The pool then has five more destinations, UDP over
- * the veth (an unconnected socket with three addresses, two connected sockets) to receivers
+ * before making the pool; see setup_netns). The pool then has eight more destinations, UDP over
+ * the veth (an unconnected socket with six addresses, two connected sockets) to receivers
  * bound to the peer's address: the same oracle checks the datagrams that left as AF_XDP frames.
  * Every call's xdp counters are checked (check_xdp: frames + fallbacks account for every
  * destination but those with a negative status; frames only for veth destinations with the
@@ -315,16 +315,17 @@ static bool setup_netns(int *peer_ns)
 	return true;
 }
 
-/* The veth destinations, after the base pool: an unconnected UDP socket with three addresses
- * and two connected UDP sockets, all to receivers bound to 10.99.0.2 in the peer namespace. */
+/* The veth destinations, after the base pool: an unconnected UDP socket with six addresses
+ * (up to 16 copies each: a fan-out can want more than the 64 frames) and two connected UDP
+ * sockets, all to receivers bound to 10.99.0.2 in the peer namespace. */
 static void setup_veth_pool(int peer_ns)
 {
 	int ns1 = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	CHECK(ns1 >= 0);
-	struct sockaddr_in ra[5];
-	int rx[5];
+	struct sockaddr_in ra[8];
+	int rx[8];
 	CHECK(setns(peer_ns, CLONE_NEWNET) == 0);
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 8; i++) {
 		rx[i] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 		CHECK(rx[i] >= 0);
 		ra[i] = (struct sockaddr_in){ .sin_family = AF_INET,
@@ -337,11 +338,11 @@ static void setup_veth_pool(int peer_ns)
 	close(ns1);
 	close(peer_ns);
 	int vshared = socket(AF_INET, SOCK_DGRAM, 0);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 6; i++) {
 		add_pool(vshared, &ra[i], sizeof(ra[i]), rx[i], false, 65507);
 		pool[npool - 1].veth = true;
 	}
-	for (int i = 3; i < 5; i++) {
+	for (int i = 6; i < 8; i++) {
 		int tx = socket(AF_INET, SOCK_DGRAM, 0);
 		CHECK(connect(tx, (struct sockaddr *)&ra[i], sizeof(ra[i])) == 0);
 		add_pool(tx, NULL, 0, rx[i], false, 65507);
