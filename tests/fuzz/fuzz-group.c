@@ -1886,10 +1886,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (op == 0 || op == 1) { /* add */
 			/* xdp mode: the whole pool (with the veth entries) and the four invalid
-			 * ones; otherwise the base pool and the invalid ones, as before the veth. */
-			unsigned pick = take(&in) % (xdp_mode ? NDEST + 4 : NBASE + 4);
+			 * ones, the veth entries twice as likely (28..35 are them again);
+			 * otherwise the base pool and the invalid ones, as before the veth. */
+			unsigned pick = take(&in) % (xdp_mode ? NDEST + 4 + (NDEST - NBASE) : NBASE + 4);
 			if (!xdp_mode && pick >= NBASE)
 				pick += NDEST - NBASE;
+			if (pick >= NDEST + 4)
+				pick -= 4 + (NDEST - NBASE);
 			struct ms_dest d;
 			int expect_ok = -1; /* pool index when it must succeed */
 			if (pick >= (unsigned)npool && pick < NDEST)
