@@ -266,12 +266,20 @@ static bool run_ip(const char *const *argv)
 
 #define IP(...) run_ip((const char *const[]){ "ip", __VA_ARGS__, NULL })
 
-/* Into a namespace of our own, lo up; false if that cannot be (then nothing changed). */
+/* Into a namespace of our own, lo up; false if that cannot be (then the thread is back in
+ * the namespace it was in). */
 static bool new_netns(void)
 {
-	if (unshare(CLONE_NEWNET) != 0)
+	int was = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (was < 0)
 		return false;
-	return IP("link", "set", "lo", "up");
+	bool ok = unshare(CLONE_NEWNET) == 0;
+	if (ok && !IP("link", "set", "lo", "up")) {
+		CHECK(setns(was, CLONE_NEWNET) == 0);
+		ok = false;
+	}
+	close(was);
+	return ok;
 }
 
 /* The namespaces and the veth pair. The thread (and so the process: the library's threads
@@ -286,7 +294,7 @@ static bool setup_netns(int *peer_ns)
 	CHECK(ns1 >= 0);
 	if (!new_netns()) {
 		close(ns1);
-		return true; /* we are still in ns1: unshare failed */
+		return true; /* still in ns1 */
 	}
 	int ns2 = open("/proc/thread-self/ns/net", O_RDONLY); /* inherited by ip: its path */
 	CHECK(ns2 >= 0 && setns(ns1, CLONE_NEWNET) == 0);
@@ -1754,8 +1762,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!ready) {
 		/* The xdp mode's namespaces first: the pool is made in the sender's. */
 		int peer_ns;
-		if (setup_netns(&peer_ns) && peer_ns < 0)
-			fprintf(stderr, "fuzz-group: no veth: xdp mode inputs use another backend\n");
+		bool own_ns = setup_netns(&peer_ns);
+		if (peer_ns < 0)
+			fprintf(stderr, "fuzz-group: %s: xdp mode inputs use another backend\n",
+				own_ns ? "no veth" : "no network namespace of our own (not root?)");
 		setup_pool();
 		if (peer_ns >= 0)
 			setup_veth_pool(peer_ns);
