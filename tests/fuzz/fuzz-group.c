@@ -97,6 +97,7 @@ static bool auto_mode; /* MS_BACKEND_AUTO: any backend may send a call */
 static bool xdp_mode;  /* the input asked for MS_BACKEND_XDP (first byte 216..227) */
 static bool xdp_ctx;   /* ... and got it (root, AF_XDP, the veth) */
 enum { XDP_FRAMES = 64 }; /* few: a wide fan-out waits for frames, or gets -EAGAIN */
+enum { XDP_QUEUES = 48 }; /* the veth's queues: one per xdp context (2 * 3 * 2 * 4 slots) */
 static uint64_t xdp_frames_total, xdp_calls_total; /* for the report at exit */
 static struct pdest pool[NDEST];
 static int npool;
@@ -300,8 +301,12 @@ static bool setup_netns(int *peer_ns)
 	CHECK(ns2 >= 0 && setns(ns1, CLONE_NEWNET) == 0);
 	char ns2path[64];
 	snprintf(ns2path, sizeof(ns2path), "/proc/self/fd/%d", ns2);
-	bool ok = IP("link", "add", XDP_IF, "address", "02:00:00:99:00:01", "type", "veth",
-		     "peer", "name", XDP_PEER_IF, "address", "02:00:00:99:00:02", "netns", ns2path) &&
+	/* XDP_QUEUES queues: one per xdp context (a queue takes one AF_XDP socket). */
+	char nq[16];
+	snprintf(nq, sizeof(nq), "%d", XDP_QUEUES);
+	bool ok = IP("link", "add", XDP_IF, "address", "02:00:00:99:00:01", "numtxqueues", nq,
+		     "numrxqueues", nq, "type", "veth", "peer", "name", XDP_PEER_IF, "address",
+		     "02:00:00:99:00:02", "numtxqueues", nq, "numrxqueues", nq, "netns", ns2path) &&
 		  IP("addr", "add", "10.99.0.1/24", "dev", XDP_IF) &&
 		  IP("link", "set", XDP_IF, "up") &&
 		  IP("neigh", "replace", "10.99.0.2", "lladdr", "02:00:00:99:00:02", "dev", XDP_IF,
@@ -895,10 +900,20 @@ static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const 
 			const struct pdest *p = &pool[model[res[k].id]];
 			if (!p->veth || kpath[res[k].id])
 				continue;
-			veth_whole += res[k].status == (int)len;
-			veth_failed += res[k].status < 0;
+			int st = res[k].status;
+			veth_whole += st == (int)len;
+			veth_failed += st < 0;
 			if (!(flags & MS_SEND_DONTWAIT))
-				CHECK(res[k].status != -EAGAIN);
+				CHECK(st != -EAGAIN);
+			/* The veth never goes down: a frame's kick does not fail for good, and the
+			 * kernel's path (the MTU, stamps) fails only for a datagram too large or
+			 * memory. */
+			if (st < 0 && st != -EAGAIN && !(st == -EMSGSIZE && len > 65507) &&
+			    st != -ENOBUFS && st != -ENOMEM)
+				fprintf(stderr, "xdp: a veth destination failed with %d (%s), len %zu\n",
+					st, strerror(-st), len);
+			CHECK(st >= 0 || st == -EAGAIN || (st == -EMSGSIZE && len > 65507) ||
+			      st == -ENOBUFS || st == -ENOMEM);
 		}
 		if (fr > veth_whole || unaccounted > veth_failed + held_back) {
 			fprintf(stderr, "xdp: %llu frames, %llu by the kernel's path, %zu attempted, "
@@ -1825,6 +1840,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ms_ctx *(*cs)[8][3][2][4] = post_mode ? post_ctxs : ctxs;
 	struct ms_ctx **slot = &cs[cfg.backend][qd][ts][rot][workers - 1];
 	bool fresh = !*slot;
+	static bool xdp_works; /* an xdp context was made: every later one must be */
+	static bool one_queue;
+	/* Each xdp context on a queue of its own: an AF_XDP socket takes a queue, and the
+	 * contexts are kept. */
+	if (xdp_mode) {
+		cfg.flags |= MS_CFG_XDP_QUEUE;
+		cfg.xdp_queue = (uint32_t)(slot - &ctxs[MS_BACKEND_XDP][0][0][0][0]);
+		CHECK(cfg.xdp_queue < XDP_QUEUES);
+		/* For the reproducer of a library bug (crash-xdp-copy-ebusy/README): every
+		 * context on queue 0, as if the veth had one queue. */
+		if (getenv("FUZZ_GROUP_XDP_ONE_QUEUE"))
+			one_queue = true;
+		if (one_queue)
+			cfg.xdp_queue = 0;
+	}
 	if (!*slot) {
 		int r = ms_ctx_new(slot, &cfg);
 		if (r == -ENOTSUP && ts) {
@@ -1833,6 +1863,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			cfg.ts_sample = cfg.ts_flags = 0;
 			slot = &cs[cfg.backend][qd][0][rot][workers - 1];
 			fresh = !*slot;
+			if (xdp_mode && !one_queue)
+				cfg.xdp_queue = (uint32_t)(slot - &ctxs[MS_BACKEND_XDP][0][0][0][0]);
 			r = *slot ? 0 : ms_ctx_new(slot, &cfg);
 		}
 		CHECK(r == 0);
@@ -1840,6 +1872,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctx = *slot;
 	xdp_ctx = ms_ctx_backend(ctx) == MS_BACKEND_XDP;
 	CHECK(!xdp_ctx || (xdp_mode && have_veth));
+	if (xdp_mode) {
+		CHECK(xdp_ctx || !xdp_works || one_queue); /* one queue: the second falls back */
+		xdp_works |= xdp_ctx;
+	}
 	if (post_mode && fresh)
 		post_selftest(ctx);
 	window = false;
