@@ -967,8 +967,12 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 			 * when fixed): lib/be/xdp.c's copy_message memcpy()s from a NULL
 			 * iov_base of length 0, which ms_sendv accepts (undefined behaviour,
 			 * UBSan: "null pointer passed as argument 2"); reproducer
-			 * crash-xdp-null-iov-min at the top of the tree. */
-			if (xdp_ctx && !l)
+			 * crash-xdp-null-iov-min at the top of the tree, run with
+			 * FUZZ_GROUP_XDP_NULL_IOV=1 set. */
+			static int null_iov = -1;
+			if (null_iov < 0)
+				null_iov = getenv("FUZZ_GROUP_XDP_NULL_IOV") != NULL;
+			if (xdp_ctx && !l && !null_iov)
 				null_base = false;
 			if (off + l > MAXLEN)
 				l = 0;
