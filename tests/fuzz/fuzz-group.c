@@ -32,7 +32,8 @@
  * and the receivers; see "Offload" below.
  *
  * xdp mode (first byte 216..227; workers as for the others, the shape byte's bit 0 chooses
- * MS_CFG_XDP_COPY, 64 UMEM frames): the context is MS_BACKEND_XDP on a veth whose peer is in a
+ * MS_CFG_XDP_COPY, 64 UMEM frames, each context on a veth queue of its own with
+ * MS_CFG_XDP_QUEUE): the context is MS_BACKEND_XDP on a veth whose peer is in a
  * second network namespace (the process moves to a namespace of its own at its first input,
  * before making the pool; see setup_netns). The pool then has eight more destinations, UDP over
  * the veth (an unconnected socket with six addresses, two connected sockets) to receivers
@@ -88,7 +89,7 @@ struct pdest {
 	bool stuck;  /* a blocking socket whose receiver is full and never read: only
 	                MS_SEND_DONTWAIT sends to it, and each gives -EAGAIN */
 	int maxdgram; /* largest datagram this destination takes whole; 0 = any (stream) */
-	bool veth;    /* UDP over the veth (xdp mode): the one kind the xdp backend sends as a frame */
+	bool veth;    /* UDP over the veth (xdp mode): the one kind the xdp backend frames */
 };
 
 /* NBASE: the pool every input has; the veth destinations (xdp mode) come after it. */
@@ -910,14 +911,15 @@ static void check_xdp(const struct ms_stats *b, const struct ms_stats *a, const 
 			 * memory. */
 			if (st < 0 && st != -EAGAIN && !(st == -EMSGSIZE && len > 65507) &&
 			    st != -ENOBUFS && st != -ENOMEM)
-				fprintf(stderr, "xdp: a veth destination failed with %d (%s), len %zu\n",
-					st, strerror(-st), len);
+				fprintf(stderr, "xdp: a veth destination failed with %d (%s), "
+					"len %zu\n", st, strerror(-st), len);
 			CHECK(st >= 0 || st == -EAGAIN || (st == -EMSGSIZE && len > 65507) ||
 			      st == -ENOBUFS || st == -ENOMEM);
 		}
 		if (fr > veth_whole || unaccounted > veth_failed + held_back) {
-			fprintf(stderr, "xdp: %llu frames, %llu by the kernel's path, %zu attempted, "
-				"%d whole; veth (bypass allowed): %zu whole, %zu failed; len %zu flags %u\n",
+			fprintf(stderr, "xdp: %llu frames, %llu by the kernel's path, %zu "
+				"attempted, %d whole; veth (bypass allowed): %zu whole, %zu "
+				"failed; len %zu flags %u\n",
 				(unsigned long long)fr, (unsigned long long)fb, size, r, veth_whole,
 				veth_failed, len, flags);
 			for (size_t k = 0; k < size; k++)
@@ -1040,7 +1042,8 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 	if (!expect)
 		check_xdp(&before, &after, with_res ? res : NULL, size, r, len, flags, managed);
 	else
-		CHECK(after.xdp_frames == before.xdp_frames && xdp_fallbacks(&after) == xdp_fallbacks(&before));
+		CHECK(after.xdp_frames == before.xdp_frames &&
+		      xdp_fallbacks(&after) == xdp_fallbacks(&before));
 	sampled = false;
 	if (!expect && size > 0)
 		check_order(g, with_res ? res : NULL, size, managed);
@@ -1938,7 +1941,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			/* xdp mode: the whole pool (with the veth entries) and the four invalid
 			 * ones, the veth entries twice as likely (28..35 are them again);
 			 * otherwise the base pool and the invalid ones, as before the veth. */
-			unsigned pick = take(&in) % (xdp_mode ? NDEST + 4 + (NDEST - NBASE) : NBASE + 4);
+			unsigned pick = take(&in) % (xdp_mode ? NDEST + 4 + (NDEST - NBASE)
+							      : NBASE + 4);
 			if (!xdp_mode && pick >= NBASE)
 				pick += NDEST - NBASE;
 			if (pick >= NDEST + 4)
@@ -1975,7 +1979,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				socklen_t l = take(&in);
 				for (size_t k = 0; k < sizeof(junk) && k < 24; k++)
 					((unsigned char *)&junk)[k] = (unsigned char)take(&in);
-				d = (struct ms_dest){ pool[take(&in) % (xdp_mode ? npool : NBASE)].fd, l,
+				int base = xdp_mode ? npool : NBASE;
+				d = (struct ms_dest){ pool[take(&in) % base].fd, l,
 						      (struct sockaddr *)&junk };
 			}
 			int id = ms_group_add(g, &d);
