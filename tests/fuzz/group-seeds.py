@@ -164,3 +164,43 @@ for be in (1, 2, 3):
         for i in UNIX_DG + [TCP, STUCK, SMALL]: b += add(i)  # the stuck one: log entries
         b += post(16000) + post(16000) + post(1000) + rm(1) + post(16000) + end
         write(f'post-{ename}-{names[be]}', b)
+
+# xdp (first byte 216..227): MS_BACKEND_XDP on the veth fuzz-group.c makes (root); the veth
+# destinations are pool entries 16..23, six addresses on one unconnected UDP socket and two
+# connected UDP sockets, to receivers in the peer's namespace. The shape byte's bit 0: copy
+# mode only (MS_CFG_XDP_COPY). Op 5 with bit 7: ms_group_kernel_path (bit 6: on) on the id
+# byte - 9 (8: MS_GROUP_ALL, 0..7: invalid negatives).
+def xhdr(workers, ts, rot, copy):
+    h = hdr(1, workers, ts, rot, copy)
+    return bytes([216 + h[0]]) + h[1:]
+def kpath(i, on):
+    return bytes([0x85 | (0x40 if on else 0), i + 9])
+VETH_UNCONN = [16, 17, 18, 19, 20, 21]; VETH_CONN = [22, 23]; ALL = -1
+for w in (1, 4):
+    for ts, rot in ((0, 0), (1, 1)):
+        for copy in (0, 1):
+            b = xhdr(w, ts, rot, copy)
+            for k in range(2):
+                for i in VETH_UNCONN: b += add(i)
+            for i in VETH_CONN: b += add(i)
+            b += send(100) + send(1472) + send(1473) + send(100, dontwait=True) + send(0xfff2)
+            b += sendv([3, 0, 5]) + send(50, res=False)
+            b += kpath(0, True) + send(64) + kpath(ALL, True) + send(64) + add(16) + send(64)
+            b += kpath(ALL, False) + kpath(-3, True) + kpath(200, True) + send(64)
+            write(f'xdp-veth-w{w}-ts{ts}-rot{rot}-copy{copy}', b)
+# the veth among the rest: loopback UDP (local), AF_UNIX, TCP, the stuck socket (DONTWAIT)
+for w in (1, 3):
+    b = xhdr(w, 1, 0, 1)
+    for i in VETH_UNCONN + VETH_CONN + UDP_UNCONN + UDP_CONN + UNIX_DG + [TCP, SEQPACKET, USTREAM]:
+        b += add(i)
+    b += send(200) + sendv([1, 2, 3]) + kpath(1, True) + send(300) + rm(1) + send(10)
+    b += kpath(1, False) + add(STUCK) + send(100) + send(2000) + rm(1) + send(5)
+    write(f'xdp-mixed-w{w}', b)
+# a wide fan-out, 56 veth destinations of the 64 frames (an input has at most 64 operations:
+# more would need more frames than the kernel holds; in copy mode it releases them in the kick)
+b = xhdr(2, 0, 1, 1)
+for k in range(9):
+    for i in VETH_UNCONN: b += add(i)
+for i in VETH_CONN + UDP_UNCONN: b += add(i)
+b += send(1000) + send(1000, dontwait=True) + send(1000, dontwait=True) + send(10) + sendv([9, 9, 9])
+write('xdp-wide', b)
