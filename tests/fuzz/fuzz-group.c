@@ -965,17 +965,6 @@ static void do_send(struct ms_ctx *ctx, struct ms_group *g, struct in *in, bool 
 		for (int k = 0; k < iovcnt && k < 10; k++) {
 			size_t l = ((size_t)take(in) * 97) % 8000;
 			bool null_base = take(in) == 0xff;
-			/* KNOWN LIBRARY BUG, avoided here so that fuzzing goes on (remove this
-			 * when fixed): lib/be/xdp.c's copy_message memcpy()s from a NULL
-			 * iov_base of length 0, which ms_sendv accepts (undefined behaviour,
-			 * UBSan: "null pointer passed as argument 2"); reproducer
-			 * crash-xdp-null-iov-min at the top of the tree, run with
-			 * FUZZ_GROUP_XDP_NULL_IOV=1 set. */
-			static int null_iov = -1;
-			if (null_iov < 0)
-				null_iov = getenv("FUZZ_GROUP_XDP_NULL_IOV") != NULL;
-			if (xdp_ctx && !l && !null_iov)
-				null_base = false;
 			if (off + l > MAXLEN)
 				l = 0;
 			iov[k].iov_base = null_base ? NULL : payload + off;
@@ -1848,19 +1837,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ms_ctx **slot = &cs[cfg.backend][qd][ts][rot][workers - 1];
 	bool fresh = !*slot;
 	static bool xdp_works; /* an xdp context was made: every later one must be */
-	static bool one_queue;
 	/* Each xdp context on a queue of its own: an AF_XDP socket takes a queue, and the
 	 * contexts are kept. */
 	if (xdp_mode) {
 		cfg.flags |= MS_CFG_XDP_QUEUE;
 		cfg.xdp_queue = (uint32_t)(slot - &ctxs[MS_BACKEND_XDP][0][0][0][0]);
 		CHECK(cfg.xdp_queue < XDP_QUEUES);
-		/* For the reproducer of a library bug (crash-xdp-copy-ebusy/README): every
-		 * context on queue 0, as if the veth had one queue. */
-		if (getenv("FUZZ_GROUP_XDP_ONE_QUEUE"))
-			one_queue = true;
-		if (one_queue)
-			cfg.xdp_queue = 0;
 	}
 	if (!*slot) {
 		int r = ms_ctx_new(slot, &cfg);
@@ -1870,7 +1852,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			cfg.ts_sample = cfg.ts_flags = 0;
 			slot = &cs[cfg.backend][qd][0][rot][workers - 1];
 			fresh = !*slot;
-			if (xdp_mode && !one_queue)
+			if (xdp_mode)
 				cfg.xdp_queue = (uint32_t)(slot - &ctxs[MS_BACKEND_XDP][0][0][0][0]);
 			r = *slot ? 0 : ms_ctx_new(slot, &cfg);
 		}
@@ -1880,7 +1862,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	xdp_ctx = ms_ctx_backend(ctx) == MS_BACKEND_XDP;
 	CHECK(!xdp_ctx || (xdp_mode && have_veth));
 	if (xdp_mode) {
-		CHECK(xdp_ctx || !xdp_works || one_queue); /* one queue: the second falls back */
+		CHECK(xdp_ctx || !xdp_works);
 		xdp_works |= xdp_ctx;
 	}
 	if (post_mode && fresh)
