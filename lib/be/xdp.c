@@ -19,11 +19,13 @@
  * - Per group (prepare): one 128-byte record per plan position, made when the plan changes,
  *   when the kernel reports a change of link, address, route or neighbour (rtnetlink
  *   notifications, read at most every CHECK_NS), and when a socket option read for it has
- *   changed (re-read every REVAL_NS): the frame's headers as the kernel would write them (the
+ *   changed (up to REVAL_BUCKETS sockets re-read every REVAL_NS): the frame's headers as the
+ *   kernel would write them (the
  *   route, source address and next hop's MAC from lib/os/route.c; ports, TOS, TTL, DF from
  *   the socket), the partial sums of both checksums, and the largest message one frame
  *   carries; or the reason the destination goes by the kernel's path (the contract in
- *   multisend.h, "Kernel bypass").
+ *   multisend.h, "Kernel bypass"). The routes asked (route_for) and the sockets read
+ *   (sock_slot) are kept across plans, so a group that changes asks only about what is new.
  * - Per call: the message's ones' complement sum once; per destination a 64-byte copy of its
  *   headers, the message, two lengths and two checksums finished with one add and a fold each,
  *   and a TX descriptor. Then the producer index is published and the kernel kicked until it
@@ -123,6 +125,10 @@ struct xstate {
 	uint64_t next_check;   /* when to read notifications next (CLOCK_MONOTONIC_COARSE) */
 	uint64_t next_reopen;  /* fd < 0: when to try to make the socket again */
 	uint64_t sys;          /* system calls made outside send (prepare), added by send */
+	struct rentry *routes; /* routes asked of the kernel, valid for routes_gen (route_for) */
+	uint32_t nroutes, caproutes, routes_gen;
+	struct sentry *socks;  /* groups' sockets read, by fd and inode (sock_get) */
+	uint32_t nsocks, capsocks;
 };
 
 /* One plan position: 128 bytes, the headers first. */
@@ -145,8 +151,7 @@ struct xgroup {
 	uint64_t reval_at;     /* when to read the sockets' options again */
 	size_t cap;
 	struct xdest *d;       /* per plan position */
-	uint64_t *sig;         /* per bucket (group order): its socket's options, hashed */
-	uint32_t capsig;
+	uint32_t reval_next;   /* the bucket the next re-read of options starts at */
 	uint16_t ip_id;
 	bool v4plain;          /* every by-frame record is IPv4 without an IP ID counter */
 };
@@ -449,6 +454,8 @@ static void xdp_ctx_fini(void *state)
 	if (st->nl)
 		ms__nl_close(st->nl);
 	free(st->freel);
+	free(st->routes);
+	free(st->socks);
 	free(st);
 }
 
@@ -777,17 +784,161 @@ static int grow(const struct ms_ctx *ctx, void **pp, size_t n, size_t size)
 	return 0;
 }
 
-/* Read the options of every socket of g into sig[] (group order); true if any changed. */
-static bool socks_changed(struct xstate *st, const struct ms_group *g, const struct xgroup *x)
+/* ---- what a plan is made from, kept between plans ---- */
+
+/* A route asked of the kernel: until it reports a change (net_gen), every destination to the
+ * same host from the same source, device and mark uses it, so a group that changes asks only
+ * for its new hosts. */
+struct rentry {
+	bool used;
+	int oif;
+	uint32_t mark;
+	unsigned char dst[24], src[24]; /* addr_key without the port */
+	struct ms__route rt;
+};
+#define ROUTES_MAX 65536u /* entries; full, the cache starts again from empty */
+
+static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key[24]);
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-	for (uint32_t k = 0; k < g->nbuckets && k < x->capsig; k++) {
-		const struct ms__bucket *b = g->buckets[k];
-		struct sockinfo si;
-		uint64_t sig = sock_read(b->fd, b->has_peer, &si, &st->sys) ? si.sig : 0;
-		if (sig != x->sig[k])
-			return true;
+	const unsigned char *c = p;
+	for (size_t k = 0; k < n; k++)
+		h = (h ^ c[k]) * 1099511628211ull;
+	return h;
+}
+
+static const struct ms__route *route_for(struct xstate *st, const struct sockaddr *to,
+					 socklen_t tolen, const struct sockaddr_storage *src,
+					 int oif, uint32_t mark)
+{
+	static const struct ms__route other = { .kind = MS__RT_OTHER };
+	struct rentry k = { .used = true, .oif = oif, .mark = mark };
+	if (!addr_key(to, tolen, k.dst) ||
+	    !addr_key((const struct sockaddr *)src, sizeof(*src), k.src))
+		return &other;
+	memset(k.dst + 2, 0, 2); /* the port does not route */
+	memset(k.src + 2, 0, 2);
+	if (st->routes_gen != st->net_gen || st->nroutes >= st->caproutes * 3 / 4) {
+		uint32_t cap = st->caproutes ? st->caproutes : 64;
+		if (st->nroutes >= st->caproutes * 3 / 4 && cap < ROUTES_MAX)
+			cap *= 2;
+		if (cap != st->caproutes || !st->routes) {
+			struct rentry *e = calloc(cap, sizeof(*e));
+			if (!e)
+				return &other;
+			free(st->routes);
+			st->routes = e;
+			st->caproutes = cap;
+		} else {
+			memset(st->routes, 0, cap * sizeof(*st->routes));
+		}
+		st->nroutes = 0;
+		st->routes_gen = st->net_gen;
 	}
-	return false;
+	uint64_t h = fnv(fnv(fnv(1469598103934665603ull, k.dst, 24), k.src, 24), &oif, sizeof(oif));
+	h = fnv(h, &mark, sizeof(mark));
+	const uint32_t mask = st->caproutes - 1;
+	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+		struct rentry *e = &st->routes[i];
+		if (e->used) {
+			if (e->oif == oif && e->mark == mark && !memcmp(e->dst, k.dst, 24) &&
+			    !memcmp(e->src, k.src, 24))
+				return &e->rt;
+			continue;
+		}
+		st->sys += 2;
+		/* An address the lookup refuses (or netlink failing): the kernel's path, which
+		 * gives its own answer. */
+		if (ms__route_get(st->nl, to, tolen,
+				  wildcard(src) ? NULL : (const struct sockaddr *)src, oif, mark,
+				  &k.rt))
+			k.rt = other;
+		*e = k;
+		st->nroutes++;
+		return &e->rt;
+	}
+}
+
+/* A group's socket as last read: by fd and inode (a later socket with the number is another
+ * entry), until a re-read finds its options changed. */
+struct sentry {
+	int fd; /* -1: free */
+	uint64_t ino;
+	bool udp;
+	struct sockinfo si;
+};
+#define SOCKS_MAX 65536u
+
+static struct sentry *sock_slot(struct xstate *st, const struct ms__bucket *b)
+{
+	if (st->nsocks >= st->capsocks * 3 / 4) {
+		uint32_t cap = st->capsocks ? st->capsocks * 2 : 64;
+		if (cap > SOCKS_MAX)
+			cap = SOCKS_MAX; /* full at the largest: start again from empty */
+		struct sentry *e = calloc(cap, sizeof(*e));
+		if (!e)
+			return NULL;
+		for (uint32_t i = 0; i < cap; i++)
+			e[i].fd = -1;
+		/* Entries move: rehash what there is (when it grew). */
+		for (uint32_t i = 0; cap != st->capsocks && i < st->capsocks; i++) {
+			if (st->socks[i].fd < 0)
+				continue;
+			uint64_t h = fnv(fnv(1469598103934665603ull, &st->socks[i].fd, sizeof(int)),
+					 &st->socks[i].ino, 8);
+			uint32_t j = (uint32_t)h & (cap - 1);
+			while (e[j].fd >= 0)
+				j = (j + 1) & (cap - 1);
+			e[j] = st->socks[i];
+		}
+		if (cap == st->capsocks)
+			st->nsocks = 0;
+		free(st->socks);
+		st->socks = e;
+		st->capsocks = cap;
+	}
+	uint64_t h = fnv(fnv(1469598103934665603ull, &b->fd, sizeof(int)), &b->ino, 8);
+	const uint32_t mask = st->capsocks - 1;
+	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+		struct sentry *e = &st->socks[i];
+		if (e->fd == b->fd && e->ino == b->ino)
+			return e;
+		if (e->fd < 0) {
+			e->fd = b->fd;
+			e->ino = b->ino;
+			e->udp = b->type == SOCK_DGRAM && b->family != AF_UNIX &&
+				 sock_read(b->fd, b->has_peer, &e->si, &st->sys);
+			st->nsocks++;
+			return e;
+		}
+	}
+}
+
+#define REVAL_BUCKETS 256u /* sockets whose options are read again per REVAL_NS, at most */
+
+/* Read again the options of up to REVAL_BUCKETS sockets of g (a window that moves on each
+ * time, so that every socket is read again within nbuckets / 256 seconds); true if one
+ * changed (its entry then holds the new options). */
+static bool socks_changed(struct xstate *st, const struct ms_group *g, struct xgroup *x)
+{
+	bool changed = false;
+	for (uint32_t n = 0; n < REVAL_BUCKETS && n < g->nbuckets; n++) {
+		const uint32_t k = x->reval_next++ % g->nbuckets;
+		const struct ms__bucket *b = g->buckets[k];
+		struct sentry *e = sock_slot(st, b);
+		if (!e)
+			return true;
+		struct sockinfo si;
+		const bool udp = b->type == SOCK_DGRAM && b->family != AF_UNIX &&
+				 sock_read(b->fd, b->has_peer, &si, &st->sys);
+		if (udp != e->udp || (udp && si.sig != e->si.sig)) {
+			e->udp = udp;
+			e->si = si;
+			changed = true;
+		}
+	}
+	return changed;
 }
 
 /* Make every position's record. */
@@ -799,36 +950,27 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 			return err;
 		x->cap = g->size;
 	}
-	if (g->nbuckets > x->capsig) {
-		if ((err = grow(st->ctx, (void **)&x->sig, g->nbuckets, sizeof(*x->sig))))
-			return err;
-		x->capsig = g->nbuckets;
-	}
-	struct ms__route rt;
-	struct sockaddr_storage last_to;
-	struct sockinfo si;
-	bool have_last = false;
-	int last_oif = -1;
-	uint32_t last_mark = 0;
-	struct sockaddr_storage last_src;
 	size_t pos = 0;
 	x->v4plain = true;
 	for (uint32_t k = 0; k < g->nbuckets; k++) {
 		const struct ms__bucket *b = g->buckets[k];
-		bool udp = b->type == SOCK_DGRAM && b->family != AF_UNIX &&
-			   sock_read(b->fd, b->has_peer, &si, &st->sys);
-		x->sig[k] = udp ? si.sig : 0;
+		const struct sentry *se = sock_slot(st, b);
+		if (!se)
+			return -ENOMEM;
+		const bool udp = se->udp;
+		const struct sockinfo *const sip = &se->si;
 		for (uint32_t j = 0; j < b->n; j++, pos++) {
 			struct xdest *d = &x->d[pos];
 			const struct ms__dest *dst = &b->dests[j];
-			if (!udp || dst->kpath || si.recverr || (si.family == AF_INET6 && si.recverr6)) {
+			if (!udp || dst->kpath || sip->recverr ||
+			    (sip->family == AF_INET6 && sip->recverr6)) {
 				memset(d, 0, sizeof(*d));
 				d->why = FB_OTHER;
 				continue;
 			}
 			const struct sockaddr *to = dst->addrlen ? (const struct sockaddr *)&dst->addr
-								 : (const struct sockaddr *)&si.peer;
-			if (!dst->addrlen && !si.has_peer) {
+								 : (const struct sockaddr *)&sip->peer;
+			if (!dst->addrlen && !sip->has_peer) {
 				memset(d, 0, sizeof(*d));
 				d->why = FB_ROUTE; /* not connected: the kernel says so */
 				continue;
@@ -837,54 +979,31 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 								   : sizeof(struct sockaddr_in6);
 			/* The source the kernel would route from: the bound address, or for a
 			 * multicast IPv4 group the socket's IP_MULTICAST_IF address. */
-			struct sockaddr_storage src = si.local;
+			struct sockaddr_storage src = sip->local;
 			bool mcast4 = (to->sa_family == AF_INET &&
 				       IN_MULTICAST(ntohl(((const struct sockaddr_in *)to)->sin_addr.s_addr))) ||
 				      (is_v4mapped(to) &&
 				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] >= 224 &&
 				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] <= 239);
-			int oif = si.oif;
-			if (mcast4 && si.mif4.s_addr) {
+			int oif = sip->oif;
+			if (mcast4 && sip->mif4.s_addr) {
 				/* The kernel sends a group out of IP_MULTICAST_IF's device, from
 				 * its address unless the socket is bound to one. */
 				if (!oif)
-					oif = addr_ifindex(si.mif4, &st->sys);
-				if (wildcard(&si.local)) {
+					oif = addr_ifindex(sip->mif4, &st->sys);
+				if (wildcard(&sip->local)) {
 					memset(&src, 0, sizeof(src));
 					struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
 					s4->sin_family = AF_INET;
-					s4->sin_addr = si.mif4;
+					s4->sin_addr = sip->mif4;
 				}
 			}
 			if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
 			    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) &&
 			    !oif)
-				oif = si.mif6;
-			/* Consecutive destinations to one host (ports of one subscriber) share
-			 * one lookup. */
-			struct sockaddr_storage key;
-			memset(&key, 0, sizeof(key));
-			memcpy(&key, to, tolen);
-			if (key.ss_family == AF_INET)
-				((struct sockaddr_in *)&key)->sin_port = 0;
-			else
-				((struct sockaddr_in6 *)&key)->sin6_port = 0;
-			if (!have_last || memcmp(&key, &last_to, sizeof(key)) || oif != last_oif ||
-			    si.mark != last_mark || memcmp(&src, &last_src, sizeof(src))) {
-				st->sys += 2;
-				/* An address the lookup refuses (or netlink failing): the kernel's
-				 * path, which gives its own answer. */
-				if (ms__route_get(st->nl, to, tolen,
-						  wildcard(&src) ? NULL : (const struct sockaddr *)&src,
-						  oif, si.mark, &rt))
-					rt = (struct ms__route){ .kind = MS__RT_OTHER };
-				last_to = key;
-				last_oif = oif;
-				last_mark = si.mark;
-				last_src = src;
-				have_last = true;
-			}
-			make_dest(d, st, &si, to, &rt);
+				oif = sip->mif6;
+			const struct ms__route *rt = route_for(st, to, tolen, &src, oif, sip->mark);
+			make_dest(d, st, sip, to, rt);
 			if (d->lim && (d->v6 || d->idctr))
 				x->v4plain = false;
 		}
@@ -945,7 +1064,6 @@ static void xdp_group_fini(void *state, void *gdata)
 	if (!x)
 		return;
 	free(x->d);
-	free(x->sig);
 	free(x);
 }
 
@@ -1350,15 +1468,6 @@ struct ms__xport {
 	struct pdest *cache;
 	uint32_t cap, used;
 	uint16_t ip_id;
-	/* The last route asked for, as build() keeps it: the ports of one subscriber share it. */
-	struct {
-		bool valid;
-		uint32_t net_gen, mark;
-		int oif;
-		unsigned char dst[24];
-		struct sockaddr_storage src;
-		struct ms__route rt;
-	} last;
 };
 
 /* A destination's identity: family, port, address (scope for IPv6); the rest of a sockaddr
@@ -1446,6 +1555,8 @@ void ms__xport_close(struct ms__xport *p)
 	if (p->st.nl)
 		ms__nl_close(p->st.nl);
 	free(p->st.freel);
+	free(p->st.routes);
+	free(p->st.socks);
 	free(p->fds);
 	free(p->cache);
 	free(p);
@@ -1534,26 +1645,12 @@ make:
 	}
 	const socklen_t dlen = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in)
 							 : sizeof(struct sockaddr_in6);
-	unsigned char host[24];
-	(void)addr_key(dst, dlen, host);
-	memset(host + 2, 0, 2); /* the port does not route */
-	if (!p->last.valid || p->last.net_gen != p->st.net_gen || p->last.mark != f->si.mark ||
-	    p->last.oif != f->si.oif || memcmp(p->last.dst, host, sizeof(host)) ||
-	    memcmp(&p->last.src, &f->si.local, sizeof(f->si.local))) {
-		t->syscalls += 2;
-		if (ms__route_get(p->st.nl, dst, dlen,
-				  wildcard(&f->si.local) ? NULL
-							 : (const struct sockaddr *)&f->si.local,
-				  f->si.oif, f->si.mark, &p->last.rt))
-			p->last.rt = (struct ms__route){ .kind = MS__RT_OTHER };
-		p->last.valid = true;
-		p->last.net_gen = p->st.net_gen;
-		p->last.mark = f->si.mark;
-		p->last.oif = f->si.oif;
-		memcpy(p->last.dst, host, sizeof(host));
-		p->last.src = f->si.local;
-	}
-	make_dest(&e->d, &p->st, &f->si, dst, &p->last.rt);
+	const uint64_t sys0 = p->st.sys;
+	const struct ms__route *rt = route_for(&p->st, dst, dlen, &f->si.local, f->si.oif,
+					       f->si.mark);
+	t->syscalls += p->st.sys - sys0;
+	p->st.sys = sys0;
+	make_dest(&e->d, &p->st, &f->si, dst, rt);
 	return &e->d;
 }
 
