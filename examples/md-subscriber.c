@@ -209,13 +209,19 @@ int main(int argc, char **argv)
 	if (ex_parse_addr(control, MD_PORT_DEFAULT, AF_UNSPEC, &ctl, &ctllen) < 0)
 		return 2;
 
-	/* Loopback of the control address's family, any port: the publisher learns the port
-	 * from the JOIN's source address. */
+	/* Any port (the publisher learns it from the JOIN's source address): on loopback when
+	 * the publisher is on this host's loopback, else on every address, so that a publisher
+	 * on another host (or namespace) reaches the address the JOIN left from. */
 	local.ss_family = ctl.ss_family;
-	if (ctl.ss_family == AF_INET6)
-		((struct sockaddr_in6 *)&local)->sin6_addr = in6addr_loopback;
-	else
-		((struct sockaddr_in *)&local)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (ctl.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)&ctl)->sin6_addr;
+		((struct sockaddr_in6 *)&local)->sin6_addr =
+			IN6_IS_ADDR_LOOPBACK(a) ? in6addr_loopback : in6addr_any;
+	} else {
+		const uint32_t a = ntohl(((const struct sockaddr_in *)&ctl)->sin_addr.s_addr);
+		((struct sockaddr_in *)&local)->sin_addr.s_addr =
+			htonl((a >> 24) == 127 ? INADDR_LOOPBACK : INADDR_ANY);
+	}
 
 	/* Ticks keep coming while this process is not running; the default receive buffer
 	 * holds only a few hundred of them. */

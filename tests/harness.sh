@@ -57,3 +57,43 @@ wait_line() {
 	done
 	grep -q "$2" "$1" 2>/dev/null
 }
+
+# ---- two private network namespaces joined by a veth pair (the kernel-bypass tests) ----------
+#
+# ns_pair_up: makes namespaces $nsS and $nsR (random names, deleted at exit), a veth pair
+# xs0 (in S, 10.77.0.1/24, fd77::1/64) and xr0 (in R, 10.77.0.2/24, fd77::2/64), both up,
+# and permanent neighbour entries in S for R's addresses, so that every datagram can go as an
+# AF_XDP frame from the first one. Skips (77) without root or ip. `ipq` runs ip outside the
+# test's own LD_PRELOAD (an ASan runtime finds faults in iproute2's route printing); `inns NS
+# PROGRAM...` runs a program in a namespace with the preload it had.
+ipq() { env -u LD_PRELOAD ip "$@"; }
+inns() {
+	_ns=$1
+	shift
+	env -u LD_PRELOAD ip netns exec "$_ns" env ${LD_PRELOAD:+LD_PRELOAD="$LD_PRELOAD"} "$@"
+}
+ns_pair_up() {
+	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, AF_XDP)"
+	command -v ip >/dev/null 2>&1 || skip "ip is not installed (iproute2)"
+	_r=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
+	nsS=msxdp-$_r-s nsR=msxdp-$_r-r
+	trap 'ipq netns del "$nsS" 2>/dev/null; ipq netns del "$nsR" 2>/dev/null; harness_cleanup' EXIT
+	ipq netns add "$nsS" && ipq netns add "$nsR" || skip "cannot make network namespaces"
+	ipq -n "$nsS" link add xs0 type veth peer name xr0 netns "$nsR" || skip "no veth"
+	for _c in "-n $nsS link set lo up" "-n $nsR link set lo up" \
+		"-n $nsS addr add 10.77.0.1/24 dev xs0" "-n $nsR addr add 10.77.0.2/24 dev xr0" \
+		"-n $nsS addr add fd77::1/64 dev xs0 nodad" "-n $nsR addr add fd77::2/64 dev xr0 nodad" \
+		"-n $nsS link set xs0 up" "-n $nsR link set xr0 up"; do
+		# shellcheck disable=SC2086 # a word list
+		ipq $_c || fail "ip $_c"
+	done
+	_mac=$(ipq -n "$nsR" -br link show xr0 | awk '{print $3}')
+	ipq -n "$nsS" neigh replace 10.77.0.2 lladdr "$_mac" dev xs0 nud permanent &&
+		ipq -n "$nsS" neigh replace fd77::2 lladdr "$_mac" dev xs0 nud permanent ||
+		fail "neighbour entries"
+	# The IPv6 address is usable once its local route is there.
+	for _i in $(seq 1 100); do
+		ipq -n "$nsR" -6 route show table local | grep -q 'fd77::2' && break
+		sleep 0.05
+	done
+}

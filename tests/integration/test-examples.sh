@@ -8,6 +8,9 @@
 #       as above, plus one subscriber joining mid-feed and one leaving mid-feed.
 #   test-examples.sh fanout LEGACY RECEIVER SUBSCRIBERS MESSAGES RATE plain|ipv6|identical
 #       legacy-fanout into fanout-receiver, every datagram checked byte for byte.
+#   test-examples.sh md-xdp PUBLISHER SUBSCRIBER connected|unconnected
+#       md-publisher --backend xdp in a private namespace, three md-subscribers in another
+#       across a veth pair (tests/harness.sh ns_pair_up); each must get every tick once.
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh: Debian runs it with dash.
 set -u
@@ -37,6 +40,29 @@ need_exe() {
 # --------------------------------------------------------------------------------------------
 # md-publisher and md-subscriber
 
+# publisher_port: wait for the publisher started as $pubpid to print its control port: $port.
+publisher_port() {
+	if ! wait_line "$tmp/publisher" '^control port [0-9]' "$pubpid" 10; then
+		show "$tmp/publisher" "$tmp/publisher.err"
+		fail "md-publisher did not start"
+	fi
+	port=$(sed -n 's/^control port \([0-9]*\)$/\1/p' "$tmp/publisher")
+}
+
+# wait_feed: wait for the publisher and every subscriber in $subs (pid:name ...), show what
+# they printed; status=1 if one of them failed.
+wait_feed() {
+	status=0
+	wait "$pubpid" || { echo "md-publisher exited with $?" >&2; status=1; }
+	for s in $subs; do
+		wait "${s%%:*}" || { echo "${s#*:} exited with $?" >&2; status=1; }
+	done
+	show "$tmp/publisher" "$tmp/publisher.err"
+	for s in $subs; do
+		show "$tmp/${s#*:}"
+	done
+}
+
 md() {
 	kind=$1 pub=$2 sub=$3 backend=$4 mode=$5
 	need_exe "$pub" "$sub"
@@ -57,11 +83,7 @@ md() {
 	bg $vg "$pub" --control 0 --backend "$backend" $copt --subscribers "$want" \
 		--count "$count" --rate "$rate" --size 100 >"$tmp/publisher" 2>"$tmp/publisher.err"
 	pubpid=$bgpid
-	if ! wait_line "$tmp/publisher" '^control port [0-9]' "$pubpid" 10; then
-		show "$tmp/publisher" "$tmp/publisher.err"
-		fail "md-publisher did not start"
-	fi
-	port=$(sed -n 's/^control port \([0-9]*\)$/\1/p' "$tmp/publisher")
+	publisher_port
 
 	subs=
 	for i in $(seq 1 "$want"); do
@@ -81,15 +103,7 @@ md() {
 		subs="$subs $bgpid:leaver"
 	fi
 
-	status=0
-	wait "$pubpid" || { echo "md-publisher exited with $?" >&2; status=1; }
-	for s in $subs; do
-		wait "${s%%:*}" || { echo "${s#*:} exited with $?" >&2; status=1; }
-	done
-	show "$tmp/publisher" "$tmp/publisher.err"
-	for s in $subs; do
-		show "$tmp/${s#*:}"
-	done
+	wait_feed
 
 	summary=$(grep '^md-publisher:' "$tmp/publisher")
 	used=$(echo "$summary" | sed -n 's/.*backend \([a-z_]*\),.*/\1/p')
@@ -107,6 +121,41 @@ md() {
 	fi
 	[ "$status" = 0 ] || fail "$kind $backend $mode"
 	echo "PASS: $kind $backend $mode ($count ticks, backend $used)"
+}
+
+# md-publisher with the xdp backend (kernel bypass) to subscribers in another namespace
+md_xdp() {
+	pub=$1 sub=$2 mode=$3
+	need_exe "$pub" "$sub"
+	case $mode in
+	connected) copt=--connected ;;
+	unconnected) copt='' ;;
+	*) fail "unknown mode '$mode'" ;;
+	esac
+	ns_pair_up
+	count=3000 want=3
+	# shellcheck disable=SC2086 # $vg and $copt are word lists, or nothing
+	bg inns "$nsS" $vg "$pub" --bind 10.77.0.1 --control 0 --backend xdp --xdp-iface xs0 \
+		$copt --subscribers "$want" --count "$count" --rate 10000 --size 100 \
+		>"$tmp/publisher" 2>"$tmp/publisher.err"
+	pubpid=$bgpid
+	publisher_port
+	subs=
+	for i in $(seq 1 "$want"); do
+		bg inns "$nsR" "$sub" --control "10.77.0.1:$port" --timeout 60 --expect "$count" \
+			>"$tmp/subscriber$i" 2>&1
+		subs="$subs $bgpid:subscriber$i"
+	done
+	wait_feed
+	if grep -q 'falls back\|-ENOTSUP\|not supported' "$tmp/publisher.err"; then
+		skip "the xdp backend is unavailable here"
+	fi
+	summary=$(grep '^md-publisher:' "$tmp/publisher")
+	echo "$summary" | grep -q "backend xdp," || { echo "not the xdp backend" >&2; status=1; }
+	echo "$summary" | grep -q ", ticks $count," || { echo "not all ticks sent" >&2; status=1; }
+	echo "$summary" | grep -q ", failures 0," || { echo "sends failed" >&2; status=1; }
+	[ "$status" = 0 ] || fail "md-xdp $mode"
+	echo "PASS: md-xdp $mode ($count ticks to $want subscribers in another namespace)"
 }
 
 # --------------------------------------------------------------------------------------------
@@ -169,5 +218,8 @@ md-pubsub | md-churn) [ $# -eq 5 ] || fail "usage: $0 $1 PUBLISHER SUBSCRIBER BA
 fanout) [ $# -eq 7 ] || fail "usage: $0 fanout LEGACY RECEIVER N M RATE VARIANT"
 	shift
 	fanout "$@" ;;
-*) fail "usage: $0 md-pubsub|md-churn|fanout ..." ;;
+md-xdp) [ $# -eq 4 ] || fail "usage: $0 md-xdp PUBLISHER SUBSCRIBER MODE"
+	shift
+	md_xdp "$@" ;;
+*) fail "usage: $0 md-pubsub|md-churn|md-xdp|fanout ..." ;;
 esac

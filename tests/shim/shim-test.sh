@@ -968,37 +968,9 @@ live_test() { # MODE legacy|threads
 # which the bypass never carries (every batched datagram by the kernel's path, counted local).
 xdp_test() {
 	kind=$1
-	# ip itself never runs under the test's own preload (an ASan runtime finds faults in
-	# iproute2's route printing); the programs in a namespace get it back.
-	ipq() { env -u LD_PRELOAD ip "$@"; }
-	inns() {
-		_ns=$1
-		shift
-		env -u LD_PRELOAD ip netns exec "$_ns" env ${LD_PRELOAD:+LD_PRELOAD="$LD_PRELOAD"} "$@"
-	}
-	[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, AF_XDP)"
-	need ip python3
+	need python3
 	[ -x "$legacy_bin" ] && [ -x "$recv_bin" ] || skip "examples are not built (-Dexamples=false)"
-	_r=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
-	nsS=msxdp-$_r-s nsR=msxdp-$_r-r
-	trap 'ipq netns del "$nsS" 2>/dev/null; ipq netns del "$nsR" 2>/dev/null; harness_cleanup' EXIT
-	ipq netns add "$nsS" && ipq netns add "$nsR" || skip "cannot make network namespaces"
-	ipq -n "$nsS" link add xs0 type veth peer name xr0 netns "$nsR" || skip "no veth"
-	for c in "-n $nsS link set lo up" "-n $nsR link set lo up" \
-		"-n $nsS addr add 10.77.0.1/24 dev xs0" "-n $nsR addr add 10.77.0.2/24 dev xr0" \
-		"-n $nsS addr add fd77::1/64 dev xs0 nodad" "-n $nsR addr add fd77::2/64 dev xr0 nodad" \
-		"-n $nsS link set xs0 up" "-n $nsR link set xr0 up"; do
-		ipq $c || fail "ip $c"
-	done
-	mac=$(ipq -n "$nsR" -br link show xr0 | awk '{print $3}')
-	ipq -n "$nsS" neigh replace 10.77.0.2 lladdr "$mac" dev xs0 nud permanent &&
-		ipq -n "$nsS" neigh replace fd77::2 lladdr "$mac" dev xs0 nud permanent ||
-		fail "neighbour entries"
-	# The IPv6 address is usable once its local route is there.
-	for _i in $(seq 1 100); do
-		ipq -n "$nsR" -6 route show table local | grep -q 'fd77::2' && break
-		sleep 0.05
-	done
+	ns_pair_up
 	n=64 m=300 size=64
 	case $kind in
 	v4) listen=10.77.0.2 dest=10.77.0.2 v6= recvns=$nsR ;;
