@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: ms_ctx_new with arbitrary configuration bytes (any size field, flags, backend,
- * queue depth, timestamp sampling, and tail; the live-counter path from a small table) and arbitrary MULTISEND_* environment values. The call must either
+ * queue depth, timestamp sampling, the xdp fields, and tail; the live-counter path, the CPU list
+ * and the xdp interface name from small tables) and arbitrary MULTISEND_* environment values.
+ * The call must either
  * fail with one of its documented errors or give a working context whose backend is real;
  * a working context must send to a real AF_UNIX pair.
  */
@@ -68,21 +70,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cfg->cpus = rc ? cpu_lists[rc % 4] : NULL;
 	if (cfg->cpus && cfg->ncpus > 2)
 		cfg->ncpus %= 3; /* the list has two entries */
+	/* xdp_ifname is a pointer as well: a name the rules refuse (empty, too long, a '/'), or
+	 * one they take that no usable interface has here (lo is not Ethernet). */
+	const char *const if_values[] = { "", "0123456789abcdef", "a/b", "lo", "nosuch0" };
+	uintptr_t ri = (uintptr_t)cfg->xdp_ifname;
+	cfg->xdp_ifname = ri ? if_values[ri % 5] : NULL;
 	unsetenv("MULTISEND_STATS_SHM");
 
 	struct ms_ctx *ctx = NULL;
 	int err = ms_ctx_new(&ctx, null_cfg ? NULL : cfg);
 	if (err) {
-		CHECK(err == -EINVAL || err == -ENOTSUP || err == -ENOMEM || err == -EPERM);
+		/* The xdp backend asked for by name, without fallback: its set-up's own error
+		 * (no such interface, not Ethernet, down, its queue taken, locked memory). */
+		const bool xdp_only = !null_cfg && cfg->backend == MS_BACKEND_XDP &&
+				      (cfg->flags & MS_CFG_NO_FALLBACK);
+		CHECK(err == -EINVAL || err == -ENOTSUP || err == -ENOMEM || err == -EPERM ||
+		      (xdp_only && (err == -ENODEV || err == -EPROTONOSUPPORT || err == -ENETDOWN ||
+				    err == -EBUSY || err == -ENOBUFS)));
 		CHECK(!null_cfg || err == -ENOTSUP); /* defaults fail only when all are disabled */
 		return 0;
 	}
 	enum ms_backend b = ms_ctx_backend(ctx);
-	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_IO_URING);
+	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_XDP);
 	if (!null_cfg) {
 		/* This layout or a newer one: never a size that cuts the struct short. */
 		CHECK(cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096);
-		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_IO_URING);
+		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_XDP);
+		/* Kernel bypass: a queue only with its flag, frames a power of two in range, a
+		 * name an interface can have. */
+		CHECK(!cfg->xdp_queue || (cfg->flags & MS_CFG_XDP_QUEUE));
+		CHECK(!cfg->xdp_frames || (cfg->xdp_frames >= 64 && cfg->xdp_frames <= 65536 &&
+					   !(cfg->xdp_frames & (cfg->xdp_frames - 1))));
+		CHECK(!cfg->xdp_ifname || (*cfg->xdp_ifname && strlen(cfg->xdp_ifname) < 16 &&
+					   !strchr(cfg->xdp_ifname, '/')));
 		CHECK(cfg->queue_depth <= 32768 && cfg->zc_min <= 65536);
 		CHECK(cfg->ts_sample <= 1000000000u && (cfg->ts_flags & ~MS_TS_ALL_FLAGS) == 0);
 		CHECK(!cfg->ts_flags || cfg->ts_sample);
