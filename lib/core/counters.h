@@ -26,6 +26,18 @@
 	E(BADF, badf)                                                                         \
 	E(OTHER, other)
 
+/* The xdp backend's counters: in the context's counters and in a call's tally alike (its
+ * executor counts them, ms__commit adds them). */
+#define MS__XDP_COUNTERS(X)                                                                   \
+	X(xdp_frames)                                                                         \
+	X(xdp_kicks)                                                                          \
+	X(xdp_fallback_local)                                                                 \
+	X(xdp_fallback_iface)                                                                 \
+	X(xdp_fallback_mtu)                                                                   \
+	X(xdp_fallback_route)                                                                 \
+	X(xdp_fallback_neigh)                                                                 \
+	X(xdp_fallback_other)
+
 #define MS__COUNTERS(X, E)                                                                    \
 	X(fanouts)                                                                            \
 	X(dests_attempted)                                                                    \
@@ -60,14 +72,7 @@
 	X(auto_ns_loop)                                                                       \
 	X(auto_ns_sendmmsg)                                                                   \
 	X(auto_ns_io_uring)                                                                   \
-	X(xdp_frames)                                                                         \
-	X(xdp_kicks)                                                                          \
-	X(xdp_fallback_local)                                                                 \
-	X(xdp_fallback_iface)                                                                 \
-	X(xdp_fallback_mtu)                                                                   \
-	X(xdp_fallback_route)                                                                 \
-	X(xdp_fallback_neigh)                                                                 \
-	X(xdp_fallback_other)                                                                 \
+	MS__XDP_COUNTERS(X)                                                                   \
 	X(auto_ns_xdp)
 
 /* Failure classes (ms_stats err_*). */
@@ -112,14 +117,7 @@ _Static_assert(sizeof(struct ms__counters) == 8 * MS__NCOUNTERS, "one word per c
 	X(failed)                                                                             \
 	X(zc_sends)                                                                           \
 	X(zc_copied)                                                                          \
-	X(xdp_frames)                                                                         \
-	X(xdp_kicks)                                                                          \
-	X(xdp_fallback_local)                                                                 \
-	X(xdp_fallback_iface)                                                                 \
-	X(xdp_fallback_mtu)                                                                   \
-	X(xdp_fallback_route)                                                                 \
-	X(xdp_fallback_neigh)                                                                 \
-	X(xdp_fallback_other)
+	MS__XDP_COUNTERS(X)
 
 struct ms__tally {
 #define MS__T_FIELD(n) uint32_t n;

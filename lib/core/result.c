@@ -59,14 +59,9 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		c->zc_copied += t->zc_copied;
 	}
 	if (unlikely(t->xdp)) {
-		c->xdp_frames += t->xdp_frames;
-		c->xdp_kicks += t->xdp_kicks;
-		c->xdp_fallback_local += t->xdp_fallback_local;
-		c->xdp_fallback_iface += t->xdp_fallback_iface;
-		c->xdp_fallback_mtu += t->xdp_fallback_mtu;
-		c->xdp_fallback_route += t->xdp_fallback_route;
-		c->xdp_fallback_neigh += t->xdp_fallback_neigh;
-		c->xdp_fallback_other += t->xdp_fallback_other;
+#define ADD(n) c->n += t->n;
+		MS__XDP_COUNTERS(ADD)
+#undef ADD
 	}
 	if (unlikely(t->partial || t->failed || s->g->nmanaged)) {
 		c->dests_partial += t->partial;
