@@ -171,34 +171,15 @@ static uint64_t now_ns(void)
  * folds). Starting at an even offset of the checksummed data. */
 static uint64_t sum_bytes(const unsigned char *p, size_t n, uint64_t s)
 {
-	while (n >= 8) {
+	for (; n >= 8; p += 8, n -= 8) {
 		uint64_t w;
 		memcpy(&w, p, 8);
 		s += w;
 		s += s < w; /* end-around carry */
-		p += 8;
-		n -= 8;
 	}
-	if (n >= 4) {
-		uint32_t w;
-		memcpy(&w, p, 4);
-		s += w;
-		s += s < w;
-		p += 4;
-		n -= 4;
-	}
-	if (n >= 2) {
-		uint16_t w;
-		memcpy(&w, p, 2);
-		s += w;
-		s += s < w;
-		p += 2;
-		n -= 2;
-	}
-	if (n) {
-		unsigned char last[2] = { p[0], 0 };
-		uint16_t w;
-		memcpy(&w, last, 2);
+	if (n) { /* the tail in place, zero after it: an odd byte is padded as the sum wants */
+		uint64_t w = 0;
+		memcpy(&w, p, n);
 		s += w;
 		s += s < w;
 	}
@@ -236,6 +217,16 @@ static uint32_t sum_message(const struct iovec *iov, int iovcnt)
 static void put16(unsigned char *p, uint16_t v)
 {
 	memcpy(p, &v, 2);
+}
+
+/* FNV-1a over n bytes, from h (FNV_SEED to start): the caches' keys, the options' signature. */
+#define FNV_SEED 1469598103934665603ull
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	for (size_t k = 0; k < n; k++)
+		h = (h ^ c[k]) * 1099511628211ull;
+	return h;
 }
 
 /* ---- the AF_XDP socket ---------------------------------------------------------------------- */
@@ -635,14 +626,7 @@ static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
 	const int v[] = { si->tos, si->ttl, si->mttl, si->mloop, si->pmtu, si->recverr,
 			  (int)si->mif4.s_addr, si->tclass, si->hops, si->mhops, si->mloop6,
 			  si->pmtu6, si->recverr6, si->mif6, si->oif, (int)si->mark };
-	uint64_t h = 1469598103934665603ull;
-	const unsigned char *p = (const unsigned char *)v;
-	for (size_t k = 0; k < sizeof(v); k++)
-		h = (h ^ p[k]) * 1099511628211ull;
-	p = (const unsigned char *)&si->local;
-	for (size_t k = 0; k < sizeof(si->local); k++)
-		h = (h ^ p[k]) * 1099511628211ull;
-	si->sig = h;
+	si->sig = fnv(fnv(FNV_SEED, v, sizeof(v)), &si->local, sizeof(si->local));
 	return true;
 }
 
@@ -800,13 +784,6 @@ struct rentry {
 
 static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key[24]);
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *c = p;
-	for (size_t k = 0; k < n; k++)
-		h = (h ^ c[k]) * 1099511628211ull;
-	return h;
-}
 
 static const struct ms__route *route_for(struct xstate *st, const struct sockaddr *to,
 					 socklen_t tolen, const struct sockaddr_storage *src,
@@ -836,7 +813,7 @@ static const struct ms__route *route_for(struct xstate *st, const struct sockadd
 		st->nroutes = 0;
 		st->routes_gen = st->net_gen;
 	}
-	uint64_t h = fnv(fnv(fnv(1469598103934665603ull, k.dst, 24), k.src, 24), &oif, sizeof(oif));
+	uint64_t h = fnv(fnv(fnv(FNV_SEED, k.dst, 24), k.src, 24), &oif, sizeof(oif));
 	h = fnv(h, &mark, sizeof(mark));
 	const uint32_t mask = st->caproutes - 1;
 	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
@@ -870,6 +847,11 @@ struct sentry {
 };
 #define SOCKS_MAX 65536u
 
+static uint32_t sock_hash(int fd, uint64_t ino)
+{
+	return (uint32_t)fnv(fnv(FNV_SEED, &fd, sizeof(fd)), &ino, sizeof(ino));
+}
+
 static struct sentry *sock_slot(struct xstate *st, const struct ms__bucket *b)
 {
 	if (st->nsocks >= st->capsocks * 3 / 4) {
@@ -885,9 +867,7 @@ static struct sentry *sock_slot(struct xstate *st, const struct ms__bucket *b)
 		for (uint32_t i = 0; cap != st->capsocks && i < st->capsocks; i++) {
 			if (st->socks[i].fd < 0)
 				continue;
-			uint64_t h = fnv(fnv(1469598103934665603ull, &st->socks[i].fd, sizeof(int)),
-					 &st->socks[i].ino, 8);
-			uint32_t j = (uint32_t)h & (cap - 1);
+			uint32_t j = sock_hash(st->socks[i].fd, st->socks[i].ino) & (cap - 1);
 			while (e[j].fd >= 0)
 				j = (j + 1) & (cap - 1);
 			e[j] = st->socks[i];
@@ -898,9 +878,8 @@ static struct sentry *sock_slot(struct xstate *st, const struct ms__bucket *b)
 		st->socks = e;
 		st->capsocks = cap;
 	}
-	uint64_t h = fnv(fnv(1469598103934665603ull, &b->fd, sizeof(int)), &b->ino, 8);
 	const uint32_t mask = st->capsocks - 1;
-	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+	for (uint32_t i = sock_hash(b->fd, b->ino) & mask;; i = (i + 1) & mask) {
 		struct sentry *e = &st->socks[i];
 		if (e->fd == b->fd && e->ino == b->ino)
 			return e;
@@ -1011,33 +990,39 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 	return 0;
 }
 
+/* What the send path does for the network's sake, at most every CHECK_NS: read the kernel's
+ * notifications (a change bumps net_gen) and, when the interface went away, take it again
+ * once it is back. True when the socket was made again. */
+static bool xstate_tick(struct xstate *st, uint64_t now)
+{
+	if (now >= st->next_check) {
+		st->next_check = now + CHECK_NS;
+		st->sys++;
+		if (ms__nl_changed(st->nl))
+			st->net_gen++;
+	}
+	if (st->fd >= 0 || now < st->next_reopen)
+		return false;
+	uint8_t mac[6];
+	bool running = false;
+	st->next_reopen = now + CHECK_NS;
+	st->sys += 2;
+	return !ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running) &&
+	       running && !xsk_open(st);
+}
+
 static int xdp_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint32_t plan_gen,
 		       void **gdata)
 {
 	struct xstate *st = state;
 	struct xgroup *x = *gdata;
 	(void)ctx;
-	uint64_t now = 0;
-	bool stale = !x || x->plan_gen != plan_gen;
-	if (!stale) {
-		now = now_ns();
-		if (now >= st->next_check) {
-			st->next_check = now + CHECK_NS;
-			st->sys++;
-			if (ms__nl_changed(st->nl))
-				st->net_gen++;
-		}
-		stale = x->net_gen != st->net_gen ||
-			(now >= x->reval_at && (x->reval_at = now + REVAL_NS, socks_changed(st, g, x)));
-	}
-	if (st->fd < 0 && (now ? now : (now = now_ns())) >= st->next_reopen) {
-		/* The interface went away: take it again once it is back. */
-		uint8_t mac[6];
-		bool running = false;
-		st->next_reopen = now + CHECK_NS;
-		if (!ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running) &&
-		    running && !xsk_open(st))
-			stale = true;
+	const uint64_t now = now_ns();
+	bool stale = xstate_tick(st, now) || !x || x->plan_gen != plan_gen ||
+		     x->net_gen != st->net_gen;
+	if (!stale && now >= x->reval_at) {
+		x->reval_at = now + REVAL_NS;
+		stale = socks_changed(st, g, x);
 	}
 	if (!stale)
 		return 0;
@@ -1053,7 +1038,7 @@ static int xdp_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint
 		return err;
 	x->plan_gen = plan_gen;
 	x->net_gen = st->net_gen;
-	x->reval_at = (now ? now : now_ns()) + REVAL_NS;
+	x->reval_at = now + REVAL_NS;
 	return 0;
 }
 
@@ -1204,32 +1189,31 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call 
 	return resend_frames(b, c, cons - c->head0, head - c->head0);
 }
 
+/* No free frame after the kernel took all it was given: wait in poll(2), 1 ms at a time, for
+ * it to release some, at most WAIT_NS. True when one is free. */
+static bool poll_frames(struct xstate *st, struct ms__tally *t)
+{
+	const uint64_t start = now_ns();
+	while (!st->nfree && now_ns() - start <= WAIT_NS) {
+		struct pollfd p = { .fd = st->fd, .events = POLLOUT };
+		t->syscalls++;
+		(void)poll(&p, 1, 1);
+		reap(st);
+	}
+	return st->nfree != 0;
+}
+
 /* No free frame: hand the kernel what is written and take back what it released; without
  * MS_SEND_DONTWAIT, wait for it to release some (poll, 1 ms at a time, at most WAIT_NS).
  * false: none (or the socket is gone). */
 static bool wait_frame(struct xstate *st, struct ms__batch *b, struct call *c)
 {
-	uint64_t start = 0;
-	for (;;) {
-		c->failed += flush(st, b, c);
-		if (st->fd < 0)
-			return false;
-		if (st->nfree)
-			return true;
-		if (b->msg_flags & MSG_DONTWAIT)
-			return false;
-		const uint64_t t = now_ns();
-		if (!start)
-			start = t;
-		else if (t - start > WAIT_NS)
-			return false;
-		struct pollfd p = { .fd = st->fd, .events = POLLOUT };
-		b->t.syscalls++;
-		(void)poll(&p, 1, 1);
-		reap(st);
-		if (st->nfree)
-			return true;
-	}
+	c->failed += flush(st, b, c);
+	if (st->fd < 0)
+		return false;
+	if (st->nfree)
+		return true;
+	return !(b->msg_flags & MSG_DONTWAIT) && poll_frames(st, &b->t);
 }
 
 static void count_fallback(struct ms__tally *t, unsigned why, uint32_t n)
@@ -1264,13 +1248,13 @@ static void krun_add(struct ms__batch *b, struct krun *k, size_t i, unsigned why
 }
 
 /* Copy the message (gathered, or in one piece) into a frame after its headers. */
-static void copy_message(unsigned char *to, const struct ms__batch *b)
+static void copy_message(unsigned char *to, const struct iovec *iov, int iovcnt)
 {
-	for (int k = 0; k < b->iovcnt; k++) {
-		if (!b->iov[k].iov_len) /* its base may be NULL, which memcpy may not be given */
+	for (int k = 0; k < iovcnt; k++) {
+		if (!iov[k].iov_len) /* its base may be NULL, which memcpy may not be given */
 			continue;
-		memcpy(to, b->iov[k].iov_base, b->iov[k].iov_len);
-		to += b->iov[k].iov_len;
+		memcpy(to, iov[k].iov_base, iov[k].iov_len);
+		to += iov[k].iov_len;
 	}
 }
 
@@ -1307,6 +1291,21 @@ build_headers(unsigned char *f, const struct xdest *d, bool v4, uint16_t ulen, u
 	put16(udp + 6, sum ? sum : 0xffff);
 }
 
+/* The slow paths' frame (one_slow, the port): a free frame filled with d's headers and the
+ * message, queued on the TX ring (room is certain: the ring has an entry per frame). The
+ * plain case in xdp_send does the same on locals. */
+static void queue_frame(struct xstate *st, const struct xdest *d, const struct iovec *iov,
+			int iovcnt, size_t len, uint16_t ulen, uint16_t tot4, uint32_t add_udp,
+			uint16_t *ip_id)
+{
+	const uint64_t addr = st->freel[--st->nfree];
+	unsigned char *f = st->umem + addr;
+	build_headers(f, d, false, ulen, tot4, add_udp, ip_id);
+	copy_message(f + d->hlen, iov, iovcnt);
+	((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
+		(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + len) };
+}
+
 /* Position i when it is not the plain case: the kernel's path (and why), a gathered message
  * or one with control messages, no free frame. */
 static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__batch *b,
@@ -1333,12 +1332,7 @@ static __attribute__((noinline)) void one_slow(struct xstate *st, struct ms__bat
 		krun_add(b, &c->k, i, why);
 		return;
 	}
-	const uint64_t addr = st->freel[--st->nfree];
-	unsigned char *f = st->umem + addr;
-	build_headers(f, d, false, c->ulen, c->tot4, c->add_udp, &c->ip_id);
-	copy_message(f + d->hlen, b);
-	((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
-		(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + b->len) };
+	queue_frame(st, d, b->iov, b->iovcnt, b->len, c->ulen, c->tot4, c->add_udp, &c->ip_id);
 	if (b->res)
 		b->res[i] = (struct ms_result){ .id = b->plan[i].id, .status = (int)b->len };
 }
@@ -1497,9 +1491,7 @@ static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key
 
 static uint32_t key_hash(int fd, uint32_t fdgen, const unsigned char key[24])
 {
-	uint64_t h = 1469598103934665603ull ^ (uint32_t)fd ^ ((uint64_t)fdgen << 32);
-	for (int k = 0; k < 24; k++)
-		h = (h ^ key[k]) * 1099511628211ull;
+	const uint64_t h = fnv(fnv(fnv(FNV_SEED, &fd, sizeof(fd)), &fdgen, sizeof(fdgen)), key, 24);
 	return (uint32_t)(h ^ (h >> 32));
 }
 
@@ -1702,20 +1694,9 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	struct xstate *st = &p->st;
 	struct ms__tally t = { 0 };
 	const uint64_t now = now_ns();
-	if (now >= st->next_check) {
-		st->next_check = now + CHECK_NS;
-		t.syscalls++;
-		if (ms__nl_changed(st->nl))
-			st->net_gen++;
-	}
-	if (st->fd < 0 && now >= st->next_reopen) {
-		uint8_t mac[6];
-		bool running = false;
-		st->next_reopen = now + CHECK_NS;
-		if (!ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running) &&
-		    running)
-			(void)xsk_open(st);
-	}
+	(void)xstate_tick(st, now);
+	t.syscalls += st->sys;
+	st->sys = 0;
 	uint32_t k = 0;
 	*skip = 0;
 	const uint32_t head0 = st->tx.head;
@@ -1736,34 +1717,21 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 			break;
 		if (!st->nfree) {
 			uint32_t cons;
-			const uint64_t start = now_ns();
 			if (kick_all(st, &t, &cons)) {
 				k = cons - head0;
 				goto gone;
 			}
-			while (!st->nfree && now_ns() - start <= WAIT_NS) {
-				struct pollfd pf = { .fd = st->fd, .events = POLLOUT };
-				t.syscalls++;
-				(void)poll(&pf, 1, 1);
-				reap(st);
-			}
-			if (!st->nfree) {
+			if (!st->nfree && !poll_frames(st, &t)) {
 				why = MS__XDP_OTHER; /* no frame for a second: the rest by the kernel */
 				*skip = cnt - k;
 				fb[why] += *skip;
 				break;
 			}
 		}
-		const uint64_t addr = st->freel[--st->nfree];
-		unsigned char *fr = st->umem + addr;
 		const uint16_t ulen = htons((uint16_t)(8 + len));
-		const uint16_t tot4 = htons((uint16_t)(20 + 8 + len));
-		const struct ms__batch one = { .iov = h->msg_iov, .iovcnt = (int)h->msg_iovlen };
-		build_headers(fr, d, false, ulen, tot4,
-			      sum_message(h->msg_iov, (int)h->msg_iovlen) + 2u * ulen, &p->ip_id);
-		copy_message(fr + d->hlen, &one);
-		((struct xdp_desc *)st->tx.desc)[st->tx.head++ & st->tx.mask] =
-			(struct xdp_desc){ .addr = addr, .len = (uint32_t)(d->hlen + len) };
+		queue_frame(st, d, h->msg_iov, (int)h->msg_iovlen, len, ulen,
+			    htons((uint16_t)(20 + 8 + len)),
+			    sum_message(h->msg_iov, (int)h->msg_iovlen) + 2u * ulen, &p->ip_id);
 	}
 	if (st->tx.head != head0) {
 		uint32_t cons;
