@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bypass-errno: each result the kernel's send path gives, provoked in the bypass tests'
+ * sending namespace (tests/harness.sh ns_pair_up: xs0 10.77.0.1/24 fd77::1/64, the peer
+ * 10.77.0.2 fd77::2, plus the routes bypass-test.sh adds: unreachable 10.98.0.0/24 and
+ * 2001:db8:98::/64, prohibit 10.97.0.0/24 and 2001:db8:97::/64, blackhole 10.96.0.0/24),
+ * one line per case: its name and the result(s), a byte count or an errno name. Run without
+ * the shim and under multisend-run --bypass: the outputs must be identical.
+ *
+ *   bypass-errno all       every case that needs nothing special
+ *   bypass-errno efault    bad buffer, address and iovec pointers (EFAULT), alone, since a
+ *                          shim that reads them itself crashes
+ *   bypass-errno eperm     a destination an output firewall rule rejects (the test adds it)
+ *
+ * Port 9 of the peer has no listener. Exit status 0 once every case has printed.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "bypass-proto.h"
+
+#define PORT 9
+
+static uint8_t msg[70000];
+
+static void line(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%-22s ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static int sock(int fam)
+{
+	int fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0) {
+		perror("socket");
+		exit(1);
+	}
+	return fd;
+}
+
+static struct sockaddr_in v4(const char *a, uint16_t port)
+{
+	struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(port) };
+
+	inet_pton(AF_INET, a, &s.sin_addr);
+	return s;
+}
+
+static struct sockaddr_in6 v6(const char *a, uint16_t port)
+{
+	struct sockaddr_in6 s = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+
+	inet_pton(AF_INET6, a, &s.sin6_addr);
+	return s;
+}
+
+/* sendto's result, as text. */
+static const char *to(int fd, size_t len, int flags, const void *addr, socklen_t alen)
+{
+	static char b[64];
+	ssize_t r = sendto(fd, msg, len, flags, (const struct sockaddr *)addr, alen);
+
+	return bp_result(r, errno, b, sizeof(b));
+}
+
+/* One sendto to a fresh socket of family fam: name, result. */
+static void one(const char *name, int fam, size_t len, const void *addr, socklen_t alen)
+{
+	int fd = sock(fam);
+
+	line(name, "%s", to(fd, len, 0, addr, alen));
+	close(fd);
+}
+
+static void v4case(const char *name, const char *a, size_t len)
+{
+	struct sockaddr_in d = v4(a, PORT);
+
+	one(name, AF_INET, len, &d, sizeof(d));
+}
+
+static void v6case(const char *name, const char *a, size_t len)
+{
+	struct sockaddr_in6 d = v6(a, PORT);
+
+	one(name, AF_INET6, len, &d, sizeof(d));
+}
+
+/* Until the ICMP error of the last datagram has reached fd (5 s: only a bound against a hang;
+ * nothing waits that long when it works). */
+static void wait_error(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+
+	poll(&p, 1, 5000);
+}
+
+static void all(void)
+{
+	struct sockaddr_in peer = v4("10.77.0.2", PORT);
+	struct sockaddr_in6 peer6 = v6("fd77::2", PORT);
+	char b[64], list[1024];
+	int fd, one_ = 1;
+
+	/* What the bypass carries. */
+	v4case("ok_v4", "10.77.0.2", 64);
+	v6case("ok_v6", "fd77::2", 64);
+	v4case("ok_v4_1472", "10.77.0.2", 1472);
+	v4case("ok_v4_zero_length", "10.77.0.2", 0);
+	v6case("ok_v4_mapped", "::ffff:10.77.0.2", 64);
+	fd = sock(AF_INET);
+	{
+		struct sockaddr_in u = peer;
+		u.sin_family = AF_UNSPEC; /* Linux takes AF_UNSPEC as AF_INET here */
+		line("unspec_family", "%s", to(fd, 64, 0, &u, sizeof(u)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	if (setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, "xs0", 4) == 0)
+		line("bindtodevice_xs0", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	else
+		line("bindtodevice_xs0", "setsockopt %s", strerrorname_np(errno));
+	close(fd);
+	/* A connected socket given another address by sendto: the address is used. */
+	fd = sock(AF_INET);
+	{
+		struct sockaddr_in c = v4("10.77.0.2", 10);
+		connect(fd, (struct sockaddr *)&c, sizeof(c));
+		line("connected_sendto_other", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+
+	/* Routes. */
+	v4case("noroute_v4", "10.99.0.1", 64);
+	v6case("noroute_v6", "2001:db8:99::1", 64);
+	v4case("unreachable_v4", "10.98.0.1", 64);
+	v6case("unreachable_v6", "2001:db8:98::1", 64);
+	v4case("prohibit_v4", "10.97.0.1", 64);
+	v6case("prohibit_v6", "2001:db8:97::1", 64);
+	v4case("blackhole_v4", "10.96.0.1", 64);
+	v4case("lbcast_noopt", "255.255.255.255", 64);
+	fd = sock(AF_INET6);
+	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one_, sizeof(one_));
+	{
+		struct sockaddr_in6 m = v6("::ffff:10.77.0.2", PORT);
+		line("v4_mapped_v6only", "%s", to(fd, 64, 0, &m, sizeof(m)));
+	}
+	close(fd);
+
+	/* Broadcast, with and without SO_BROADCAST. */
+	v4case("bcast_noopt", "10.77.0.255", 64);
+	fd = sock(AF_INET);
+	setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one_, sizeof(one_));
+	{
+		struct sockaddr_in bc = v4("10.77.0.255", PORT);
+		line("bcast_opt", "%s", to(fd, 64, 0, &bc, sizeof(bc)));
+	}
+	close(fd);
+
+	/* Sizes. */
+	v4case("emsgsize_v4_65508", "10.77.0.2", 65508);
+	v4case("max_v4_65507", "10.77.0.2", 65507);
+	v6case("emsgsize_v6_65528", "fd77::2", 65528);
+	v4case("frag_v4_1473", "10.77.0.2", 1473);
+	fd = sock(AF_INET);
+	{
+		int pm = IP_PMTUDISC_DO;
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pm, sizeof(pm));
+		line("pmtudisc_do_1472", "%s", to(fd, 1472, 0, &peer, sizeof(peer)));
+		line("pmtudisc_do_1473", "%s", to(fd, 1473, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+	fd = sock(AF_INET6);
+	setsockopt(fd, IPPROTO_IPV6, IPV6_DONTFRAG, &one_, sizeof(one_));
+	line("dontfrag_v6_1452", "%s", to(fd, 1452, 0, &peer6, sizeof(peer6)));
+	line("dontfrag_v6_1453", "%s", to(fd, 1453, 0, &peer6, sizeof(peer6)));
+	close(fd);
+
+	/* A connected socket whose peer port has no listener: the ICMP error is the next
+	 * send's (alternate sends). Waited for after each datagram that went. */
+	for (int fam = AF_INET; fam; fam = fam == AF_INET ? AF_INET6 : 0) {
+		fd = sock(fam);
+		if (fam == AF_INET)
+			connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+		else
+			connect(fd, (struct sockaddr *)&peer6, sizeof(peer6));
+		list[0] = 0;
+		for (int k = 0; k < 10; k++) {
+			ssize_t r = send(fd, msg, 64, 0);
+			int e = errno;
+
+			strcat(list, " ");
+			strcat(list, bp_result(r, e, b, sizeof(b)));
+			if (r >= 0)
+				wait_error(fd);
+		}
+		line(fam == AF_INET ? "refused_v4" : "refused_v6", "%s", list + 1);
+		/* write(2) on it, the same. */
+		list[0] = 0;
+		for (int k = 0; k < 4; k++) {
+			ssize_t r = write(fd, msg, 64);
+			int e = errno;
+
+			strcat(list, " ");
+			strcat(list, bp_result(r, e, b, sizeof(b)));
+			if (r >= 0)
+				wait_error(fd);
+		}
+		line(fam == AF_INET ? "refused_write_v4" : "refused_write_v6", "%s", list + 1);
+		close(fd);
+	}
+
+	/* Refused at the call. */
+	fd = sock(AF_INET);
+	{
+		ssize_t r = send(fd, msg, 64, 0);
+		line("edestaddrreq_send", "%s", bp_result(r, errno, b, sizeof(b)));
+		r = write(fd, msg, 64);
+		line("edestaddrreq_write", "%s", bp_result(r, errno, b, sizeof(b)));
+		line("einval_addrlen_8", "%s", to(fd, 64, 0, &peer, 8));
+		struct sockaddr_in p0 = v4("10.77.0.2", 0);
+		line("einval_port_0", "%s", to(fd, 64, 0, &p0, sizeof(p0)));
+		line("eafnosupport_v6_on_v4", "%s", to(fd, 64, 0, &peer6, sizeof(peer6)));
+		struct sockaddr_in6 p6 = peer6;
+		line("einval_v6_addrlen_8", "%s", to(sock(AF_INET6), 64, 0, &p6, 8));
+		line("eopnotsupp_msg_oob", "%s", to(fd, 64, MSG_OOB, &peer, sizeof(peer)));
+	}
+	close(fd);
+	{
+		int dead = sock(AF_INET), p[2];
+
+		close(dead);
+		line("ebadf", "%s", to(dead, 64, 0, &peer, sizeof(peer)));
+		if (pipe(p) == 0) {
+			line("enotsock_pipe", "%s", to(p[1], 64, 0, &peer, sizeof(peer)));
+			close(p[0]);
+			close(p[1]);
+		}
+	}
+
+	/* Flags and options the frames cannot honour: still the kernel's results. */
+	fd = sock(AF_INET);
+	line("msg_more", "%s", to(fd, 10, MSG_MORE, &peer, sizeof(peer)));
+	line("msg_more_end", "%s", to(fd, 20, 0, &peer, sizeof(peer)));
+	line("after_msg_more", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	close(fd);
+	fd = sock(AF_INET);
+	setsockopt(fd, SOL_IP, IP_RECVERR, &one_, sizeof(one_));
+	line("ip_recverr", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		int prio = 3;
+		setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
+		line("so_priority_3", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u = { 0 };
+		struct iovec iov = { .iov_base = msg, .iov_len = 64 };
+		struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = &iov,
+				     .msg_iovlen = 1, .msg_control = u.buf,
+				     .msg_controllen = sizeof(u.buf) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		int ttl = 9;
+
+		c->cmsg_level = IPPROTO_IP;
+		c->cmsg_type = IP_TTL;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &ttl, sizeof(ttl));
+		ssize_t r = sendmsg(fd, &mh, 0);
+		line("sendmsg_cmsg_ttl", "%s", bp_result(r, errno, b, sizeof(b)));
+		/* A bad control message: EINVAL from the kernel. */
+		c->cmsg_len = 3;
+		r = sendmsg(fd, &mh, 0);
+		line("sendmsg_bad_cmsg", "%s", bp_result(r, errno, b, sizeof(b)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		int seg = 100;
+		setsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg));
+		line("udp_segment_300", "%s", to(fd, 300, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+
+	/* Non-blocking: 1000 sends on an O_NONBLOCK socket, 1000 with MSG_DONTWAIT; the
+	 * distinct results and their counts. */
+	for (int pass = 0; pass < 2; pass++) {
+		long ok = 0, errs[200] = { 0 };
+
+		fd = sock(AF_INET);
+		if (pass == 0)
+			fcntl(fd, F_SETFL, O_NONBLOCK);
+		for (int k = 0; k < 1000; k++) {
+			ssize_t r = sendto(fd, msg, 64, pass ? MSG_DONTWAIT : 0,
+					   (struct sockaddr *)&peer, sizeof(peer));
+			if (r == 64)
+				ok++;
+			else if (r < 0 && errno < 200)
+				errs[errno]++;
+			else
+				errs[0]++;
+		}
+		list[0] = 0;
+		for (int e = 0; e < 200; e++)
+			if (errs[e]) {
+				snprintf(b, sizeof(b), " %s:%ld", e ? strerrorname_np(e) : "short",
+					 errs[e]);
+				strcat(list, b);
+			}
+		line(pass ? "msg_dontwait_1000" : "o_nonblock_1000", "ok:%ld%s", ok, list);
+		close(fd);
+	}
+}
+
+static void efault(void)
+{
+	struct sockaddr_in peer = v4("10.77.0.2", PORT);
+	char b[64];
+	int fd = sock(AF_INET);
+	ssize_t r;
+
+	r = sendto(fd, (void *)16, 64, 0, (struct sockaddr *)&peer, sizeof(peer));
+	line("efault_buffer", "%s", bp_result(r, errno, b, sizeof(b)));
+	r = sendto(fd, msg, 64, 0, (struct sockaddr *)16, sizeof(peer));
+	line("efault_address", "%s", bp_result(r, errno, b, sizeof(b)));
+	struct iovec iov[2] = { { msg, 16 }, { (void *)16, 48 } };
+	struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = iov,
+			     .msg_iovlen = 2 };
+	r = sendmsg(fd, &mh, 0);
+	line("efault_iovec_base", "%s", bp_result(r, errno, b, sizeof(b)));
+	mh.msg_iov = (void *)16;
+	r = sendmsg(fd, &mh, 0);
+	line("efault_iovec", "%s", bp_result(r, errno, b, sizeof(b)));
+	r = sendmsg(fd, (void *)16, 0);
+	line("efault_msghdr", "%s", bp_result(r, errno, b, sizeof(b)));
+	r = sendmmsg(fd, (void *)16, 2, 0);
+	line("efault_mmsghdr", "%s", bp_result(r, errno, b, sizeof(b)));
+	r = sendto(fd, msg, 64, 0, (struct sockaddr *)&peer, sizeof(peer));
+	line("after_efault", "%s", bp_result(r, errno, b, sizeof(b)));
+	close(fd);
+}
+
+static void eperm(void)
+{
+	/* The test's firewall rejects output to port 7 of the peer (nft: reject with
+	 * EPERM at the output hook is "drop": sendto then returns EPERM). */
+	struct sockaddr_in d = v4("10.77.0.2", 7);
+
+	one("eperm_firewall", AF_INET, 64, &d, sizeof(d));
+	v4case("eperm_other_port_ok", "10.77.0.2", 64);
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "all";
+
+	for (size_t k = 0; k < sizeof(msg); k++)
+		msg[k] = (uint8_t)k;
+	if (!strcmp(what, "all"))
+		all();
+	else if (!strcmp(what, "efault"))
+		efault();
+	else if (!strcmp(what, "eperm"))
+		eperm();
+	else {
+		fprintf(stderr, "usage: bypass-errno all|efault|eperm\n");
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT
+"""The verifying receiver of the bypass tests (bypass-test.sh), run in the receiving namespace.
+
+    bypass-recv.py dgram ADDR PORT0 K [--unordered I,J...]
+        K UDP sockets on ADDR:PORT0..PORT0+K-1. Every datagram must be a bypass-proto datagram
+        (below), checked byte for byte; socket i stops at its end marker. Prints, per socket,
+        the sequence numbers in arrival order as ranges ("sock 0: 0-1999"), so that two runs
+        (with and without the shim) can be compared line for line; --unordered sockets print
+        theirs sorted (their order is the scheduler's), but each number must still arrive
+        exactly once.
+    bypass-recv.py stream ADDR PORT BYTES FILE
+        One socket; the payloads, concatenated, go to FILE until BYTES bytes have arrived.
+        Prints the number of datagrams and bytes.
+
+"ready" is printed once every socket is bound. A datagram's absence is found by a 20 s
+bound without any datagram (a safety net: a hang would be a failure anyway), then exit 1.
+
+bypass-proto datagram: b"BPT1", u32 stream, u32 seq, u32 length (little-endian), then
+length - 16 bytes, byte k = (seq * 7 + k * 13 + stream) & 0xff. seq 0xffffffff with length 16
+is the end marker of its destination.
+"""
+import selectors
+import socket
+import struct
+import sys
+
+MAGIC = b"BPT1"
+END = 0xFFFFFFFF
+HDR = struct.Struct("<4sIII")
+IDLE = 20
+
+
+def payload(stream, seq, length):
+    n = length - HDR.size
+    return bytes((seq * 7 + k * 13 + stream) & 0xFF for k in range(n))
+
+
+def make(stream, seq, length):
+    """A datagram as the senders build it (they import this module)."""
+    return HDR.pack(MAGIC, stream, seq, length) + payload(stream, seq, length)
+
+
+def end_marker(stream):
+    return HDR.pack(MAGIC, stream, END, HDR.size)
+
+
+def family(addr):
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def bind(addr, port):
+    s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.bind((addr, port))
+    s.setblocking(False)
+    return s
+
+
+def ranges(seqs):
+    out, i = [], 0
+    while i < len(seqs):
+        j = i
+        while j + 1 < len(seqs) and seqs[j + 1] == seqs[j] + 1:
+            j += 1
+        out.append(str(seqs[i]) if i == j else f"{seqs[i]}-{seqs[j]}")
+        i = j + 1
+    return ",".join(out) if out else "-"
+
+
+def dgram(addr, port0, k, unordered):
+    socks = [bind(addr, port0 + i) for i in range(k)]
+    sel = selectors.DefaultSelector()
+    for i, s in enumerate(socks):
+        sel.register(s, selectors.EVENT_READ, i)
+    print("ready", flush=True)
+    got = [[] for _ in range(k)]
+    done = [False] * k
+    bad = 0
+    while not all(done):
+        ev = sel.select(IDLE)
+        if not ev:
+            print(f"timeout: {IDLE} s without a datagram", file=sys.stderr)
+            bad += 1
+            break
+        for key, _ in ev:
+            i = key.data
+            while True:
+                try:
+                    d = socks[i].recv(70000)
+                except BlockingIOError:
+                    break
+                if done[i]:
+                    print(f"sock {i}: a datagram after the end marker", file=sys.stderr)
+                    bad += 1
+                    continue
+                if len(d) < HDR.size:
+                    print(f"sock {i}: {len(d)} bytes, shorter than a header", file=sys.stderr)
+                    bad += 1
+                    continue
+                magic, stream, seq, length = HDR.unpack_from(d)
+                if magic != MAGIC or stream != i or length != len(d):
+                    print(f"sock {i}: bad header {d[:16].hex()} ({len(d)} bytes)",
+                          file=sys.stderr)
+                    bad += 1
+                    continue
+                if seq == END:
+                    done[i] = True
+                    continue
+                if d[HDR.size:] != payload(stream, seq, length):
+                    print(f"sock {i}: seq {seq}: payload differs", file=sys.stderr)
+                    bad += 1
+                    continue
+                got[i].append(seq)
+    for i in range(k):
+        seqs = got[i]
+        if len(set(seqs)) != len(seqs):
+            print(f"sock {i}: {len(seqs) - len(set(seqs))} duplicates", file=sys.stderr)
+            bad += 1
+        shown = sorted(seqs) if i in unordered else seqs
+        print(f"sock {i}: {len(seqs)} datagrams: {ranges(shown)}")
+    sys.stdout.flush()
+    return 1 if bad else 0
+
+
+def stream(addr, port, want, path):
+    s = bind(addr, port)
+    s.setblocking(True)
+    s.settimeout(IDLE)
+    print("ready", flush=True)
+    n = total = 0
+    with open(path, "wb") as f:
+        while total < want:
+            try:
+                d = s.recv(70000)
+            except socket.timeout:
+                print(f"timeout: {IDLE} s without a datagram, {total} of {want} bytes",
+                      file=sys.stderr)
+                return 1
+            f.write(d)
+            n += 1
+            total += len(d)
+    print(f"received {n} datagrams, {total} bytes")
+    return 0 if total == want else 1
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a and a[0] == "dgram":
+        uo = set()
+        if len(a) > 5 and a[4] == "--unordered":
+            uo = {int(x) for x in a[5].split(",")}
+        sys.exit(dgram(a[1], int(a[2]), int(a[3]), uo))
+    if a and a[0] == "stream":
+        sys.exit(stream(a[1], int(a[2]), int(a[3]), a[4]))
+    sys.exit(__doc__)

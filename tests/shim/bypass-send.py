@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: MIT
+"""The senders of the bypass tests (bypass-test.sh), run in the sending namespace, without the
+shim and under multisend-run --bypass. Every datagram is a bypass-proto datagram
+(bypass-recv.py, which checks them in the receiving namespace); destination i is
+HOST:PORT0+i and carries stream i. Each ends with an end marker to every destination.
+
+    bypass-send.py HOST PORT0 twosockets | dup    two sockets (or a socket and its dup) in a
+                                                  random interleaving, 2000 x 2 destinations
+    bypass-send.py HOST PORT0 threads             three threads take turns (threading.Event)
+    bypass-send.py HOST PORT0 processes           parent and forked child take turns
+                                                  (multiprocessing.Event)
+    bypass-send.py HOST PORT0 calls               sendto loop, sendmsg (gathered), send,
+                                                  os.write and os.writev on a connected
+                                                  socket, sendmmsg (libc through ctypes)
+
+A turn is a fan-out to three destinations handed over after the second: destinations 0 and 1
+must see the exact send order (nothing is deferred in bypass mode); destination 2's order is
+the scheduler's (two senders run at once there). Prints what it did (compared between runs).
+"""
+import ctypes
+import importlib.util
+import os
+import random
+import socket
+import sys
+import threading
+
+_spec = importlib.util.spec_from_file_location(
+    "bypass_recv", os.path.join(os.path.dirname(os.path.abspath(__file__)), "bypass-recv.py"))
+proto = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(proto)
+
+
+def udp(host):
+    return socket.socket(proto.family(host), socket.SOCK_DGRAM)
+
+
+def finish(host, port0, k):
+    s = udp(host)
+    for i in range(k):
+        s.sendto(proto.end_marker(i), (host, port0 + i))
+    s.close()
+
+
+def two_sockets(host, port0, dup):
+    a = udp(host)
+    b = socket.socket(fileno=os.dup(a.fileno())) if dup else udp(host)
+    d = [(host, port0), (host, port0 + 1)]
+    rnd = random.Random(7)
+    n = 2000
+    for seq in range(n):
+        s = a if rnd.random() < 0.5 else b
+        for i in (0, 1):
+            s.sendto(proto.make(i, seq, 64), d[i])
+    finish(host, port0, 2)
+    print(f"sent {n} x 2 from two descriptors")
+
+
+def threads(host, port0):
+    k, n = 3, 600
+    d = [(host, port0 + i) for i in range(3)]
+    turn = [threading.Event() for _ in range(k)]
+    errors = []
+
+    def run(i):
+        try:
+            s = udp(host)
+            for seq in range(i, n, k):
+                turn[i].wait()
+                turn[i].clear()
+                s.sendto(proto.make(0, seq, 64), d[0])
+                s.sendto(proto.make(1, seq, 64), d[1])
+                turn[(i + 1) % k].set()
+                s.sendto(proto.make(2, seq, 64), d[2])
+        except OSError as e:
+            errors.append(e)
+            for t in turn:
+                t.set()
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(k)]
+    for t in ts:
+        t.start()
+    turn[0].set()
+    for t in ts:
+        t.join()
+    if errors:
+        sys.exit(f"a thread failed: {errors[0]}")
+    finish(host, port0, 3)
+    print(f"sent {n} x 3 from {k} threads")
+
+
+def processes(host, port0):
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    n = 400
+    d = [(host, port0 + i) for i in range(3)]
+    turn = [ctx.Event(), ctx.Event()]
+
+    def run(i):
+        s = udp(host)
+        for seq in range(i, n, 2):
+            turn[i].wait()
+            turn[i].clear()
+            s.sendto(proto.make(0, seq, 64), d[0])
+            s.sendto(proto.make(1, seq, 64), d[1])
+            turn[1 - i].set()
+            s.sendto(proto.make(2, seq, 64), d[2])
+
+    child = ctx.Process(target=run, args=(1,))
+    child.start()
+    turn[0].set()
+    run(0)
+    child.join()
+    if child.exitcode != 0:
+        sys.exit(f"child exited with {child.exitcode}")
+    finish(host, port0, 3)
+    print(f"sent {n} x 3 from two processes")
+
+
+class Mmsghdr(ctypes.Structure):
+    pass
+
+
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class Msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(Iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+Mmsghdr._fields_ = [("hdr", Msghdr), ("len", ctypes.c_uint)]
+
+
+def sockaddr(host, port):
+    """A struct sockaddr_in/in6 as bytes, the kernel's layout."""
+    if ":" in host:
+        return (socket.AF_INET6.to_bytes(2, "little") + port.to_bytes(2, "big") +
+                bytes(4) + socket.inet_pton(socket.AF_INET6, host) + bytes(4))
+    return (socket.AF_INET.to_bytes(2, "little") + port.to_bytes(2, "big") +
+            socket.inet_pton(socket.AF_INET, host) + bytes(8))
+
+
+def sendmmsg(fd, msgs):
+    """libc's sendmmsg (the shim's, under LD_PRELOAD) on [(datagram, (host, port))]."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    n = len(msgs)
+    vec = (Mmsghdr * n)()
+    keep = []
+    for j, (data, (host, port)) in enumerate(msgs):
+        buf = ctypes.create_string_buffer(data, len(data))
+        name = ctypes.create_string_buffer(sockaddr(host, port))
+        iov = Iovec(ctypes.cast(buf, ctypes.c_void_p), len(data))
+        keep += [buf, name, iov]
+        vec[j].hdr.name = ctypes.cast(name, ctypes.c_void_p)
+        vec[j].hdr.namelen = len(name.raw)
+        vec[j].hdr.iov = ctypes.pointer(iov)
+        vec[j].hdr.iovlen = 1
+    r = libc.sendmmsg(fd, vec, n, 0)
+    if r < 0:
+        return f"-1 {os.strerror(ctypes.get_errno())}"
+    return f"{r} [{' '.join(str(vec[j].len) for j in range(n))}]"
+
+
+def calls(host, port0):
+    k = 8
+    d = [(host, port0 + i) for i in range(k)]
+    seq = [0] * k
+    out = []
+
+    def nxt(i, size):
+        m = proto.make(i, seq[i], size)
+        seq[i] += 1
+        return m
+
+    s = udp(host)
+    # A sendto loop, two sizes, destinations 0..3.
+    for r in range(200):
+        for i in range(4):
+            m = nxt(i, 64 if r % 2 else 1400)
+            out.append(s.sendto(m, d[i]))
+    # sendmsg, the datagram gathered from three buffers, destinations 4 and 5.
+    for r in range(100):
+        for i in (4, 5):
+            m = nxt(i, 300)
+            out.append(s.sendmsg([m[:10], m[10:100], m[100:]], [], 0, d[i]))
+    # A connected socket: send, os.write, os.writev to destination 6.
+    c = udp(host)
+    c.connect(d[6])
+    for r in range(100):
+        out.append(c.send(nxt(6, 200)))
+        out.append(os.write(c.fileno(), nxt(6, 100)))
+        m = nxt(6, 500)
+        out.append(os.writev(c.fileno(), [m[:16], m[16:]]))
+    # sendmmsg: vectors of 1, 7 and 64 over destinations 0..7 (streams continue).
+    mm = []
+    for vlen in (1, 7, 64):
+        for r in range(10):
+            v = []
+            for j in range(vlen):
+                i = j % k
+                v.append((nxt(i, 64 + 8 * j), d[i]))
+            mm.append(sendmmsg(s.fileno(), v))
+    finish(host, port0, k)
+    print(f"sendto/sendmsg/send/write/writev: {len(out)} calls, {sum(out)} bytes")
+    print(f"sendmmsg: {' '.join(mm[:3])} ... {mm[-1]} ({len(mm)} calls)")
+    print("per destination: " + " ".join(str(x) for x in seq))
+
+
+if __name__ == "__main__":
+    host, port0, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    {"twosockets": lambda: two_sockets(host, port0, False),
+     "dup": lambda: two_sockets(host, port0, True),
+     "threads": lambda: threads(host, port0),
+     "processes": lambda: processes(host, port0),
+     "calls": lambda: calls(host, port0)}[what]()
