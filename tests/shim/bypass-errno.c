@@ -3,7 +3,8 @@
  * bypass-errno: each result the kernel's send path gives, provoked in the bypass tests'
  * sending namespace (tests/harness.sh ns_pair_up: xs0 10.77.0.1/24 fd77::1/64, the peer
  * 10.77.0.2 fd77::2, plus the routes bypass-test.sh adds: unreachable 10.98.0.0/24 and
- * 2001:db8:98::/64, prohibit 10.97.0.0/24 and 2001:db8:97::/64, blackhole 10.96.0.0/24),
+ * 2001:db8:98::/64, prohibit 10.97.0.0/24 and 2001:db8:97::/64, blackhole 10.96.0.0/24, and
+ * another veth pair, xs1 10.88.0.1/24 to 10.88.0.2),
  * one line per case: its name and the result(s), a byte count or an errno name. Run without
  * the shim and under multisend-run --bypass: the outputs must be identical.
  *
@@ -152,7 +153,8 @@ static void all(void)
 	}
 	close(fd);
 
-	/* Routes. */
+	/* Routes. xs1 is another interface (10.88.0.0/24). */
+	v4case("other_iface_v4", "10.88.0.2", 64);
 	v4case("noroute_v4", "10.99.0.1", 64);
 	v6case("noroute_v6", "2001:db8:99::1", 64);
 	v4case("unreachable_v4", "10.98.0.1", 64);

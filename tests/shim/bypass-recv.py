@@ -8,6 +8,7 @@
         (with and without the shim) can be compared line for line; --unordered sockets print
         theirs sorted (their order is the scheduler's), but each number must still arrive
         exactly once.
+        ADDR may be GROUP@IFADDR: the sockets join IPv4 multicast GROUP on IFADDR's interface.
     bypass-recv.py stream ADDR PORT BYTES FILE
         One socket; the payloads, concatenated, go to FILE until BYTES bytes have arrived.
         Prints the number of datagrams and bytes.
@@ -49,7 +50,13 @@ def family(addr):
 
 
 def bind(addr, port):
-    s = socket.socket(family(addr), socket.SOCK_DGRAM)
+    """ADDR may be GROUP@IFADDR: an IPv4 multicast group, joined on IFADDR's interface."""
+    group, _, ifaddr = addr.partition("@")
+    s = socket.socket(family(group), socket.SOCK_DGRAM)
+    if ifaddr:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                     socket.inet_aton(group) + socket.inet_aton(ifaddr))
+    addr = group
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         s.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root)

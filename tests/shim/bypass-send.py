@@ -9,6 +9,7 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
     bypass-send.py HOST PORT0 threads             three threads take turns (threading.Event)
     bypass-send.py HOST PORT0 processes           parent and forked child take turns
                                                   (multiprocessing.Event)
+    bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
     bypass-send.py HOST PORT0 calls               sendto loop, sendmsg (gathered), send,
                                                   os.write and os.writev on a connected
                                                   socket, sendmmsg (libc through ctypes)
@@ -210,10 +211,28 @@ def calls(host, port0):
     print("per destination: " + " ".join(str(x) for x in seq))
 
 
+def multicast(group, port0):
+    """IPv4 multicast out of xs0 (IP_MULTICAST_IF 10.77.0.1, TTL 1): 500 datagrams with
+    IP_MULTICAST_LOOP off (frames can carry them) to GROUP:PORT0, 500 with it on (the
+    default: the kernel's path, which loops a copy back) to GROUP:PORT0+1."""
+    n = 500
+    out = []
+    for i, loop in ((0, 0), (1, 1)):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("10.77.0.1"))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, loop)
+        for seq in range(n):
+            out.append(s.sendto(proto.make(i, seq, 200), (group, port0 + i)))
+        s.sendto(proto.end_marker(i), (group, port0 + i))
+        s.close()
+    print(f"multicast: {len(out)} datagrams, {sum(out)} bytes")
+
+
 if __name__ == "__main__":
     host, port0, what = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     {"twosockets": lambda: two_sockets(host, port0, False),
      "dup": lambda: two_sockets(host, port0, True),
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
-     "calls": lambda: calls(host, port0)}[what]()
+     "calls": lambda: calls(host, port0),
+     "multicast": lambda: multicast(host, port0)}[what]()

@@ -15,6 +15,7 @@
 #   bypass-test.sh patterns twosockets|dup|threads|processes
 #   bypass-test.sh errno all|efault|eperm               tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
+#   bypass-test.sh multicast                             IPv4 multicast, loop off and on
 #
 # Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
@@ -479,9 +480,39 @@ patterns() {
 	echo "PASS: patterns $1: exact send order under --bypass"
 }
 
+# ---- multicast --------------------------------------------------------------------------------
+
+# IPv4 multicast out of xs0 to a group R joined: with IP_MULTICAST_LOOP off the frames carry it;
+# on (the default) it goes by the kernel's path, counted local (a copy loops back to S).
+multicast_test() {
+	rig
+	for w in plain bypass; do
+		start_recv "$nsR" "recv.$w" dgram 239.77.0.1@10.77.0.2 40000 2
+		"$w" "mc.$w" "$py" "$psend" 239.77.0.1 40000 multicast
+		[ "$rc" = 0 ] || { show "$tmp/mc.$w.out" "$tmp/mc.$w.err"; fail "multicast ($w): exit $rc"; }
+		end_recv "recv.$w"
+	done
+	show "$tmp/recv.bypass" "$tmp/mc.bypass.out" "$tmp/mc.bypass.err"
+	same "$tmp/mc.plain.out" "$tmp/mc.bypass.out" "the program's output"
+	same "$tmp/recv.plain" "$tmp/recv.bypass" "what R received"
+	grep -qx 'sock 0: 500 datagrams: 0-499' "$tmp/recv.bypass" &&
+		grep -qx 'sock 1: 500 datagrams: 0-499' "$tmp/recv.bypass" || fail "R's receiver"
+	check_shape "$tmp/mc.bypass.json"
+	# 500 and an end marker each way.
+	check_stats "$tmp/mc.bypass.json" "len(r) == 1" "t['errors'] == 0" "t['xdp_frames'] == 501" \
+		"x['local'] == 501" "sum(x.values()) == 501"
+	show_report "$tmp/mc.bypass.json"
+	echo "PASS: multicast: loop off as frames, loop on by the kernel's path, all received in order"
+}
+
 # ---- errno -------------------------------------------------------------------------------------
 
 routes() {
+	# A second veth pair, xs1 10.88.0.1/24 in S to xr1 10.88.0.2/24 in R: a route that
+	# leaves by another interface than the bypass's.
+	ipq -n "$nsS" link add xs1 type veth peer name xr1 netns "$nsR" || fail "veth xs1"
+	ipq -n "$nsS" addr add 10.88.0.1/24 dev xs1 && ipq -n "$nsR" addr add 10.88.0.2/24 dev xr1 &&
+		ipq -n "$nsS" link set xs1 up && ipq -n "$nsR" link set xr1 up || fail "xs1"
 	for _c in "route add unreachable 10.98.0.0/24" "route add prohibit 10.97.0.0/24" \
 		"route add blackhole 10.96.0.0/24" "-6 route add unreachable 2001:db8:98::/64" \
 		"-6 route add prohibit 2001:db8:97::/64"; do
@@ -520,7 +551,7 @@ errno_test() {
 		# before the kernel refuses it). The ICMP errors of the connected sockets:
 		# 2 x (5 + 2) sends returned ECONNREFUSED.
 		check_stats "$tmp/errno.bypass.json" \
-			"x['route'] >= 7" "x['local'] >= 2" "x['mtu'] >= 5" "x['error'] == 14" \
+			"x['route'] >= 7" "x['local'] >= 2" "x['iface'] >= 1" "x['mtu'] >= 5" "x['error'] == 14" \
 			"x['flags'] >= 3" "x['sockopt'] >= 4" "x['control'] >= 2" "x['not_udp'] >= 1" \
 			"x['unavailable'] == 0 and x['other'] == 0"
 		# And the rest as frames: 2000 non-blocking, 14 connected, 7 unicast to the peer,
@@ -578,5 +609,6 @@ foreign) foreign "$2" ;;
 patterns) patterns "$2" ;;
 errno) errno_test "$2" ;;
 sendmmsg) sendmmsg_test "$2" ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|foreign|patterns|errno|sendmmsg ..." ;;
+multicast) multicast_test ;;
+*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|foreign|patterns|errno|sendmmsg|multicast ..." ;;
 esac
