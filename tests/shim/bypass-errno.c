@@ -9,8 +9,9 @@
  * the shim and under multisend-run --bypass: the outputs must be identical.
  *
  *   bypass-errno all       every case that needs nothing special
- *   bypass-errno efault    bad buffer, address and iovec pointers (EFAULT), alone, since a
- *                          shim that reads them itself crashes
+ *   bypass-errno efault K  bad pointer case K (0..5: buffer, address, an iovec's base, the
+ *                          iovec array, the msghdr, the mmsghdr vector): EFAULT, one case
+ *                          per process, since a shim that reads them itself crashes
  *   bypass-errno eperm     a destination an output firewall rule rejects (the test adds it)
  *
  * Port 9 of the peer has no listener. Exit status 0 once every case has printed.
@@ -342,29 +343,28 @@ static void all(void)
 	}
 }
 
-static void efault(void)
+/* Case k (0..5) of the bad pointers, then a good send on the same socket. */
+static void efault(int k)
 {
 	struct sockaddr_in peer = v4("10.77.0.2", PORT);
-	char b[64];
-	int fd = sock(AF_INET);
-	ssize_t r;
-
-	r = sendto(fd, (void *)16, 64, 0, (struct sockaddr *)&peer, sizeof(peer));
-	line("efault_buffer", "%s", bp_result(r, errno, b, sizeof(b)));
-	r = sendto(fd, msg, 64, 0, (struct sockaddr *)16, sizeof(peer));
-	line("efault_address", "%s", bp_result(r, errno, b, sizeof(b)));
 	struct iovec iov[2] = { { msg, 16 }, { (void *)16, 48 } };
 	struct msghdr mh = { .msg_name = &peer, .msg_namelen = sizeof(peer), .msg_iov = iov,
 			     .msg_iovlen = 2 };
-	r = sendmsg(fd, &mh, 0);
-	line("efault_iovec_base", "%s", bp_result(r, errno, b, sizeof(b)));
-	mh.msg_iov = (void *)16;
-	r = sendmsg(fd, &mh, 0);
-	line("efault_iovec", "%s", bp_result(r, errno, b, sizeof(b)));
-	r = sendmsg(fd, (void *)16, 0);
-	line("efault_msghdr", "%s", bp_result(r, errno, b, sizeof(b)));
-	r = sendmmsg(fd, (void *)16, 2, 0);
-	line("efault_mmsghdr", "%s", bp_result(r, errno, b, sizeof(b)));
+	static const char *const names[] = { "efault_buffer", "efault_address", "efault_iovec_base",
+					     "efault_iovec", "efault_msghdr", "efault_mmsghdr" };
+	char b[64];
+	int fd = sock(AF_INET);
+	ssize_t r = 0;
+
+	switch (k) {
+	case 0: r = sendto(fd, (void *)16, 64, 0, (struct sockaddr *)&peer, sizeof(peer)); break;
+	case 1: r = sendto(fd, msg, 64, 0, (struct sockaddr *)16, sizeof(peer)); break;
+	case 2: r = sendmsg(fd, &mh, 0); break;
+	case 3: mh.msg_iov = (void *)16; r = sendmsg(fd, &mh, 0); break;
+	case 4: r = sendmsg(fd, (void *)16, 0); break;
+	case 5: r = sendmmsg(fd, (void *)16, 2, 0); break;
+	}
+	line(names[k], "%s", bp_result(r, errno, b, sizeof(b)));
 	r = sendto(fd, msg, 64, 0, (struct sockaddr *)&peer, sizeof(peer));
 	line("after_efault", "%s", bp_result(r, errno, b, sizeof(b)));
 	close(fd);
@@ -388,12 +388,12 @@ int main(int argc, char **argv)
 		msg[k] = (uint8_t)k;
 	if (!strcmp(what, "all"))
 		all();
-	else if (!strcmp(what, "efault"))
-		efault();
+	else if (!strcmp(what, "efault") && argc > 2 && atoi(argv[2]) >= 0 && atoi(argv[2]) < 6)
+		efault(atoi(argv[2]));
 	else if (!strcmp(what, "eperm"))
 		eperm();
 	else {
-		fprintf(stderr, "usage: bypass-errno all|efault|eperm\n");
+		fprintf(stderr, "usage: bypass-errno all | efault 0..5 | eperm\n");
 		return 2;
 	}
 	return 0;
