@@ -12,6 +12,10 @@
  *   bypass-errno efault K  bad pointer case K (0..5: buffer, address, an iovec's base, the
  *                          iovec array, the msghdr, the mmsghdr vector): EFAULT, one case
  *                          per process, since a shim that reads them itself crashes
+ *   bypass-errno changes   routes, the address and the link changed between sends (by ip,
+ *                          then 20 ms without a send)
+ *   bypass-errno changes-fast  routes changed between sends by the program's own rtnetlink
+ *                          requests, no pause
  *   bypass-errno eperm     a destination an output firewall rule rejects (the test adds it)
  *
  * Port 9 of the peer has no listener. Exit status 0 once every case has printed.
@@ -20,6 +24,9 @@
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <time.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -343,6 +350,121 @@ static void all(void)
 	}
 }
 
+/* ip COMMAND, quietly, then 20 ms without a send: longer than the shim's 5 ms without a kick
+ * after which it reads the kernel's notifications before the next frame. */
+static bool ip(const char *args)
+{
+	char cmd[256];
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int r;
+
+	snprintf(cmd, sizeof(cmd), "ip %s >/dev/null 2>&1", args);
+	r = system(cmd);
+	nanosleep(&ts, NULL);
+	return r == 0;
+}
+
+/* A route of type rtype to dst/32 added (RTM_NEWROUTE) or deleted through the program's own
+ * rtnetlink socket, acknowledged by the kernel before it returns: the change is complete, as
+ * it is when `ip route add` has exited, but well within a millisecond. */
+static bool nl_route(int type, unsigned char rtype, const char *dst)
+{
+	struct {
+		struct nlmsghdr n;
+		struct rtmsg r;
+		struct rtattr a;
+		struct in_addr d;
+	} req = {
+		.n = { .nlmsg_len = sizeof(req), .nlmsg_type = (unsigned short)type,
+		       .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK |
+				      (type == RTM_NEWROUTE ? NLM_F_CREATE | NLM_F_EXCL : 0),
+		       .nlmsg_seq = 1 },
+		.r = { .rtm_family = AF_INET, .rtm_dst_len = 32, .rtm_table = RT_TABLE_MAIN,
+		       .rtm_protocol = RTPROT_BOOT,
+		       .rtm_scope = type == RTM_NEWROUTE ? RT_SCOPE_UNIVERSE : RT_SCOPE_NOWHERE,
+		       .rtm_type = rtype },
+		.a = { .rta_len = RTA_LENGTH(sizeof(struct in_addr)), .rta_type = RTA_DST },
+	};
+	union {
+		char buf[1024];
+		struct nlmsghdr align;
+	} u;
+	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	bool ok = false;
+
+	inet_pton(AF_INET, dst, &req.d);
+	if (fd >= 0 && sendto(fd, &req, sizeof(req), 0, (struct sockaddr *)&k, sizeof(k)) > 0) {
+		ssize_t n = recv(fd, u.buf, sizeof(u.buf), 0);
+		struct nlmsghdr *h = &u.align;
+
+		ok = n >= (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)) && h->nlmsg_type == NLMSG_ERROR &&
+		     ((struct nlmsgerr *)NLMSG_DATA(h))->error == 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+#define STEP(cond, label)                                                                        \
+	do {                                                                                     \
+		strcat(list, (cond) ? " " label : " (" label " failed)");                        \
+		strcat(list, ":");                                                               \
+		strcat(list, to(fd, 64, 0, &peer, sizeof(peer)));                                \
+	} while (0)
+
+/* The network changes between two sends (by ip, then a 20 ms pause): every send must see the
+ * route the kernel's own send would. xs0 down and up loses its IPv6 address and the peer's
+ * permanent neighbour entries: nothing else runs after these. */
+static void changes(void)
+{
+	struct sockaddr_in peer = v4("10.77.0.2", PORT);
+	char list[512];
+	int fd = sock(AF_INET);
+
+	list[0] = 0;
+	STEP(true, "before");
+	STEP(ip("route add unreachable 10.77.0.2/32"), "unreachable");
+	STEP(ip("route del unreachable 10.77.0.2/32"), "deleted");
+	STEP(ip("route add prohibit 10.77.0.2/32"), "prohibit");
+	STEP(ip("route replace blackhole 10.77.0.2/32"), "blackhole");
+	STEP(ip("route del 10.77.0.2/32"), "deleted");
+	line("route_changes", "%s", list + 1);
+	list[0] = 0;
+	STEP(ip("addr del 10.77.0.1/24 dev xs0"), "address_gone");
+	STEP(ip("addr add 10.77.0.1/24 dev xs0"), "address_back");
+	STEP(ip("link set xs0 down"), "down");
+	STEP(ip("link set xs0 up"), "up");
+	STEP(true, "again");
+	line("link_changes", "%s", list + 1);
+	close(fd);
+}
+
+/* The same route changes made by the program itself through rtnetlink, each complete (the
+ * kernel's acknowledgement read) before the next send, and no pause: the send right after a
+ * change must see it, as the kernel's own send does. */
+static void changes_fast(void)
+{
+	struct sockaddr_in peer = v4("10.77.0.2", PORT);
+	char list[512];
+	int fd = sock(AF_INET);
+
+	list[0] = 0;
+	for (int k = 0; k < 3; k++) {
+		STEP(true, "before");
+		STEP(nl_route(RTM_NEWROUTE, RTN_UNREACHABLE, "10.77.0.2"), "unreachable");
+		STEP(nl_route(RTM_DELROUTE, RTN_UNREACHABLE, "10.77.0.2"), "deleted");
+		STEP(nl_route(RTM_NEWROUTE, RTN_PROHIBIT, "10.77.0.2"), "prohibit");
+		STEP(nl_route(RTM_DELROUTE, RTN_PROHIBIT, "10.77.0.2"), "deleted");
+		STEP(nl_route(RTM_NEWROUTE, RTN_BLACKHOLE, "10.77.0.2"), "blackhole");
+		STEP(nl_route(RTM_DELROUTE, RTN_BLACKHOLE, "10.77.0.2"), "deleted");
+		line("route_changes_fast", "%s", list + 1);
+		list[0] = 0;
+	}
+	close(fd);
+}
+#undef STEP
+
 /* Case k (0..5) of the bad pointers, then a good send on the same socket. */
 static void efault(int k)
 {
@@ -388,12 +510,16 @@ int main(int argc, char **argv)
 		msg[k] = (uint8_t)k;
 	if (!strcmp(what, "all"))
 		all();
+	else if (!strcmp(what, "changes"))
+		changes();
+	else if (!strcmp(what, "changes-fast"))
+		changes_fast();
 	else if (!strcmp(what, "efault") && argc > 2 && atoi(argv[2]) >= 0 && atoi(argv[2]) < 6)
 		efault(atoi(argv[2]));
 	else if (!strcmp(what, "eperm"))
 		eperm();
 	else {
-		fprintf(stderr, "usage: bypass-errno all | efault 0..5 | eperm\n");
+		fprintf(stderr, "usage: bypass-errno all | changes | changes-fast | efault 0..5 | eperm\n");
 		return 2;
 	}
 	return 0;
