@@ -9,6 +9,10 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
     bypass-send.py HOST PORT0 threads             three threads take turns (threading.Event)
     bypass-send.py HOST PORT0 processes           parent and forked child take turns
                                                   (multiprocessing.Event)
+    bypass-send.py HOST PORT0 concurrent          eight threads at once (four sockets of
+                                                  their own, four sharing one), after a
+                                                  first datagram
+    bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
     bypass-send.py HOST PORT0 calls               sendto loop, sendmsg (gathered), send,
                                                   os.write and os.writev on a connected
@@ -88,6 +92,41 @@ def threads(host, port0):
         sys.exit(f"a thread failed: {errors[0]}")
     finish(host, port0, 3)
     print(f"sent {n} x 3 from {k} threads")
+
+
+def concurrent(host, port0, warm):
+    """Eight threads sending at once, as fast as they can, 3000 datagrams each: threads 0..3
+    on sockets of their own to destinations 0..3, threads 4..7 sharing one socket, to
+    destinations 4..7. One sender per destination: each must see its numbers in order.
+    warm: one datagram first (to PORT0+8, where nobody listens), so that the shim's port
+    exists before the threads start."""
+    n = 3000
+    shared = udp(host)
+    if warm:
+        shared.sendto(b"warm-up", (host, port0 + 8))
+    start = threading.Barrier(8)
+    errors = []
+
+    def run(i):
+        try:
+            s = udp(host) if i < 4 else shared
+            d = (host, port0 + i)
+            msgs = [proto.make(i, seq, 64 + 16 * i) for seq in range(n)]
+            start.wait()
+            for m in msgs:
+                s.sendto(m, d)
+        except OSError as e:
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        sys.exit(f"a thread failed: {errors[0]}")
+    finish(host, port0, 8)
+    print(f"sent {n} x 8 from 8 threads at once")
 
 
 def processes(host, port0):
@@ -234,5 +273,7 @@ if __name__ == "__main__":
      "dup": lambda: two_sockets(host, port0, True),
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
+     "concurrent": lambda: concurrent(host, port0, True),
+     "concurrent-cold": lambda: concurrent(host, port0, False),
      "calls": lambda: calls(host, port0),
      "multicast": lambda: multicast(host, port0)}[what]()

@@ -12,7 +12,7 @@
 #   bypass-test.sh legacy v4|v6 N SIZE plain|identical   legacy-fanout to fanout-receiver
 #   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
-#   bypass-test.sh patterns twosockets|dup|threads|processes
+#   bypass-test.sh patterns twosockets|dup|threads|processes|concurrent|concurrent-cold
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
@@ -446,8 +446,9 @@ patterns() {
 	k=3 uo='--unordered 2'
 	case $1 in
 	twosockets|dup) k=2 uo= ;;
+	concurrent|concurrent-cold) k=8 uo= ;;
 	threads|processes) ;;
-	*) fail "patterns: twosockets, dup, threads or processes" ;;
+	*) fail "patterns: twosockets, dup, threads, processes, concurrent or concurrent-cold" ;;
 	esac
 	for w in plain bypass; do
 		# shellcheck disable=SC2086 # $uo is a word list
@@ -463,16 +464,23 @@ patterns() {
 	# descriptors, threads or processes.
 	case $1 in
 	twosockets|dup) n=2000 ;;
+	concurrent*) n=3000 ;;
 	threads) n=600 ;;
 	processes) n=400 ;;
 	esac
-	for i in 0 1; do
+	_i=1
+	case $1 in concurrent*) _i=7 ;; esac # one sender per destination: all in order
+	for i in $(seq 0 $_i); do
 		grep -qx "sock $i: $n datagrams: 0-$((n - 1))" "$tmp/recv.bypass" ||
 			fail "$1: destination $i did not see 0..$((n - 1)) in send order"
 	done
 	check_shape "$tmp/pat.bypass.json"
 	check_stats "$tmp/pat.bypass.json" "tot('errors') == 0" "tot('xdp_frames') > 0"
 	case $1 in
+	concurrent-cold)
+		# The threads' first sends while one of them makes the port go by the kernel's
+		# path (no port yet: unavailable), in order all the same.
+		check_stats "$tmp/pat.bypass.json" "len(r) == 1" "fball() == fb('unavailable')" ;;
 	processes)
 		# A forked child may have no port of its own (counted unavailable); nothing
 		# else may go by the kernel's path. (multiprocessing's child ends in _exit: it
