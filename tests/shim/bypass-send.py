@@ -14,6 +14,8 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
                                                   first datagram
     bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
+    bypass-send.py HOST PORT0 descriptors         reconnect, disconnect, dup2 over, a number
+                                                  reused by a new socket
     bypass-send.py HOST PORT0 calls               sendto loop, sendmsg (gathered), send,
                                                   os.write and os.writev on a connected
                                                   socket, sendmmsg (libc through ctypes)
@@ -127,6 +129,53 @@ def concurrent(host, port0, warm):
         sys.exit(f"a thread failed: {errors[0]}")
     finish(host, port0, 8)
     print(f"sent {n} x 8 from 8 threads at once")
+
+
+def descriptors(host, port0):
+    """What a socket's number and peer become: connect to one port, then another (5 times),
+    write(2) after the second; connect(AF_UNSPEC) (no peer: EDESTADDRREQ, then sendto);
+    dup2 of another connected socket onto the number; close, and a new socket that gets the
+    same number, connected elsewhere. Each datagram must reach the destination it names."""
+    import ctypes
+    s = udp(host)
+    seq = [0, 0, 0]
+    out = []
+
+    def snd(i, how):
+        m = proto.make(i, seq[i], 64)
+        try:
+            r = how(m)
+            seq[i] += 1
+        except OSError as e:
+            r = os.strerror(e.errno)
+        out.append(str(r))
+
+    for _ in range(5):
+        s.connect((host, port0))
+        snd(0, s.send)
+        s.connect((host, port0 + 1))
+        snd(1, s.send)
+        snd(1, lambda m: os.write(s.fileno(), m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    unspec = (ctypes.c_ubyte * 16)()
+    out.append(f"disconnect:{libc.connect(s.fileno(), unspec, 16)}")
+    snd(1, s.send)
+    snd(2, lambda m: s.sendto(m, (host, port0 + 2)))
+    t = udp(host)
+    t.connect((host, port0))
+    os.dup2(t.fileno(), s.fileno())
+    snd(0, s.send)
+    n = s.fileno()
+    s.close()
+    t.close()
+    u = udp(host)
+    u.connect((host, port0 + 2))
+    out.append(f"same-number:{u.fileno() == n}")
+    snd(2, u.send)
+    snd(2, lambda m: os.write(u.fileno(), m))
+    finish(host, port0, 3)
+    print(" ".join(out))
+    print("per destination: " + " ".join(str(x) for x in seq))
 
 
 def processes(host, port0):
@@ -273,6 +322,7 @@ if __name__ == "__main__":
      "dup": lambda: two_sockets(host, port0, True),
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
+     "descriptors": lambda: descriptors(host, port0),
      "concurrent": lambda: concurrent(host, port0, True),
      "concurrent-cold": lambda: concurrent(host, port0, False),
      "calls": lambda: calls(host, port0),

@@ -12,7 +12,7 @@
 #   bypass-test.sh legacy v4|v6 N SIZE plain|identical   legacy-fanout to fanout-receiver
 #   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
-#   bypass-test.sh patterns twosockets|dup|threads|processes|concurrent|concurrent-cold
+#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|concurrent|concurrent-cold
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
@@ -447,8 +447,9 @@ patterns() {
 	case $1 in
 	twosockets|dup) k=2 uo= ;;
 	concurrent|concurrent-cold) k=8 uo= ;;
+	descriptors) k=3 uo= ;;
 	threads|processes) ;;
-	*) fail "patterns: twosockets, dup, threads, processes, concurrent or concurrent-cold" ;;
+	*) fail "patterns: twosockets, dup, threads, processes, descriptors, concurrent or concurrent-cold" ;;
 	esac
 	for w in plain bypass; do
 		# shellcheck disable=SC2086 # $uo is a word list
@@ -460,6 +461,17 @@ patterns() {
 	show "$tmp/recv.bypass" "$tmp/pat.bypass.out" "$tmp/pat.bypass.err"
 	same "$tmp/pat.plain.out" "$tmp/pat.bypass.out" "the program's output"
 	same "$tmp/recv.plain" "$tmp/recv.bypass" "what R received"
+	if [ "$1" = descriptors ]; then
+		grep -qx 'sock 0: 6 datagrams: 0-5' "$tmp/recv.bypass" &&
+			grep -qx 'sock 1: 10 datagrams: 0-9' "$tmp/recv.bypass" &&
+			grep -qx 'sock 2: 3 datagrams: 0-2' "$tmp/recv.bypass" || fail "descriptors: R's receiver"
+		# One send without a peer (EDESTADDRREQ) by the kernel's path (not a datagram).
+		check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 1" \
+			"t['xdp_frames'] == t['datagrams'] == 22" "fball() == 1"
+		show_report "$tmp/pat.bypass.json"
+		echo "PASS: patterns descriptors: every datagram to the peer its socket had at the time"
+		return 0
+	fi
 	# Destinations 0 and 1 saw every number in the order it was sent, across sockets,
 	# descriptors, threads or processes.
 	case $1 in
