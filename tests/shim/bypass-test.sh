@@ -16,6 +16,7 @@
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
+#   bypass-test.sh sigsend                               tests/shim/bypass-sigsend.c
 #
 # Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
@@ -507,6 +508,33 @@ patterns() {
 	echo "PASS: patterns $1: exact send order under --bypass"
 }
 
+# ---- signals ----------------------------------------------------------------------------------
+
+# A 50 us timer's handler sends while the main thread is inside the shim's send: the handler's
+# datagrams by the kernel's path (reentered), the main thread's as frames; each stream in order,
+# exactly once.
+sigsend_test() {
+	bin=${TESTS_DIR:?}/bypass-sigsend
+	[ -x "$bin" ] || fail "$bin is not built"
+	rig
+	start_recv "$nsR" recv.bypass dgram 10.77.0.2 40000 2
+	bypass sig "$bin" 10.77.0.2 40000 20000
+	[ "$rc" = 0 ] || { show "$tmp/sig.out" "$tmp/sig.err"; fail "bypass-sigsend: exit $rc"; }
+	end_recv recv.bypass
+	show "$tmp/sig.out" "$tmp/recv.bypass" "$tmp/sig.err"
+	h=$(sed -n 's/^main 20000 handler \([0-9]*\)$/\1/p' "$tmp/sig.out")
+	[ -n "$h" ] && [ "$h" -gt 0 ] || fail "the handler sent nothing"
+	grep -qx 'sock 0: 20000 datagrams: 0-19999' "$tmp/recv.bypass" &&
+		grep -qx "sock 1: $h datagrams: 0-$((h - 1))" "$tmp/recv.bypass" ||
+		fail "R did not get each stream exactly once, in order"
+	check_shape "$tmp/sig.json"
+	check_stats "$tmp/sig.json" "len(r) == 1" "t['errors'] == 0" \
+		"t['datagrams'] == 20002 + $h" "x['reentered'] > 0" \
+		"fball() == x['reentered']" "t['xdp_frames'] >= 20002"
+	show_report "$tmp/sig.json"
+	echo "PASS: a signal handler's sends inside the shim's: by the kernel's path, both streams in order"
+}
+
 # ---- multicast --------------------------------------------------------------------------------
 
 # IPv4 multicast out of xs0 to a group R joined: with IP_MULTICAST_LOOP off the frames carry it;
@@ -679,5 +707,6 @@ patterns) patterns "$2" ;;
 errno) errno_test "$2" ;;
 sendmmsg) sendmmsg_test "$2" ;;
 multicast) multicast_test ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|foreign|patterns|errno|sendmmsg|multicast ..." ;;
+sigsend) sigsend_test ;;
+*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|foreign|patterns|errno|sendmmsg|multicast|sigsend ..." ;;
 esac
