@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
 """The verifying receiver of the bypass tests (bypass-test.sh), run in the receiving namespace.
 
-    bypass-recv.py dgram ADDR PORT0 K [--unordered I,J...]
+    bypass-recv.py dgram ADDR PORT0 K [--unordered I,J...] [--headers]
         K UDP sockets on ADDR:PORT0..PORT0+K-1. Every datagram must be a bypass-proto datagram
         (below), checked byte for byte; socket i stops at its end marker. Prints, per socket,
         the sequence numbers in arrival order as ranges ("sock 0: 0-1999"), so that two runs
         (with and without the shim) can be compared line for line; --unordered sockets print
         theirs sorted (their order is the scheduler's), but each number must still arrive
-        exactly once.
+        exactly once. --headers: also, per socket, how many datagrams came from each source
+        address and port with each TTL and TOS (IPv6: hop limit and traffic class).
         ADDR may be GROUP@IFADDR: the sockets join IPv4 multicast GROUP on IFADDR's interface.
     bypass-recv.py stream ADDR PORT BYTES FILE
         One socket; the payloads, concatenated, go to FILE until BYTES bytes have arrived.
@@ -78,8 +79,37 @@ def ranges(seqs):
     return ",".join(out) if out else "-"
 
 
-def dgram(addr, port0, k, unordered):
+# Ancillary data that says what the IP header held: (level, option to ask, cmsg type, name).
+HEADERS4 = [(socket.IPPROTO_IP, 12, 2, "ttl"), (socket.IPPROTO_IP, 13, 1, "tos")]
+HEADERS6 = [(socket.IPPROTO_IPV6, 51, 52, "hops"), (socket.IPPROTO_IPV6, 66, 67, "tclass")]
+
+
+def header_fields(sock, six):
+    for level, opt, _, _ in HEADERS6 if six else HEADERS4:
+        sock.setsockopt(level, opt, 1)
+
+
+def describe(src, anc, six, eph):
+    """The datagram's source and header fields, as one comparable string. Ports the kernel
+    picks (32768 and up) are shown as "ephemeral N", numbered in the order they first came
+    (eph: this socket's numbering)."""
+    fields = {}
+    for level, typ, data in anc:
+        for lv, _, t, name in HEADERS6 if six else HEADERS4:
+            if level == lv and typ == t:
+                fields[name] = data[0] if name == "tos" else int.from_bytes(data[:4], "little")
+    port = src[1] if src[1] < 32768 else f"ephemeral {eph.setdefault(src[1], len(eph) + 1)}"
+    return f"from {src[0]} port {port} " + " ".join(f"{k} {v}" for k, v in sorted(fields.items()))
+
+
+def dgram(addr, port0, k, unordered, headers=False):
     socks = [bind(addr, port0 + i) for i in range(k)]
+    six = ":" in addr
+    seen = [{} for _ in range(k)]
+    eph = [{} for _ in range(k)]
+    if headers:
+        for s in socks:
+            header_fields(s, six)
     sel = selectors.DefaultSelector()
     for i, s in enumerate(socks):
         sel.register(s, selectors.EVENT_READ, i)
@@ -97,9 +127,12 @@ def dgram(addr, port0, k, unordered):
             i = key.data
             while True:
                 try:
-                    d = socks[i].recv(70000)
+                    d, anc, _, src = socks[i].recvmsg(70000, 256)
                 except BlockingIOError:
                     break
+                if headers:
+                    h = describe(src, anc, six, eph[i])
+                    seen[i][h] = seen[i].get(h, 0) + 1
                 if done[i]:
                     print(f"sock {i}: a datagram after the end marker", file=sys.stderr)
                     bad += 1
@@ -129,6 +162,8 @@ def dgram(addr, port0, k, unordered):
             bad += 1
         shown = sorted(seqs) if i in unordered else seqs
         print(f"sock {i}: {len(seqs)} datagrams: {ranges(shown)}")
+        for h, n in sorted(seen[i].items()):
+            print(f"sock {i}: {n} {h}")
     sys.stdout.flush()
     return 1 if bad else 0
 
@@ -157,10 +192,18 @@ def stream(addr, port, want, path):
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a and a[0] == "dgram":
-        uo = set()
-        if len(a) > 5 and a[4] == "--unordered":
-            uo = {int(x) for x in a[5].split(",")}
-        sys.exit(dgram(a[1], int(a[2]), int(a[3]), uo))
+        uo, hd = set(), False
+        rest = a[4:]
+        while rest:
+            if rest[0] == "--unordered":
+                uo = {int(x) for x in rest[1].split(",")}
+                rest = rest[2:]
+            elif rest[0] == "--headers":
+                hd = True
+                rest = rest[1:]
+            else:
+                sys.exit(__doc__)
+        sys.exit(dgram(a[1], int(a[2]), int(a[3]), uo, hd))
     if a and a[0] == "stream":
         sys.exit(stream(a[1], int(a[2]), int(a[3]), a[4]))
     sys.exit(__doc__)

@@ -14,6 +14,7 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
                                                   first datagram
     bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
+    bypass-send.py HOST PORT0 headers             source address and port, TTL, TOS (v4, v6)
     bypass-send.py HOST PORT0 descriptors         reconnect, disconnect, dup2 over, a number
                                                   reused by a new socket
     bypass-send.py HOST PORT0 calls               sendto loop, sendmsg (gathered), send,
@@ -129,6 +130,52 @@ def concurrent(host, port0, warm):
         sys.exit(f"a thread failed: {errors[0]}")
     finish(host, port0, 8)
     print(f"sent {n} x 8 from 8 threads at once")
+
+
+def headers(host, port0):
+    """What the IP and UDP headers carry (bypass-recv.py --headers shows it): the socket's own
+    address and port (bound to a fixed port, to the interface's address, or picked by the
+    kernel), TTL / hop limit and TOS / traffic class set on the socket, multicast TTL.
+    Destination i gets socket i's datagrams: 100 each (socket 4 connected to its own)."""
+    six = ":" in host
+    ip = socket.IPPROTO_IPV6 if six else socket.IPPROTO_IP
+    ttl = socket.IPV6_UNICAST_HOPS if six else socket.IP_TTL
+    tos = socket.IPV6_TCLASS if six else socket.IP_TOS
+    local = "fd77::1" if six else "10.77.0.1"
+    any_ = "::" if six else "0.0.0.0"
+    socks = []
+    a = udp(host)  # the kernel picks its port at the first send
+    socks.append(a)
+    b = udp(host)
+    b.bind((any_, 20001))
+    socks.append(b)
+    c = udp(host)
+    c.bind((local, 20002))
+    c.setsockopt(ip, ttl, 7)
+    socks.append(c)
+    d = udp(host)
+    d.bind((any_, 20003))
+    d.setsockopt(ip, tos, 0x20)
+    d.setsockopt(ip, ttl, 200)
+    socks.append(d)
+    e = udp(host)  # connected: its address and port chosen by connect
+    e.setsockopt(ip, tos, 0xc0)
+    e.connect((host, port0 + 4))
+    socks.append(e)
+    # IPv4's IP_TOS also sets the socket's priority (rt_tos2priority): 0 for 0x20 and 0xc0
+    # above, 6 for 0xb8 (SO_PRIORITY != 0: the kernel's path); IPV6_TCLASS does not.
+    f = udp(host)
+    f.setsockopt(ip, tos, 0xb8)
+    socks.append(f)
+    for seq in range(100):
+        for i, s in enumerate(socks):
+            m = proto.make(i, seq, 64 + seq)
+            if i == 4:
+                s.send(m)
+            else:
+                s.sendto(m, (host, port0 + i))
+    finish(host, port0, 6)
+    print("headers: 6 sockets x 100")
 
 
 def descriptors(host, port0):
@@ -323,6 +370,7 @@ if __name__ == "__main__":
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
      "descriptors": lambda: descriptors(host, port0),
+     "headers": lambda: headers(host, port0),
      "concurrent": lambda: concurrent(host, port0, True),
      "concurrent-cold": lambda: concurrent(host, port0, False),
      "calls": lambda: calls(host, port0),

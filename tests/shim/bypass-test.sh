@@ -12,7 +12,8 @@
 #   bypass-test.sh legacy v4|v6 N SIZE plain|identical   legacy-fanout to fanout-receiver
 #   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
-#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|concurrent|concurrent-cold
+#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|headers|headers-v6|
+#                           concurrent|concurrent-cold
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
@@ -449,20 +450,39 @@ patterns() {
 	case $1 in
 	twosockets|dup) k=2 uo= ;;
 	concurrent|concurrent-cold) k=8 uo= ;;
+	headers|headers-v6) k=6 uo=--headers ;;
 	descriptors) k=3 uo= ;;
 	threads|processes) ;;
-	*) fail "patterns: twosockets, dup, threads, processes, descriptors, concurrent or concurrent-cold" ;;
+	*) fail "patterns: twosockets, dup, threads, processes, descriptors, headers, headers-v6, concurrent or concurrent-cold" ;;
 	esac
+	peer=10.77.0.2 pat=$1
+	[ "$1" = headers-v6 ] && peer=fd77::2 pat=headers
 	for w in plain bypass; do
 		# shellcheck disable=SC2086 # $uo is a word list
-		start_recv "$nsR" "recv.$w" dgram 10.77.0.2 40000 "$k" $uo
-		"$w" "pat.$w" "$py" "$psend" 10.77.0.2 40000 "$1"
+		start_recv "$nsR" "recv.$w" dgram "$peer" 40000 "$k" $uo
+		"$w" "pat.$w" "$py" "$psend" "$peer" 40000 "$pat"
 		[ "$rc" = 0 ] || { show "$tmp/pat.$w.out" "$tmp/pat.$w.err"; fail "$1 ($w): exit $rc"; }
 		end_recv "recv.$w"
 	done
 	show "$tmp/recv.bypass" "$tmp/pat.bypass.out" "$tmp/pat.bypass.err"
 	same "$tmp/pat.plain.out" "$tmp/pat.bypass.out" "the program's output"
 	same "$tmp/recv.plain" "$tmp/recv.bypass" "what R received"
+	case $1 in headers*)
+		# The same sources, TTLs and TOS as the kernel's datagrams (compared above).
+		grep -q "^sock 3: 100 from .* port 20003 .*200" "$tmp/recv.bypass" || fail "headers: socket 3"
+		# IPv4 IP_TOS 0xb8 gives the socket priority 6: its 100 by the kernel's path.
+		if [ "$1" = headers ]; then
+			check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 0" \
+				"t['datagrams'] == 606" "t['xdp_frames'] == 506" "x['sockopt'] == 100" \
+				"fball() == 100"
+		else
+			check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 0" \
+				"t['xdp_frames'] == t['datagrams'] == 606" "fball() == 0"
+		fi
+		show_report "$tmp/pat.bypass.json"
+		echo "PASS: patterns $1: the frames' addresses, ports, TTL and TOS are the kernel's"
+		return 0 ;;
+	esac
 	if [ "$1" = descriptors ]; then
 		grep -qx 'sock 0: 6 datagrams: 0-5' "$tmp/recv.bypass" &&
 			grep -qx 'sock 1: 10 datagrams: 0-9' "$tmp/recv.bypass" &&
