@@ -10,7 +10,8 @@
 # fixed, but only inside the test's own namespaces.
 #
 #   bypass-test.sh legacy v4|v6 N SIZE plain|identical   legacy-fanout to fanout-receiver
-#   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6
+#   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6 | legacy-gateway v4|v6
+#                  | legacy-default v4|v6 | legacy-noiface
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
 #   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|headers|headers-v6|
 #                           concurrent|concurrent-cold
@@ -65,13 +66,14 @@ rig() {
 		fail "cannot lift R's ICMP rate limits"
 }
 
-# bypass NAME PROGRAM...: PROGRAM in S under multisend-run --bypass --xdp-iface xs0, the
+# bypass NAME PROGRAM...: PROGRAM in S under multisend-run --bypass $xopt (--xdp-iface xs0), the
 # report in $tmp/NAME.json, stdout in $tmp/NAME.out, stderr in $tmp/NAME.err; its exit
 # status in $rc. Skips when the shim says the bypass is unavailable.
 bypass() {
 	_name=$1
 	shift
-	inns "$nsS" "$run" --bypass --xdp-iface xs0 --stats "$tmp/$_name.json" -- "$@" \
+	# shellcheck disable=SC2086 # $xopt is one option and its value, or nothing
+	inns "$nsS" "$run" --bypass $xopt --stats "$tmp/$_name.json" -- "$@" \
 		>"$tmp/$_name.out" 2>"$tmp/$_name.err"
 	rc=$?
 	# A forked child may say so for itself (its parent's port is not its own): only when no
@@ -92,6 +94,8 @@ try:
 except (OSError, ValueError, KeyError):
     print(0)' "$1"
 }
+
+xopt='--xdp-iface xs0'
 
 # plain NAME PROGRAM...: the same in S without the shim.
 plain() {
@@ -212,6 +216,26 @@ legacy() {
 	neigh)
 		ipq -n "$nsS" neigh del 10.77.0.2 dev xs0 && ipq -n "$nsS" neigh del fd77::2 dev xs0 ||
 			fail "neigh del" ;;
+	gateway|default)
+		# R's addresses 10.55.0.5 and fd55::5 (on its loopback) through R as a gateway:
+		# frames to R's link-layer address with another IP destination. default: by
+		# S's default routes, and no --xdp-iface: the shim finds xs0 by itself.
+		ipq -n "$nsR" addr add 10.55.0.5/32 dev lo && ipq -n "$nsR" addr add fd55::5/128 dev lo ||
+			fail "R's loopback addresses"
+		if [ "$kind" = gateway ]; then
+			ipq -n "$nsS" route add 10.55.0.0/24 via 10.77.0.2 &&
+				ipq -n "$nsS" -6 route add fd55::/64 via fd77::2 || fail "routes via R"
+		else
+			ipq -n "$nsS" route add default via 10.77.0.2 &&
+				ipq -n "$nsS" -6 route add default via fd77::2 || fail "default routes"
+			xopt=''
+		fi
+		addr=10.55.0.5
+		[ "$fam" = v6 ] && addr='[fd55::5]' ;;
+	noiface)
+		# No default route and no --xdp-iface: the shim says it has no interface, and
+		# every send goes by the kernel's path (counted unavailable).
+		xopt='' ;;
 	esac
 	base=20000
 	bg inns "$recvns" "$recv_bin" --listen "$addr:$base" --subscribers "$n" --messages "$m" \
@@ -219,8 +243,18 @@ legacy() {
 	recvpid=$bgpid
 	wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 ||
 		{ show "$tmp/receiver.err"; fail "fanout-receiver did not start"; }
-	bypass legacy "$legacy_bin" --dest "$addr:$base" --subscribers "$n" --messages "$m" \
-		--rate "$rate" --size "$size" $vopt $v6
+	if [ "$kind" = noiface ]; then
+		inns "$nsS" "$run" --bypass --stats "$tmp/legacy.json" -- "$legacy_bin" \
+			--dest "$addr:$base" --subscribers "$n" --messages "$m" --rate "$rate" \
+			--size "$size" $vopt $v6 >"$tmp/legacy.out" 2>"$tmp/legacy.err"
+		rc=$?
+		grep -q 'kernel bypass unavailable, .*no IPv4 default route' "$tmp/legacy.err" ||
+			{ show "$tmp/legacy.err"; fail "no warning: no interface and no default route"; }
+		[ "$(grep -c . "$tmp/legacy.err")" = 1 ] || { show "$tmp/legacy.err"; fail "more than one warning"; }
+	else
+		bypass legacy "$legacy_bin" --dest "$addr:$base" --subscribers "$n" --messages "$m" \
+			--rate "$rate" --size "$size" $vopt $v6
+	fi
 	[ "$rc" = 0 ] || { show "$tmp/legacy.out" "$tmp/legacy.err"; fail "legacy-fanout exited with $rc"; }
 	wait "$recvpid" || { show "$tmp/receiver" "$tmp/receiver.err"; fail "receiver: exit $?"; }
 	show "$tmp/receiver" "$tmp/legacy.out" "$tmp/legacy.err"
@@ -231,7 +265,7 @@ legacy() {
 		"t['datagrams'] == $total" "t['bytes'] == $total * $size" "t['errors'] == 0" \
 		"t['calls_by']['sendto'] == $total"
 	case $kind in
-	'')
+	''|gateway|default)
 		# One kick per call (nothing deferred, nothing gathered).
 		check_stats "$tmp/legacy.json" "t['xdp_frames'] == $total" "sum(x.values()) == 0" \
 			"t['xdp_kicks'] == $total" ;;
@@ -240,6 +274,9 @@ legacy() {
 			"sum(x.values()) == $total" ;;
 	mtu)
 		check_stats "$tmp/legacy.json" "t['xdp_frames'] == 0" "x['mtu'] == $total" \
+			"sum(x.values()) == $total" ;;
+	noiface)
+		check_stats "$tmp/legacy.json" "t['xdp_frames'] == 0" "x['unavailable'] == $total" \
 			"sum(x.values()) == $total" ;;
 	neigh)
 		# The first datagram finds no neighbour entry (the kernel resolves it); from some
@@ -722,11 +759,14 @@ legacy) legacy "$2" "$3" "$4" "$5" ;;
 legacy-local) legacy v4 64 64 plain local ;;
 legacy-mtu) legacy "$2" 64 1400 plain mtu ;;
 legacy-neigh) legacy "$2" 64 64 plain neigh ;;
+legacy-gateway) legacy "$2" 64 64 plain gateway ;;
+legacy-default) legacy "$2" 64 64 plain default ;;
+legacy-noiface) legacy v4 64 64 plain noiface ;;
 foreign) foreign "$2" ;;
 patterns) patterns "$2" ;;
 errno) errno_test "$2" ;;
 sendmmsg) sendmmsg_test "$2" ;;
 multicast) multicast_test ;;
 sigsend) sigsend_test ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|foreign|patterns|errno|sendmmsg|multicast|sigsend ..." ;;
+*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend ..." ;;
 esac
