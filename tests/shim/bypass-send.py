@@ -14,6 +14,7 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
                                                   first datagram
     bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
+    bypass-send.py HOST PORT0 highfd              a socket numbered past the shim's table
     bypass-send.py HOST PORT0 headers             source address and port, TTL, TOS (v4, v6)
     bypass-send.py HOST PORT0 descriptors         reconnect, disconnect, dup2 over, a number
                                                   reused by a new socket
@@ -176,6 +177,51 @@ def headers(host, port0):
                 s.sendto(m, (host, port0 + i))
     finish(host, port0, 6)
     print("headers: 6 sockets x 100")
+
+
+def highfd(host, port0):
+    """A socket whose number is past the shim's table (70000, RLIMIT_NOFILE raised): it
+    cannot see what happens to that number (connect, dup2 over it), so those sends go by the
+    kernel's path; a socket with a low number alongside goes as frames. 100 datagrams on the
+    high number unconnected to destination 0, 100 on the low one to destination 1, then the
+    high number connected to destination 2 (50), reconnected to 0 (50), and a socket
+    dup2'd over it connected to 1 (50)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 70001
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+    except (ValueError, OSError):
+        print(f"cannot raise RLIMIT_NOFILE to {want} (hard limit {hard}, no CAP_SYS_RESOURCE)",
+              file=sys.stderr)
+        sys.exit(77)
+    seq = [0, 0, 0]
+
+    def m(i):
+        seq[i] += 1
+        return proto.make(i, seq[i] - 1, 100)
+
+    low = udp(host)
+    tmp = udp(host)
+    os.dup2(tmp.fileno(), 70000)
+    tmp.close()
+    high = socket.socket(fileno=70000)
+    for _ in range(100):
+        high.sendto(m(0), (host, port0))
+        low.sendto(m(1), (host, port0 + 1))
+    high.connect((host, port0 + 2))
+    for _ in range(50):
+        high.send(m(2))
+    high.connect((host, port0))
+    for _ in range(50):
+        high.send(m(0))
+    other = udp(host)
+    other.connect((host, port0 + 1))
+    os.dup2(other.fileno(), 70000)
+    for _ in range(50):
+        high.send(m(1))
+    finish(host, port0, 3)
+    print("per destination: " + " ".join(str(x) for x in seq))
 
 
 def descriptors(host, port0):
@@ -370,6 +416,7 @@ if __name__ == "__main__":
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
      "descriptors": lambda: descriptors(host, port0),
+     "highfd": lambda: highfd(host, port0),
      "headers": lambda: headers(host, port0),
      "concurrent": lambda: concurrent(host, port0, True),
      "concurrent-cold": lambda: concurrent(host, port0, False),
