@@ -7,7 +7,7 @@
         the sequence numbers in arrival order as ranges ("sock 0: 0-1999"), so that two runs
         (with and without the shim) can be compared line for line; --unordered sockets print
         theirs sorted (their order is the scheduler's), but each number must still arrive
-        exactly once. --headers: also, per socket, how many datagrams came from each source
+        exactly once. Empty datagrams are counted and shown where they came. --headers: also, per socket, how many datagrams came from each source
         address and port with each TTL and TOS (IPv6: hop limit and traffic class).
         ADDR may be GROUP@IFADDR: the sockets join IPv4 multicast GROUP on IFADDR's interface.
     bypass-recv.py stream ADDR PORT BYTES FILE
@@ -107,6 +107,7 @@ def dgram(addr, port0, k, unordered, headers=False):
     six = ":" in addr
     seen = [{} for _ in range(k)]
     eph = [{} for _ in range(k)]
+    empty = [0] * k
     if headers:
         for s in socks:
             header_fields(s, six)
@@ -137,6 +138,10 @@ def dgram(addr, port0, k, unordered, headers=False):
                     print(f"sock {i}: a datagram after the end marker", file=sys.stderr)
                     bad += 1
                     continue
+                if not d:
+                    empty[i] += 1
+                    got[i].append("empty")
+                    continue
                 if len(d) < HDR.size:
                     print(f"sock {i}: {len(d)} bytes, shorter than a header", file=sys.stderr)
                     bad += 1
@@ -156,7 +161,11 @@ def dgram(addr, port0, k, unordered, headers=False):
                     continue
                 got[i].append(seq)
     for i in range(k):
-        seqs = got[i]
+        if empty[i]:
+            # Where the empty datagrams came among the others.
+            print(f"sock {i}: {empty[i]} empty datagrams: " +
+                  " ".join(str(x) for x in got[i]))
+        seqs = [x for x in got[i] if x != "empty"]
         if len(set(seqs)) != len(seqs):
             print(f"sock {i}: {len(seqs) - len(set(seqs))} duplicates", file=sys.stderr)
             bad += 1

@@ -14,6 +14,7 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
                                                   first datagram
     bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
+    bypass-send.py HOST PORT0 zerolength          calls that send no bytes
     bypass-send.py HOST PORT0 highfd              a socket numbered past the shim's table
     bypass-send.py HOST PORT0 headers             source address and port, TTL, TOS (v4, v6)
     bypass-send.py HOST PORT0 descriptors         reconnect, disconnect, dup2 over, a number
@@ -224,6 +225,48 @@ def highfd(host, port0):
     print("per destination: " + " ".join(str(x) for x in seq))
 
 
+def zerolength(host, port0):
+    """Calls that send no bytes, each between two numbered datagrams: on a connected socket
+    (destination 0) write, writev of no buffer and of two empty ones, send, sendmsg of
+    nothing; unconnected (destination 1) sendto, sendmsg with no buffer and with empty ones,
+    sendmmsg with an empty message in the middle. The kernel sends an empty datagram for
+    some (not for a writev of 0 bytes, which never reaches the socket)."""
+    c = udp(host)
+    c.connect((host, port0))
+    u = udp(host)
+    d1 = (host, port0 + 1)
+    seq = [0, 0]
+    out = []
+
+    def num(i):
+        m = proto.make(i, seq[i], 32)
+        seq[i] += 1
+        if i == 0:
+            c.send(m)
+        else:
+            u.sendto(m, d1)
+
+    for name, call in (("write", lambda: os.write(c.fileno(), b"")),
+                       ("writev0", lambda: os.writev(c.fileno(), [])),
+                       ("writev2", lambda: os.writev(c.fileno(), [b"", b""])),
+                       ("send", lambda: c.send(b"")),
+                       ("sendmsg", lambda: c.sendmsg([]))):
+        num(0)
+        out.append(f"{name}:{call()}")
+    num(0)
+    for name, call in (("sendto", lambda: u.sendto(b"", d1)),
+                       ("sendmsg0", lambda: u.sendmsg([], [], 0, d1)),
+                       ("sendmsg2", lambda: u.sendmsg([b"", b""], [], 0, d1)),
+                       ("sendmmsg", lambda: sendmmsg(u.fileno(), [
+                           (proto.make(1, 1000, 32), d1), (b"", d1),
+                           (proto.make(1, 1001, 32), d1)]))):
+        num(1)
+        out.append(f"{name}:{call()}")
+    num(1)
+    finish(host, port0, 2)
+    print(" ".join(out))
+
+
 def descriptors(host, port0):
     """What a socket's number and peer become: connect to one port, then another (5 times),
     write(2) after the second; connect(AF_UNSPEC) (no peer: EDESTADDRREQ, then sendto);
@@ -416,6 +459,7 @@ if __name__ == "__main__":
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
      "descriptors": lambda: descriptors(host, port0),
+     "zerolength": lambda: zerolength(host, port0),
      "highfd": lambda: highfd(host, port0),
      "headers": lambda: headers(host, port0),
      "concurrent": lambda: concurrent(host, port0, True),

@@ -13,8 +13,8 @@
 #   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6 | legacy-gateway v4|v6
 #                  | legacy-default v4|v6 | legacy-noiface
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
-#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|highfd|headers|headers-v6|
-#                           concurrent|concurrent-cold
+#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|zerolength|highfd|
+#                           headers|headers-v6|concurrent|concurrent-cold
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
@@ -489,8 +489,9 @@ patterns() {
 	concurrent|concurrent-cold) k=8 uo= ;;
 	headers|headers-v6) k=6 uo=--headers ;;
 	descriptors|highfd) k=3 uo= ;;
+	zerolength) k=2 uo= ;;
 	threads|processes) ;;
-	*) fail "patterns: twosockets, dup, threads, processes, descriptors, highfd, headers, headers-v6, concurrent or concurrent-cold" ;;
+	*) fail "patterns: twosockets, dup, threads, processes, descriptors, zerolength, highfd, headers, headers-v6, concurrent or concurrent-cold" ;;
 	esac
 	peer=10.77.0.2 pat=$1
 	[ "$1" = headers-v6 ] && peer=fd77::2 pat=headers
@@ -521,6 +522,13 @@ patterns() {
 		echo "PASS: patterns $1: the frames' addresses, ports, TTL and TOS are the kernel's"
 		return 0 ;;
 	esac
+	if [ "$1" = zerolength ]; then
+		# (compared above: the same empty datagrams, in the same places.)
+		check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 0" "t['xdp_frames'] > 0"
+		show_report "$tmp/pat.bypass.json"
+		echo "PASS: patterns zerolength: the same empty datagrams as the kernel's"
+		return 0
+	fi
 	if [ "$1" = highfd ]; then
 		grep -qx 'sock 0: 150 datagrams: 0-149' "$tmp/recv.bypass" &&
 			grep -qx 'sock 1: 150 datagrams: 0-149' "$tmp/recv.bypass" &&
