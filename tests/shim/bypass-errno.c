@@ -4,7 +4,8 @@
  * sending namespace (tests/harness.sh ns_pair_up: xs0 10.77.0.1/24 fd77::1/64, the peer
  * 10.77.0.2 fd77::2, plus the routes bypass-test.sh adds: unreachable 10.98.0.0/24 and
  * 2001:db8:98::/64, prohibit 10.97.0.0/24 and 2001:db8:97::/64, blackhole 10.96.0.0/24, and
- * another veth pair, xs1 10.88.0.1/24 to 10.88.0.2),
+ * another veth pair, xs1 10.88.0.1/24 to 10.88.0.2, and a rule: fwmark 1 looks up table 100,
+ * where 10.77.0.2 is unreachable),
  * one line per case: its name and the result(s), a byte count or an errno name. Run without
  * the shim and under multisend-run --bypass: the outputs must be identical.
  *
@@ -171,6 +172,18 @@ static void all(void)
 	v6case("prohibit_v6", "2001:db8:97::1", 64);
 	v4case("blackhole_v4", "10.96.0.1", 64);
 	v4case("lbcast_noopt", "255.255.255.255", 64);
+	/* Policy routing by the socket's mark: mark 1 looks up table 100, where the peer is
+	 * unreachable; mark 2 has no rule. */
+	for (int mark = 1; mark <= 2; mark++) {
+		fd = sock(AF_INET);
+		if (setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) == 0)
+			line(mark == 1 ? "so_mark_1_table_100" : "so_mark_2",
+			     "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+		else
+			line(mark == 1 ? "so_mark_1_table_100" : "so_mark_2", "setsockopt %s",
+			     strerrorname_np(errno));
+		close(fd);
+	}
 	fd = sock(AF_INET6);
 	setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one_, sizeof(one_));
 	{
