@@ -332,11 +332,12 @@ foreign() {
 		# Everything it sends the frames can carry: sendto, sendmsg gathered from three
 		# buffers, send, write and writev on a connected socket, sendmmsg. Kicks: one per
 		# call; a vector of 64 frames takes two (in copy mode the kernel transmits at most
-		# 32 frames per kick, TX_BATCH_SIZE): 10 of the sendmmsg calls.
+		# 32 frames per kick, TX_BATCH_SIZE): 10 of the sendmmsg calls; the one of 1100
+		# (1024 sent, as the kernel does) 32.
 		check_stats "$tmp/py.bypass.json" "len(r) == 1" "t['errors'] == 0" \
 			"t['xdp_frames'] == t['datagrams']" "sum(x.values()) == 0" \
-			"t['calls_by']['sendmmsg'] == 30" "t['calls_by']['write'] + t['calls_by']['writev'] == 200" \
-			"t['calls'] <= t['xdp_kicks'] <= t['calls'] + 10" ;;
+			"t['calls_by']['sendmmsg'] == 31" "t['calls_by']['write'] + t['calls_by']['writev'] == 200" \
+			"t['calls'] <= t['xdp_kicks'] <= t['calls'] + 10 + 31" ;;
 	perl)
 		need perl
 		perl -MIO::Socket::INET -e 1 2>/dev/null || skip "perl has no IO::Socket::INET"
