@@ -211,8 +211,11 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 {
 	*syscalls = 0;
 	unsigned why = shim_why(e, info, s->flags, s->control);
-	if (!why && (s->iovcnt > IOV_MAX || !e))
-		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen */
+	if (!why && (s->iovcnt > IOV_MAX || !e ||
+		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
+		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen;
+		                        a write of nothing sends nothing on a socket (a send of
+		                        nothing sends an empty datagram) */
 	struct ms__xport *p = why ? NULL : shim_xport();
 	if (!why && !p)
 		why = SHIM_XR_UNAVAILABLE;
