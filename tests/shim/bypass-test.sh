@@ -19,6 +19,7 @@
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
 #   bypass-test.sh sigsend                               tests/shim/bypass-sigsend.c
+#   bypass-test.sh live                                  multisend-stat's final shim slot
 #
 # Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
@@ -725,6 +726,39 @@ errno_test() {
 	echo "PASS: bypass-errno $what: the same results under --bypass"
 }
 
+# ---- live counters ------------------------------------------------------------------------------
+
+# bypass-errno all (a send for nearly every reason) under --stats-shm: once it has exited,
+# multisend-stat's final "shim" slot carries the report's numbers, every xdp counter included.
+live_test() {
+	bin=${TESTS_DIR:?}/bypass-errno
+	stat=${STAT_BIN:?}
+	[ -x "$bin" ] && [ -x "$stat" ] || fail "$bin or $stat is not built"
+	rig
+	routes
+	xopt="--xdp-iface xs0 --stats-shm $tmp/live-%p"
+	bypass live "$bin" all
+	[ "$rc" = 0 ] || { show "$tmp/live.out" "$tmp/live.err"; fail "bypass-errno: exit $rc"; }
+	set -- "$tmp"/live-*
+	[ $# = 1 ] && [ -s "$1" ] || fail "expected one live-counter file, found: $*"
+	timeout 20 "$stat" --json --interval 100 "$1" >"$tmp/after" 2>"$tmp/after.err" ||
+		{ show "$tmp/after.err"; fail "multisend-stat: exit $?"; }
+	"$py" - "$tmp/after" "$tmp/live.json" <<'PY' || { show "$tmp/after" "$tmp/live.json"; fail "live counters"; }
+import json, sys
+last = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][-1]
+z = [s for s in last["slots"] if s["name"] == "shim"][0]["counters"]
+t = json.loads(open(sys.argv[2]).readline())["total"]
+want = {"calls": t["calls"], "datagrams": t["datagrams"], "xdp_frames": t["xdp_frames"],
+        "xdp_kicks": t["xdp_kicks"]}
+want.update({"xdp_fallback_" + k: v for k, v in t["xdp_fallback"].items()})
+bad = {k: (z.get(k), v) for k, v in want.items() if z.get(k) != v}
+if bad:
+    sys.exit("live counter != report: %s" % bad)
+print("live counters = report: %s" % {k: v for k, v in want.items() if v})
+PY
+	echo "PASS: the live counters' xdp numbers are the report's"
+}
+
 # ---- sendmmsg ----------------------------------------------------------------------------------
 
 sendmmsg_test() {
@@ -791,5 +825,6 @@ errno) errno_test "$2" ;;
 sendmmsg) sendmmsg_test "$2" ;;
 multicast) multicast_test ;;
 sigsend) sigsend_test ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend ..." ;;
+live) live_test ;;
+*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend|live ..." ;;
 esac
