@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
+#include <linux/net_tstamp.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <time.h>
@@ -323,6 +324,32 @@ static void all(void)
 		c->cmsg_len = 3;
 		r = sendmsg(fd, &mh, 0);
 		line("sendmsg_bad_cmsg", "%s", bp_result(r, errno, b, sizeof(b)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		/* UDP_CORK: the sends make one datagram, sent when it is uncorked. */
+		int on = 1, off = 0;
+		setsockopt(fd, IPPROTO_UDP, UDP_CORK, &on, sizeof(on));
+		line("udp_cork_10", "%s", to(fd, 10, 0, &peer, sizeof(peer)));
+		line("udp_cork_20", "%s", to(fd, 20, 0, &peer, sizeof(peer)));
+		line("udp_uncork", "%s", setsockopt(fd, IPPROTO_UDP, UDP_CORK, &off, sizeof(off)) ?
+					     strerrorname_np(errno) : "0");
+		line("after_uncork", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		const unsigned char opts[4] = { 1, 1, 1, 0 }; /* NOP NOP NOP EOL */
+		setsockopt(fd, IPPROTO_IP, IP_OPTIONS, opts, sizeof(opts));
+		line("ip_options", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
+	}
+	close(fd);
+	fd = sock(AF_INET);
+	{
+		int ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof(ts));
+		line("so_timestamping_tx", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
 	}
 	close(fd);
 	fd = sock(AF_INET);
