@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The shim's bypass mode (multisend-run --bypass, docs: BYPASS-SPEC / libmultisend-preload(7)):
+# The shim's bypass mode (multisend-run --bypass; docs/shim.md, "Bypass mode"):
 # every send the AF_XDP path can carry goes at once as a frame, everything else by the kernel's
 # path in the same call, and the program can tell no difference. Every test makes its own
 # two network namespaces (tests/harness.sh ns_pair_up: S with xs0 10.77.0.1 fd77::1, R with
@@ -21,7 +21,7 @@
 #   bypass-test.sh sigsend                               tests/shim/bypass-sigsend.c
 #   bypass-test.sh live                                  multisend-stat's final shim slot
 #
-# Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR). Exit status: 0 pass,
+# Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR, STAT_BIN). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
 # "kernel bypass ... unavailable" warning, a program not installed). POSIX sh (dash).
 set -u
