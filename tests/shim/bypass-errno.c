@@ -255,6 +255,43 @@ static void all(void)
 		line(fam == AF_INET ? "refused_write_v4" : "refused_write_v6", "%s", list + 1);
 		close(fd);
 	}
+	/* A pending error is the next send's, whatever its address: sendto another port on
+	 * the connected socket, writev. */
+	for (int fam = AF_INET; fam; fam = fam == AF_INET ? AF_INET6 : 0) {
+		struct sockaddr_in o4 = v4("10.77.0.2", PORT + 1);
+		struct sockaddr_in6 o6 = v6("fd77::2", PORT + 1);
+		const void *o = fam == AF_INET ? (const void *)&o4 : (const void *)&o6;
+		socklen_t ol = fam == AF_INET ? sizeof(o4) : sizeof(o6);
+		struct iovec iov = { msg, 64 };
+
+		fd = sock(fam);
+		if (fam == AF_INET)
+			connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+		else
+			connect(fd, (struct sockaddr *)&peer6, sizeof(peer6));
+		list[0] = 0;
+		/* Waited for after each datagram to the peer; the other port's ICMP errors match
+		 * no socket (the connected one's peer is port 9) and are never waited for. */
+		for (int k = 0; k < 3; k++) {
+			ssize_t r = send(fd, msg, 64, 0);
+			strcat(list, " ");
+			strcat(list, bp_result(r, errno, b, sizeof(b)));
+			if (r >= 0)
+				wait_error(fd);
+			for (int j = 0; j < 2; j++) {
+				strcat(list, " ");
+				strcat(list, to(fd, 64, 0, o, ol));
+			}
+			r = writev(fd, &iov, 1);
+			strcat(list, " ");
+			strcat(list, bp_result(r, errno, b, sizeof(b)));
+			if (r >= 0)
+				wait_error(fd);
+		}
+		line(fam == AF_INET ? "refused_sendto_other_v4" : "refused_sendto_other_v6", "%s",
+		     list + 1);
+		close(fd);
+	}
 
 	/* Refused at the call. */
 	fd = sock(AF_INET);
