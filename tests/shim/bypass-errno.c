@@ -4,8 +4,9 @@
  * sending namespace (tests/harness.sh ns_pair_up: xs0 10.77.0.1/24 fd77::1/64, the peer
  * 10.77.0.2 fd77::2, plus the routes bypass-test.sh adds: unreachable 10.98.0.0/24 and
  * 2001:db8:98::/64, prohibit 10.97.0.0/24 and 2001:db8:97::/64, blackhole 10.96.0.0/24, and
- * another veth pair, xs1 10.88.0.1/24 to 10.88.0.2, and a rule: fwmark 1 looks up table 100,
- * where 10.77.0.2 is unreachable),
+ * another veth pair, xs1 10.88.0.1/24 to 10.88.0.2, a rule: fwmark 1 looks up table 100,
+ * where 10.77.0.2 is unreachable, and routes with an MTU of their own via the peer to its
+ * loopback addresses 10.55.0.5 and fd55::5),
  * one line per case: its name and the result(s), a byte count or an errno name. Run without
  * the shim and under multisend-run --bypass: the outputs must be identical.
  *
@@ -192,6 +193,27 @@ static void all(void)
 		line("v4_mapped_v6only", "%s", to(fd, 64, 0, &m, sizeof(m)));
 	}
 	close(fd);
+
+	/* A route's own MTU, below the device's: 10.55.0.5 via the peer, mtu lock 1000 (972 B
+	 * of payload in one packet); fd55::5 via the peer, mtu 1280 (1232 B). */
+	{
+		struct sockaddr_in g = v4("10.55.0.5", PORT);
+		struct sockaddr_in6 g6 = v6("fd55::5", PORT);
+		int pm = IP_PMTUDISC_DO;
+
+		fd = sock(AF_INET);
+		line("route_mtu_972", "%s", to(fd, 972, 0, &g, sizeof(g)));
+		line("route_mtu_1200", "%s", to(fd, 1200, 0, &g, sizeof(g)));
+		setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pm, sizeof(pm));
+		line("route_mtu_do_972", "%s", to(fd, 972, 0, &g, sizeof(g)));
+		line("route_mtu_do_973", "%s", to(fd, 973, 0, &g, sizeof(g)));
+		close(fd);
+		fd = sock(AF_INET6);
+		setsockopt(fd, IPPROTO_IPV6, IPV6_DONTFRAG, &one_, sizeof(one_));
+		line("route_mtu_v6_1232", "%s", to(fd, 1232, 0, &g6, sizeof(g6)));
+		line("route_mtu_v6_1233", "%s", to(fd, 1233, 0, &g6, sizeof(g6)));
+		close(fd);
+	}
 
 	/* Broadcast, with and without SO_BROADCAST. */
 	v4case("bcast_noopt", "10.77.0.255", 64);
