@@ -14,6 +14,8 @@ HOST:PORT0+i and carries stream i. Each ends with an end marker to every destina
                                                   first datagram
     bypass-send.py HOST PORT0 concurrent-cold     the same, the first sends at once
     bypass-send.py GROUP PORT0 multicast          IPv4 multicast, IP_MULTICAST_LOOP off and on
+    bypass-send.py HOST PORT0 closeall            close_range, close and dup2 over numbers
+                                                  the program did not open
     bypass-send.py HOST PORT0 zerolength          calls that send no bytes
     bypass-send.py HOST PORT0 highfd              a socket numbered past the shim's table
     bypass-send.py HOST PORT0 headers             source address and port, TTL, TOS (v4, v6)
@@ -268,6 +270,51 @@ def zerolength(host, port0):
     print(" ".join(out))
 
 
+def closeall(host, port0):
+    """What daemons do to descriptors they did not open, after the shim's port exists:
+    os.closerange over everything (close_range), then close(2) on every number up to 1024,
+    then dup2 of a socket onto each number the program does not know of (the port's, under
+    the shim). After each, 100 more datagrams to destination 0, from a new socket: all must
+    arrive, in order."""
+    seq = 0
+
+    def burst(s):
+        nonlocal seq
+        for _ in range(100):
+            s.sendto(proto.make(0, seq, 64), (host, port0))
+            seq += 1
+
+    s = udp(host)
+    burst(s)
+    s.detach()  # (its number is closed below; the object must not close it again)
+    os.closerange(3, 1 << 16)
+    s = udp(host)
+    burst(s)
+    mine = s.fileno()
+    for fd in range(3, 1024):
+        if fd != mine:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    burst(s)
+    # Numbers open that the program did not open: dup2 over them.
+    d = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    names = os.listdir(d)
+    os.close(d)
+    for fd in (int(x) for x in names):
+        if fd > 2 and fd not in (mine, d):
+            try:
+                os.dup2(mine, fd)
+            except OSError:
+                pass
+    burst(s)
+    s2 = udp(host)
+    burst(s2)
+    finish(host, port0, 1)
+    print(f"closeall: {seq} datagrams")
+
+
 def descriptors(host, port0):
     """What a socket's number and peer become: connect to one port, then another (5 times),
     write(2) after the second; connect(AF_UNSPEC) (no peer: EDESTADDRREQ, then sendto);
@@ -466,6 +513,7 @@ if __name__ == "__main__":
      "threads": lambda: threads(host, port0),
      "processes": lambda: processes(host, port0),
      "descriptors": lambda: descriptors(host, port0),
+     "closeall": lambda: closeall(host, port0),
      "zerolength": lambda: zerolength(host, port0),
      "highfd": lambda: highfd(host, port0),
      "headers": lambda: headers(host, port0),

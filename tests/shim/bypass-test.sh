@@ -13,7 +13,7 @@
 #   bypass-test.sh legacy-local | legacy-mtu v4|v6 | legacy-neigh v4|v6 | legacy-gateway v4|v6
 #                  | legacy-default v4|v6 | legacy-noiface
 #   bypass-test.sh foreign python|perl|socat|nc|sockperf|iperf3
-#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|zerolength|highfd|
+#   bypass-test.sh patterns twosockets|dup|threads|processes|descriptors|closeall|zerolength|highfd|
 #                           headers|headers-v6|concurrent|concurrent-cold
 #   bypass-test.sh errno all|changes|changes-fast|efault|eperm   tests/shim/bypass-errno.c
 #   bypass-test.sh sendmmsg v4|v6                        tests/shim/bypass-sendmmsg.c
@@ -492,8 +492,9 @@ patterns() {
 	headers|headers-v6) k=6 uo=--headers ;;
 	descriptors|highfd) k=3 uo= ;;
 	zerolength) k=2 uo= ;;
+	closeall) k=1 uo= ;;
 	threads|processes) ;;
-	*) fail "patterns: twosockets, dup, threads, processes, descriptors, zerolength, highfd, headers, headers-v6, concurrent or concurrent-cold" ;;
+	*) fail "patterns: twosockets, dup, threads, processes, descriptors, closeall, zerolength, highfd, headers, headers-v6, concurrent or concurrent-cold" ;;
 	esac
 	peer=10.77.0.2 pat=$1
 	[ "$1" = headers-v6 ] && peer=fd77::2 pat=headers
@@ -524,6 +525,16 @@ patterns() {
 		echo "PASS: patterns $1: the frames' addresses, ports, TTL and TOS are the kernel's"
 		return 0 ;;
 	esac
+	if [ "$1" = closeall ]; then
+		grep -qx 'sock 0: 500 datagrams: 0-499' "$tmp/recv.bypass" || fail "closeall: R's receiver"
+		# close_range and close leave the port alone (frames go on); a dup2 over its
+		# descriptors makes it give them up (the kernel's path from then on).
+		check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 0" \
+			"t['xdp_frames'] >= 300" "t['xdp_frames'] + fball() == t['datagrams']"
+		show_report "$tmp/pat.bypass.json"
+		echo "PASS: patterns closeall: descriptors the program did not open, closed and replaced"
+		return 0
+	fi
 	if [ "$1" = zerolength ]; then
 		# (compared above: the same empty datagrams, in the same places.)
 		check_stats "$tmp/pat.bypass.json" "len(r) == 1" "t['errors'] == 0" "t['xdp_frames'] > 0"
