@@ -100,7 +100,7 @@ uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen)
 {
 	uint64_t k = (uint64_t)(uint16_t)fd << 48;
 
-	if (!addr || alen < sizeof(sa_family_t))
+	if (!addr || alen < sizeof(sa_family_t) || shim_bad_ptr(addr, alen))
 		return k | 0xffffffffffffu; /* the connected peer */
 	if (addr->sa_family == AF_INET && alen >= sizeof(struct sockaddr_in)) {
 		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
@@ -648,7 +648,7 @@ bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok)
 	    s->len > SHIM_PAYLOAD_MAX || !dest_ok || s->call == CALL_SENDMMSG)
 		return false;
 	for (int i = 0; i < s->iovcnt; i++)
-		if (!s->iov[i].iov_base && s->iov[i].iov_len)
+		if (shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len))
 			return false; /* EFAULT is the kernel's to give */
 	return true;
 }

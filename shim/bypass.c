@@ -151,6 +151,17 @@ bool shim_xport_owns(int fd)
 #endif
 }
 
+void shim_xport_recheck(bool now)
+{
+#ifdef MS_HAVE_XDP
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport &&
+	    !atomic_load_explicit(&xport_gone, memory_order_relaxed))
+		ms__xport_recheck(xport, now);
+#else
+	(void)now;
+#endif
+}
+
 int shim_xport_fds(int fds[3])
 {
 	int n = 0;
@@ -233,6 +244,11 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 {
 	*syscalls = 0;
 	unsigned why = shim_why(e, info, s->flags, s->control);
+	for (int i = 0; !why && i < s->iovcnt; i++)
+		if (shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len))
+			why = MS__XDP_OTHER; /* the kernel's EFAULT */
+	if (!why && s->addr && shim_bad_ptr(s->addr, s->alen))
+		why = MS__XDP_OTHER;
 	if (!why && (s->iovcnt > IOV_MAX || !e ||
 		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
 		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen;
@@ -267,11 +283,15 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 	*syscalls = 0;
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV; /* as the kernel does */
-	bool control = false, odd = !msgs;
+	bool control = false, odd = !msgs || shim_bad_ptr(msgs, n * sizeof(*msgs));
 	for (unsigned i = 0; !odd && i < n; i++) {
 		const struct msghdr *h = &msgs[i].msg_hdr;
 		control |= h->msg_controllen != 0;
-		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov);
+		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov) ||
+		       shim_bad_ptr(h->msg_iov, h->msg_iovlen * sizeof(struct iovec)) ||
+		       (h->msg_name && shim_bad_ptr(h->msg_name, h->msg_namelen));
+		for (size_t j = 0; !odd && j < h->msg_iovlen; j++)
+			odd = shim_bad_ptr(h->msg_iov[j].iov_base, h->msg_iov[j].iov_len);
 	}
 	unsigned why = shim_why(e, info, flags, control);
 	if (!why && (odd || !e))

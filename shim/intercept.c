@@ -31,7 +31,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <threads.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -85,6 +87,11 @@ static inline void point(int fd, enum shim_reason why)
 		if ((t && t->b && __atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED)) ||
 		    (fd >= 0 && other_pending(fd, t)))
 			point_slow(fd, why);
+	} else if (shim_cfg.mode == SHIM_BYPASS) {
+		/* The program may have waited for another process that changed a route: the
+		 * next frame is made after the kernel's notifications are read (unless they
+		 * were in the last millisecond). */
+		shim_xport_recheck(false);
 	}
 	if (t && unlikely(__atomic_load_n(&shim_live_enabled, __ATOMIC_RELAXED)))
 		shim_live_idle(t);
@@ -135,6 +142,8 @@ static ssize_t do_send(const struct shim_send *s)
 	if (shim_cfg.mode == SHIM_BYPASS) {
 		uint64_t sys = 0;
 		ssize_t r;
+		if (unlikely((info & (FD_SOCKET | FD_INET | FD_UNIX)) == FD_SOCKET))
+			shim_xport_recheck(true); /* netlink (and the like): routes may change now */
 		if (shim_bypass_send(t, s, e, info, &sys, &r)) {
 			shim_count_framed(row, (size_t)r, sys);
 			shim_guard = 0;
@@ -273,7 +282,9 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	}
 	shim_guard = 1;
 	shim_init();
-	if (unlikely(off() || !msg || msg->msg_iovlen > IOV_MAX ||
+	if (unlikely(off() || !msg || shim_bad_ptr(msg, sizeof(*msg)) ||
+		     msg->msg_iovlen > IOV_MAX ||
+		     shim_bad_ptr(msg->msg_iov, msg->msg_iovlen * sizeof(struct iovec)) ||
 		     (msg->msg_iovlen && !msg->msg_iov))) {
 		shim_guard = 0; /* nothing to count that the kernel will not refuse */
 		return shim_real.sendmsg(fd, msg, flags);
@@ -364,7 +375,8 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 		return shim_raw_writev(fd, iov, n);
 	shim_guard = 1;
 	shim_init();
-	if (off() || n < 0 || n > IOV_MAX || (n && !iov) || !on_socket(fd)) {
+	if (off() || n < 0 || n > IOV_MAX || (n && !iov) ||
+	    shim_bad_ptr(iov, (size_t)n * sizeof(*iov)) || !on_socket(fd)) {
 		shim_guard = 0;
 		return shim_real.writev(fd, iov, n);
 	}
@@ -744,6 +756,7 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict ale
 
 /* ---- what the program can order its sends by ------------------------------------------------ */
 
+
 /*
  * A batch must never be overtaken by a send that the program ordered after it through
  * something the shim does not see as a socket call: a mutex, a condition variable, a
@@ -812,6 +825,41 @@ static inline void sync_point(bool shared)
 	if (likely(!shim_guard) && shim_cfg.mode != SHIM_OFF &&
 	    (shared || atomic_load_explicit(&shim_program_threaded, memory_order_relaxed)))
 		point(-1, FLUSH_SYNC);
+}
+
+/* Waiting for a child: what it did (a route it changed, data it sent) comes before what the
+ * program does next (bypass mode: the kernel's notifications are read before the next frame,
+ * however recent the last look). */
+static inline void child_point(void)
+{
+	if (likely(!shim_guard)) {
+		point(-1, FLUSH_SYNC);
+		if (shim_cfg.mode == SHIM_BYPASS)
+			shim_xport_recheck(true);
+	}
+}
+SHIM_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+	child_point();
+	return NEXT(&waitpid, "waitpid", NULL)(pid, status, options);
+}
+
+SHIM_EXPORT pid_t wait(int *status)
+{
+	child_point();
+	return NEXT(&wait, "wait", NULL)(status);
+}
+
+SHIM_EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	child_point();
+	return NEXT(&wait4, "wait4", NULL)(pid, status, options, ru);
+}
+
+SHIM_EXPORT int waitid(idtype_t type, id_t id, siginfo_t *info, int options)
+{
+	child_point();
+	return NEXT(&waitid, "waitid", NULL)(type, id, info, options);
 }
 
 static inline bool mutex_shared(const pthread_mutex_t *m)

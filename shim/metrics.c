@@ -211,7 +211,7 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 	} else if (likely(s->call != CALL_SENDMMSG)) {
 		bool valid = true;
 		for (int i = 0; i < s->iovcnt; i++)
-			if (unlikely(!s->iov[i].iov_base && s->iov[i].iov_len))
+			if (unlikely(shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len)))
 				valid = false; /* the kernel will say EFAULT; do not touch it */
 		if (valid && last_eq(t, s->iov, s->iovcnt, s->len)) {
 			if (key != t->last_key)
@@ -250,7 +250,8 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 	struct shim_thread *t = shim_self;
 	struct shim_fd *e = shim_fd_peek(fd);
 
-	if (unlikely(!t || !e || (unsigned)fd >= SHIM_SOCK_SLOTS || !buf))
+	if (unlikely(!t || !e || (unsigned)fd >= SHIM_SOCK_SLOTS || !buf ||
+		     shim_bad_ptr(buf, len) || (addr && shim_bad_ptr(addr, alen))))
 		return SHIM_SLOW;
 	/* The row is this socket's if it was made for the same (info, generation) pair, which
 	 * shim_fd keeps side by side: one 64-bit compare. */

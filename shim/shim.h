@@ -573,6 +573,17 @@ void shim_dest_make(struct shim_dest *d, int fd, uint32_t info, const struct soc
  * miscounted run or an early flush, never a wrong datagram. */
 uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen);
 
+/* Can p .. p + len not be the program's memory: in the first page (which no process maps:
+ * vm.mmap_min_addr), past the largest user address (five-level paging), or wrapping? The
+ * kernel answers such a call with EFAULT; the shim must not touch it (it would fault, where
+ * the program expects the error). Other bad pointers, into unmapped user memory, the shim
+ * cannot tell without a system call: it touches only what it copies or compares. */
+static inline bool shim_bad_ptr(const void *p, size_t len)
+{
+	const uintptr_t a = (uintptr_t)p;
+	return len && (a < 4096 || a + len < a || a + len > ((uintptr_t)1 << 56));
+}
+
 /* memcmp for the short payloads of the hot path, inlined (16 bytes a step with SSE2). */
 static inline bool shim_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
 {
@@ -718,6 +729,8 @@ bool shim_xport_owns(int fd);
 const char *shim_xport_ifname(void);
 /* The port's descriptors, ascending, into fds[3]; returns how many (0: no port). */
 int shim_xport_fds(int fds[3]);
+/* Bypass mode: the network may have changed (ms__xport_recheck); a no-op without a port. */
+void shim_xport_recheck(bool now);
 /* The program put another file on one of the port's numbers: it gives them up. */
 void shim_xport_lose(void);
 /* In a forked child: the parent's port is not the child's (its sends go by the kernel's path,

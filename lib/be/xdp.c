@@ -1530,6 +1530,7 @@ struct ms__xport {
 	uint32_t epoch;        /* bumped whenever the cache is made again (pfd.last_slot) */
 	bool lost;             /* ms__xport_lose: its descriptors are not its own any more */
 	uint64_t nl_poll_at;   /* when a kick polls the rtnetlink listener next (port_kick) */
+	bool recheck;          /* read the notifications at the next send (atomic) */
 };
 
 /* A destination's identity: family, port, address (scope for IPv6); the rest of a sockaddr
@@ -1668,6 +1669,14 @@ static struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, struct m
 
 /* The record for (fd, to): from the cache if made for this socket, its options and the
  * network as they are, else made now. NULL: no memory. */
+/* The priority IP_TOS gives a socket with it (the kernel's rt_tos2priority: its ip_tos2prio
+ * table by the TOS field's bits 1-4: best effort 0, bulk 2, interactive 6, interactive bulk 4). */
+static int tos_priority(int tos)
+{
+	static const unsigned char prio[8] = { 0, 0, 2, 2, 6, 6, 4, 4 };
+	return prio[((unsigned)tos & 0x1e) >> 2];
+}
+
 static struct pdest *port_lookup(struct ms__xport *p, int fd, uint32_t fdgen,
 				 const struct pfd *f, const struct sockaddr *to, socklen_t tolen,
 				 struct ms__tally *t)
@@ -1717,9 +1726,10 @@ static struct pdest *port_lookup(struct ms__xport *p, int fd, uint32_t fdgen,
 make:
 	e->net_gen = p->st.net_gen;
 	e->sig = f->si.sig;
-	if (f->si.prio) {
-		/* A priority maps to a queue, a VLAN priority, a traffic class: the kernel's
-		 * path keeps what the program asked for. */
+	if (f->si.prio && f->si.prio != tos_priority(f->si.tos)) {
+		/* A priority the program set maps to a queue, a VLAN priority, a traffic class:
+		 * the kernel's path keeps what it asked for. (IP_TOS sets the priority too, to
+		 * the one its TOS implies: that alone is no reason.) */
 		memset(&e->d, 0, sizeof(e->d));
 		e->d.why = FB_SOCKOPT;
 		return e;
@@ -1852,7 +1862,14 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	struct xstate *st = &p->st;
 	struct ms__tally t = { 0 };
 	const uint64_t now = now_ns();
+	if (unlikely(__atomic_load_n(&p->recheck, __ATOMIC_RELAXED))) {
+		__atomic_store_n(&p->recheck, false, __ATOMIC_RELAXED);
+		st->next_check = 0;
+	}
+	const uint64_t check0 = st->next_check;
 	(void)xstate_tick(st, now);
+	if (st->next_check != check0)
+		p->nl_poll_at = now + NL_POLL_NS; /* read just now */
 	t.syscalls += st->sys;
 	st->sys = 0;
 	uint32_t k = 0;
@@ -1943,6 +1960,12 @@ out:
 	c->syscalls += t.syscalls;
 	port_unlock(p);
 	return k;
+}
+
+void ms__xport_recheck(struct ms__xport *p, bool now)
+{
+	if (now || now_ns() >= __atomic_load_n(&p->nl_poll_at, __ATOMIC_RELAXED))
+		__atomic_store_n(&p->recheck, true, __ATOMIC_RELAXED);
 }
 
 bool ms__xport_owns(const struct ms__xport *p, int fd)

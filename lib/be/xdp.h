@@ -45,6 +45,11 @@ int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct m
 		   char *why, size_t whylen);
 void ms__xport_close(struct ms__xport *p);
 void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);
+/* The network may have changed (the program made a request on a netlink socket: now true;
+ * it waited for something, another process perhaps: now false): the next send reads the
+ * kernel's notifications before it makes a frame; with now false, only if none were read or
+ * polled for in the last millisecond. Any thread, no lock, no system call. */
+void ms__xport_recheck(struct ms__xport *p, bool now);
 /* Is fd one of the port's own descriptors (its AF_XDP socket, its rtnetlink sockets)? A
  * caller that intercepts close and dup2 keeps a program from closing them. */
 bool ms__xport_owns(const struct ms__xport *p, int fd);
