@@ -26,6 +26,7 @@
 #  4. System calls under strace -f -c, plain and bypass, for the programs of 2 and 3: each at
 #     two lengths, so that the per-datagram count (the slope) and the fixed set-up count (the
 #     intercept) come apart.
+#  5. The fixed CPU cost: a run that sends one datagram, plain and bypass, interleaved.
 #
 # Root (namespaces, AF_XDP); skips (77) otherwise. About three minutes with the default 7
 # rounds.
@@ -208,8 +209,10 @@ def frames_line(runs, indent="   "):
 def rx_line(res, indent="   "):
     allruns = [r for v in res.values() for r in v]
     ok = sum(1 for r in allruns if r["rx"] == r["datagrams"])
-    print(f"{indent}veth peer xr0 rx packets delta == datagrams sent: {ok} of {len(allruns)} runs"
-          + ("" if ok == len(allruns) else "  ** MISMATCH, see the end **"))
+    per = ", ".join(f"{m} {sum(r['rx'] for r in v)} of {sum(r['datagrams'] for r in v)}"
+                    for m, v in res.items())
+    print(f"{indent}veth peer xr0 rx packets / datagrams sent, all runs: {per}; equal in {ok} of "
+          f"{len(allruns)} runs" + ("" if ok == len(allruns) else "  ** MISMATCH, see the end **"))
 
 uname = os.uname()
 print(f"measure-bypass.sh: Linux {uname.release}, {os.cpu_count()} CPUs, {rounds} rounds, "
@@ -445,6 +448,23 @@ else:
               + ", ".join(f"{s} {v:+d}" for s, v in sorted(extra.items(),
                                                           key=lambda t: (-abs(t[1]), t[0])))
               + ")")
+
+# ---- 5. set-up CPU -----------------------------------------------------------------------------
+cmd5 = fanout_cmd(1, 64, 1)
+print(f"\n5. fixed CPU: one datagram, {shown(cmd5)}, plain and bypass, {rounds} interleaved "
+      "rounds: the process's whole CPU time (loader, shim, AF_XDP port, exit), microseconds")
+res5 = {"plain": [], "bypass": []}
+for r in range(rounds):
+    for mode in (["plain", "bypass"] if r % 2 == 0 else ["bypass", "plain"]):
+        res5[mode].append(run(f"5 {mode} round {r + 1}", cmd5, mode, datagrams=1))
+for mode in ("plain", "bypass"):
+    v = [x["cpu"] * 1e6 for x in res5[mode]]
+    print(f"   {mode:<12} median {med(v):6.0f}   runs " + " ".join(f"{x:.0f}" for x in v))
+d5 = [(b["cpu"] - p_["cpu"]) * 1e6 for b, p_ in zip(res5["bypass"], res5["plain"])]
+print(f"   bypass - plain: median {med(d5):.0f} us (per round: "
+      + " ".join(f"{x:.0f}" for x in d5) + ")")
+frames_line(res5["bypass"])
+rx_line(res5)
 
 print(f"\nmeasure-bypass.sh: {time.monotonic() - t_start:.0f} s in all")
 if bad:
