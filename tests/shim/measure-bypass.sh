@@ -69,7 +69,7 @@ done
 # starts need no launcher of their own whose CPU would join theirs.
 set +e
 env -u LD_PRELOAD ip netns exec "$nsS" python3 - "$build" "$rounds" "$nsS" "$nsR" <<'PY'
-import json, os, re, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 build, rounds, nsS, nsR = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 shim = f"{build}/shim/libmultisend-preload.so"
@@ -136,10 +136,13 @@ def check_report(mode, label, reports, datagrams, r):
             bad.append(f"{label}: xdp_frames {r['frames']} + fallbacks {r['fallback']} != "
                        f"datagrams {tot['datagrams']}")
 
+TIMEOUT = 120  # seconds a run may take before it is killed (and counted as failed)
+
 def run(label, cmd, mode, datagrams=None, parse=None, strace=None):
     """Run cmd (in S) in mode, reap it with wait4: CPU seconds (user + system, every thread),
-    the veth peer's rx packets delta against the datagrams sent (datagrams, or parse(stdout)),
-    and the shim's report."""
+    the veth peer's rx packets delta against the datagrams sent (datagrams, or parse(output)),
+    and the shim's report. None when it fails (exit status, timeout): listed at the end, left
+    out of the medians and of the ratios of its round."""
     stats = f"{tmp}/stats.json"
     if os.path.exists(stats):
         os.unlink(stats)
@@ -154,43 +157,70 @@ def run(label, cmd, mode, datagrams=None, parse=None, strace=None):
         env.update(mode_vars(mode, stats))
     before = rx_packets()
     with open(f"{tmp}/out", "w+") as out, open(f"{tmp}/err", "w+") as err:
-        p = subprocess.Popen(pre + cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        # A process group of its own, so that a timeout kills strace's tracee too.
+        p = subprocess.Popen(pre + cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                             start_new_session=True)
+        signal.signal(signal.SIGALRM, lambda *_: os.killpg(p.pid, signal.SIGKILL))
+        signal.alarm(TIMEOUT)
         _, status, ru = os.wait4(p.pid, 0)
+        signal.alarm(0)
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
     rx = rx_packets() - before
-    if p.returncode != 0:
-        sys.exit(f"{label}: exit status {p.returncode}\n$ {' '.join(pre + cmd)}\n{stdout}{stderr}")
-    if parse:
-        datagrams = parse(stdout)
+    datagrams = parse(stdout + stderr) if parse and p.returncode == 0 else datagrams
+    if p.returncode != 0 or datagrams is None:
+        why = (f"killed after {TIMEOUT} s" if p.returncode == -signal.SIGKILL
+               else f"exit status {p.returncode}")
+        tail = (stdout + stderr).strip().splitlines()[-6:]
+        bad.append(f"{label}: FAILED, {why} (veth peer rx +{rx}): {shown(pre + cmd)}"
+                   + "".join(f"\n      | {l}" for l in tail))
+        return None
     r = {"cpu": ru.ru_utime + ru.ru_stime, "datagrams": datagrams, "rx": rx, "stderr": stderr}
     if rx != datagrams:
         bad.append(f"{label}: veth peer rx packets +{rx}, datagrams sent {datagrams}")
     check_report(mode, label, read_reports(stats), datagrams, r)
-    if mode != "plain" and stderr.strip():
-        # A warning from the shim (kernel bypass unavailable, ...): shown once per label.
-        r["warning"] = stderr.strip().splitlines()[0]
+    if mode != "plain":
+        # A warning from the shim (kernel bypass unavailable, ...), shown with the figures.
+        w = [l for l in stderr.splitlines() if re.search("multisend|bypass|xdp", l, re.I)]
+        if w:
+            r["warning"] = w[0]
     return r
 
 def shown(cmd):
-    return " ".join(cmd).replace(build, "BUILD")
+    return " ".join(cmd).replace(build, "BUILD").replace(tmp, "TMP")
 
 def med(v):
     return statistics.median(v)
 
-def ratio_line(res, a, b, target=None, indent="   "):
-    ratios = [x["cpu"] / y["cpu"] for x, y in zip(res[a], res[b])]
+def good(runs):
+    return [x for x in runs if x]
+
+def median_line(name, v, fmt="6.0f", indent="   "):
+    if not good(v):
+        print(f"{indent}{name:<12} no run succeeded")
+        return
+    print(f"{indent}{name:<12} median {med(good(v)):{fmt}}   runs "
+          + " ".join("failed" if x is None else f"{x:.0f}" for x in v))
+
+def ratio_line(res, a, b, target=None, indent="   ", key="cpu"):
+    ratios = [x[key] / y[key] for x, y in zip(res[a], res[b]) if x and y]
+    if not ratios:
+        print(f"{indent}{a}/{b}: no round where both succeeded")
+        return
     m = med(ratios)
     t = ""
     if target is not None:
         t = f"  [target <= {target}: {'met' if m <= target else 'NOT met'}]"
     print(f"{indent}{a}/{b}: median ratio {m:.3f}{t} (per round: "
-          + " ".join(f"{x:.3f}" for x in ratios) + ")")
+          + " ".join(f"{x:.3f}" for x in ratios) + ")"
+          + (f" ({len(res[a]) - len(ratios)} rounds left out: a run failed)"
+             if len(ratios) < len(res[a]) else ""))
 
 def frames_line(runs, indent="   "):
     """What bypass mode's report said over these runs: frames, kicks, fallbacks."""
+    runs = good(runs)
     d = sum(r["datagrams"] for r in runs)
     f = sum(r.get("frames", 0) for r in runs)
     k = sum(r.get("kicks", 0) for r in runs)
@@ -207,16 +237,18 @@ def frames_line(runs, indent="   "):
         print(f"{indent}shim's stderr: {w}")
 
 def rx_line(res, indent="   "):
-    allruns = [r for v in res.values() for r in v]
+    allruns = good(r for v in res.values() for r in v)
     ok = sum(1 for r in allruns if r["rx"] == r["datagrams"])
-    per = ", ".join(f"{m} {sum(r['rx'] for r in v)} of {sum(r['datagrams'] for r in v)}"
+    per = ", ".join(f"{m} {sum(r['rx'] for r in good(v))} of "
+                    f"{sum(r['datagrams'] for r in good(v))}"
                     for m, v in res.items())
     print(f"{indent}veth peer xr0 rx packets / datagrams sent, all runs: {per}; equal in {ok} of "
           f"{len(allruns)} runs" + ("" if ok == len(allruns) else "  ** MISMATCH, see the end **"))
 
 uname = os.uname()
 print(f"measure-bypass.sh: Linux {uname.release}, {os.cpu_count()} CPUs, {rounds} rounds, "
-      f"shim BUILD/shim/libmultisend-preload.so (BUILD = {build})")
+      f"shim BUILD/shim/libmultisend-preload.so (BUILD = {build}, TMP = a private temporary "
+      "directory)")
 print(f"sink: sender in namespace {nsS}, veth {IFACE} 10.77.0.1/24 -> peer xr0 up in {nsR} "
       "(no address); destination 10.77.0.2 has a permanent neighbour entry for "
       "02:00:5e:10:00:02, nobody's MAC: R's IP layer drops every frame (PACKET_OTHERHOST)")
@@ -241,8 +273,7 @@ for l in p.stderr.strip().splitlines():
     print(f"   stderr: {l}")
 if os.path.exists(txt):
     for l in open(txt):
-        if "kernel bypass" in l or "mode" in l:
-            print(f"   report: {l.strip()}")
+        print(f"   report: {l.rstrip()}")
 if p.returncode != 0 or rx0 != 6400:
     bad.append(f"0: multisend-run --bypass: exit status {p.returncode}, rx +{rx0} of 6400")
 
@@ -263,14 +294,14 @@ for r in range(rounds):
         for mode in order:
             x = run(f"1 N={n} {size}B {mode} round {r + 1}", fanout_cmd(n, size, m), mode,
                     datagrams=n * m)
-            x["ns"] = x["cpu"] * 1e9 / (n * m)
+            if x:
+                x["ns"] = x["cpu"] * 1e9 / (n * m)
             res1[(n, size, m)][mode].append(x)
 print(f"   {took(t0)}")
 for (n, size, m), res in res1.items():
     print(f"\n   N = {n}, {size} B: {shown(fanout_cmd(n, size, m))}  ({n * m} datagrams a run)")
     for mode in modes:
-        v = [x["ns"] for x in res[mode]]
-        print(f"   {mode:<12} median {med(v):6.0f}   runs " + " ".join(f"{x:.0f}" for x in v))
+        median_line(mode, [x and x["ns"] for x in res[mode]])
     ratio_line(res, "bypass", "plain", 0.45)
     ratio_line(res, "batch", "plain", 1.0)
     ratio_line(res, "batch-100ms", "plain", 1.0)
@@ -327,9 +358,7 @@ have_sockperf = shutil.which("sockperf") is not None
 
 def sockperf_count(out):
     m_ = re.search(r"Total of (\d+) messages sent", out)
-    if not m_:
-        sys.exit(f"sockperf: no 'Total of N messages sent' in\n{out}")
-    return int(m_.group(1))
+    return int(m_.group(1)) if m_ else None
 
 M1 = 100000
 progs = {}  # name: (cmd for a length, datagrams or None (parse), parse, what)
@@ -363,7 +392,8 @@ for r in range(rounds):
         for mode in (["plain", "bypass"] if r % 2 == 0 else ["bypass", "plain"]):
             cmd, d, parse = prog_cmd(name)
             x = run(f"2/3 {name} {mode} round {r + 1}", cmd, mode, datagrams=d, parse=parse)
-            x["ns"] = x["cpu"] * 1e9 / x["datagrams"]
+            if x:
+                x["ns"] = x["cpu"] * 1e9 / x["datagrams"]
             res2[name][mode].append(x)
 print(f"   {took(t0)}")
 for name, res in res2.items():
@@ -371,17 +401,13 @@ for name, res in res2.items():
     sec = "3 (connected)" if name == "connect" else "2"
     print(f"\n   [{sec}] {name}: {shown(cmd)}  ({progs[name][3]}; "
           + (f"{M1} datagrams a run)" if name != "sockperf" else
-             f"datagrams a run: plain median {med([x['datagrams'] for x in res['plain']]):.0f}, "
-             f"bypass median {med([x['datagrams'] for x in res['bypass']]):.0f})"))
+             "datagrams a run: " + ", ".join(
+                 f"{mode} median {med([x['datagrams'] for x in good(res[mode])]):.0f}"
+                 for mode in ("plain", "bypass") if good(res[mode])) + ")"))
     for mode in ("plain", "bypass"):
-        v = [x["ns"] for x in res[mode]]
-        print(f"   {mode:<12} median {med(v):6.0f}   runs " + " ".join(f"{x:.0f}" for x in v))
-    # per-datagram ratio (sockperf's runs send different counts)
-    ratios = [b["ns"] / p_["ns"] for b, p_ in zip(res["bypass"], res["plain"])]
-    m_ = med(ratios)
-    print(f"   bypass/plain: median ratio {m_:.3f}  [target <= 0.6: "
-          f"{'met' if m_ <= 0.6 else 'NOT met'}] (per round: "
-          + " ".join(f"{x:.3f}" for x in ratios) + ")")
+        median_line(mode, [x and x["ns"] for x in res[mode]])
+    # per datagram (sockperf's runs send different counts)
+    ratio_line(res, "bypass", "plain", 0.6, key="ns")
     frames_line(res["bypass"])
     rx_line(res)
 
@@ -418,9 +444,14 @@ else:
                 cmd, d, parse = prog_cmd(name, k)
                 x = run(f"4 {name} {mode} strace {k}", cmd, mode, datagrams=d, parse=parse,
                         strace=st)
+                if not x:
+                    break
                 c_ = strace_counts(st)
                 c_.pop("total", None)
                 pts.append((x["datagrams"], c_, x))
+            if len(pts) < 2:
+                print(f"   {name:<10} {mode:<7} failed (see the end)")
+                continue
             (d1, c1, x1), (d2, c2, _) = pts
             names = set(c1) | set(c2)
             slope = {s: (c2.get(s, 0) - c1.get(s, 0)) / (d2 - d1) for s in names}
@@ -435,6 +466,8 @@ else:
                       f"{x1.get('fallback') or 'none'})")
     print(f"   {took(t0)}")
     for name in progs:
+        if (name, "plain") not in fits or (name, "bypass") not in fits:
+            continue
         (sp, fp), (sb, fb) = fits[(name, "plain")], fits[(name, "bypass")]
         tp_, tb = sum(sp.values()), sum(sb.values())
         verdict = "not more" if tb <= tp_ + 0.001 else "MORE"
@@ -458,11 +491,11 @@ for r in range(rounds):
     for mode in (["plain", "bypass"] if r % 2 == 0 else ["bypass", "plain"]):
         res5[mode].append(run(f"5 {mode} round {r + 1}", cmd5, mode, datagrams=1))
 for mode in ("plain", "bypass"):
-    v = [x["cpu"] * 1e6 for x in res5[mode]]
-    print(f"   {mode:<12} median {med(v):6.0f}   runs " + " ".join(f"{x:.0f}" for x in v))
-d5 = [(b["cpu"] - p_["cpu"]) * 1e6 for b, p_ in zip(res5["bypass"], res5["plain"])]
-print(f"   bypass - plain: median {med(d5):.0f} us (per round: "
-      + " ".join(f"{x:.0f}" for x in d5) + ")")
+    median_line(mode, [x and x["cpu"] * 1e6 for x in res5[mode]])
+d5 = [(b["cpu"] - p_["cpu"]) * 1e6 for b, p_ in zip(res5["bypass"], res5["plain"]) if b and p_]
+if d5:
+    print(f"   bypass - plain: median {med(d5):.0f} us (per round: "
+          + " ".join(f"{x:.0f}" for x in d5) + ")")
 frames_line(res5["bypass"])
 rx_line(res5)
 
