@@ -511,48 +511,20 @@ static void send_kernel(struct shim_thread *t, int fd, struct mmsghdr *mm, uint3
 	t->fc.sendmmsg_calls += calls;
 }
 
-#ifdef MS_HAVE_XDP
-/* Kernel bypass (MULTISEND_PRELOAD_XDP_IFACE): the process's AF_XDP port, made by the first
- * flush that needs it; NULL when none is named or it could not be made (said once). */
-static struct ms__xport *xport;
-static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed for good */
-
-static struct ms__xport *xport_get(void)
-{
-	if (!shim_cfg.xdp_iface[0])
-		return NULL;
-	int v = atomic_load_explicit(&xport_state, memory_order_acquire);
-	if (v == 2)
-		return xport;
-	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
-		char why[192];
-		struct ms__xport *p;
-		int err = ms__xport_open(shim_cfg.xdp_iface, 0, false, &p, why, sizeof(why));
-		if (err)
-			shim_warn("kernel bypass on %s unavailable, batches go by sendmmsg: %s",
-				  shim_cfg.xdp_iface, why);
-		else
-			xport = p;
-		atomic_store_explicit(&xport_state, 2, memory_order_release);
-		return xport;
-	}
-	return NULL; /* another thread is making it: this flush goes by sendmmsg */
-}
-#endif
 
 /* Send a run of one socket's messages: as AF_XDP frames where the port carries them (kernel
  * bypass), the rest, in order, by the kernel's path. */
 static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32_t cnt)
 {
 #ifdef MS_HAVE_XDP
-	struct ms__xport *xp = xport_get();
+	struct ms__xport *xp = shim_xport();
 	if (xp) {
 		const struct shim_fd *e = shim_fd_peek(fd);
 		const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
 		for (uint32_t off = 0; off < cnt;) {
 			struct ms__xport_counts xc = { 0 };
 			uint32_t skip = 0;
-			uint32_t k = ms__xport_send(xp, fd, gen, mm + off, cnt - off, &skip,
+			uint32_t k = ms__xport_send(xp, fd, gen, mm + off, cnt - off, 0, &skip,
 						    t->fc.xdp_fallback, &xc);
 			t->fc.xdp_frames += xc.frames;
 			t->fc.xdp_kicks += xc.kicks;

@@ -147,11 +147,13 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 			c->asked = SHIM_METRICS;
 		else if (!strcmp(v, "batch"))
 			c->asked = SHIM_BATCH;
+		else if (!strcmp(v, "bypass"))
+			c->asked = SHIM_BYPASS;
 		else if (!strcmp(v, "off"))
 			c->asked = SHIM_OFF;
 		else
-			shim_warn("ignoring MULTISEND_PRELOAD_MODE='%s': not metrics, batch or off "
-				  "(using metrics)", shim_quote(&(struct shim_quoted){ 0 }, v));
+			shim_warn("ignoring MULTISEND_PRELOAD_MODE='%s': not metrics, batch, bypass "
+				  "or off (using metrics)", shim_quote(&(struct shim_quoted){ 0 }, v));
 	}
 	c->mode = c->asked;
 
@@ -192,8 +194,8 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 			memcpy(c->stats_shm, v, n + 1);
 	}
 
-	/* Kernel bypass for batch mode's sends (batch.c): an interface name, checked here for
-	 * its form, by the library when the first batch goes out for the rest. */
+	/* Kernel bypass (bypass.c) for batch mode's batches or bypass mode's sends: an interface
+	 * name, checked here for its form, by the library when the first send needs it. */
 	v = get(arg, "MULTISEND_PRELOAD_XDP_IFACE");
 	if (v && *v) {
 		size_t n = strlen(v);

@@ -131,6 +131,25 @@ static ssize_t do_send(const struct shim_send *s)
 	bool can = s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
 	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
 
+	if (shim_cfg.mode == SHIM_BYPASS) {
+		uint64_t sys = 0;
+		ssize_t r;
+		if (shim_bypass_send(t, s, e, info, &sys, &r)) {
+			shim_count_result(t, row, r, 0, 1, false, sys);
+			shim_guard = 0;
+			*errp = saved;
+			return r;
+		}
+		shim_guard = 0;
+		*errp = saved;
+		r = real_send(s);
+		int err = *errp;
+		shim_guard = 1;
+		shim_count_result(t, row, r, err, 1, false, sys + 1);
+		shim_guard = 0;
+		*errp = r < 0 ? err : saved;
+		return r;
+	}
 	if (shim_cfg.mode == SHIM_BATCH) {
 		if (e && s->call <= CALL_SENDMSG) {
 			int err = 0;
@@ -292,16 +311,25 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 
 	if (shim_cfg.mode == SHIM_BATCH)
 		shim_flush_fd(fd, FLUSH_SEND);
-	shim_guard = 0;
-	errno = saved;
-	int r = shim_real.sendmmsg(fd, msgs, n, flags);
-	int err = errno;
-	shim_guard = 1;
+	int r, err;
+	uint64_t sys = 1;
+	if (shim_cfg.mode == SHIM_BYPASS) {
+		/* Frames and the kernel's path in turn, all within this thread's own call. */
+		errno = saved;
+		r = shim_bypass_mmsg(t, fd, e, info, msgs, n, flags, &sys);
+		err = errno;
+	} else {
+		shim_guard = 0;
+		errno = saved;
+		r = shim_real.sendmmsg(fd, msgs, n, flags);
+		err = errno;
+		shim_guard = 1;
+	}
 	uint64_t bytes = 0;
 	for (int i = 0; i < r; i++)
 		bytes += msgs[i].msg_len;
 	shim_count_result(t, row, r < 0 ? -1 : (ssize_t)bytes, err, r < 0 ? 0 : (uint64_t)r,
-			  false, 1);
+			  false, sys);
 	shim_guard = 0;
 	errno = r < 0 ? err : saved;
 	return r;
@@ -542,11 +570,22 @@ static void forget(int fd)
 	}
 }
 
+/* The AF_XDP port's descriptors are not the program's: closing one is closing a number the
+ * program never had (EBADF, as the kernel would say had the shim not opened it). */
+static inline bool port_fd(int fd)
+{
+	return unlikely(shim_xport_owns(fd));
+}
+
 SHIM_EXPORT int close(int fd)
 {
-	shim_stderr_close(fd);
 	if (unlikely(shim_guard))
-		return shim_raw_close(fd);
+		return shim_raw_close(fd); /* the shim's own, the port's included */
+	if (port_fd(fd)) {
+		errno = EBADF;
+		return -1;
+	}
+	shim_stderr_close(fd);
 	point(fd, FLUSH_CLOSE);
 	int r = shim_real.close(fd);
 	forget(fd);
@@ -555,6 +594,8 @@ SHIM_EXPORT int close(int fd)
 
 SHIM_EXPORT int dup2(int from, int to)
 {
+	if (!shim_guard && port_fd(to))
+		shim_xport_lose(); /* the program's file takes the number: the port gives it up */
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup2, "dup2")(from, to);
@@ -566,6 +607,8 @@ SHIM_EXPORT int dup2(int from, int to)
 
 SHIM_EXPORT int dup3(int from, int to, int flags)
 {
+	if (!shim_guard && port_fd(to))
+		shim_xport_lose();
 	if (likely(!shim_guard))
 		point(to, FLUSH_CLOSE);
 	int r = REAL(dup3, "dup3")(from, to, flags);
@@ -595,11 +638,27 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	}
 	if (first <= 2 && last >= 2 && !(flags & CLOSE_RANGE_CLOEXEC))
 		shim_stderr_close(2);
-	int r = shim_real.close_range(first, last, flags);
+	/* The port's descriptors stay open: the range is closed around them. */
+	const unsigned ofirst = first, olast = last;
+	int own[3];
+	for (int k = 0, n = (flags & CLOSE_RANGE_CLOEXEC) ? 0 : shim_xport_fds(own); k < n; k++) {
+		const unsigned fd = (unsigned)own[k];
+		if (fd < first || fd > last)
+			continue;
+		int r = fd > first ? shim_real.close_range(first, fd - 1, flags) : 0;
+		if (r)
+			return r;
+		if (fd == last) {
+			first = 1, last = 0; /* nothing left to close */
+			break;
+		}
+		first = fd + 1;
+	}
+	int r = first <= last ? shim_real.close_range(first, last, flags) : 0;
 	if (r == 0 && !off() && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;
 		shim_guard = 1;
-		shim_fd_forget_range(first, last);
+		shim_fd_forget_range(ofirst, olast);
 		shim_guard = 0;
 		errno = saved;
 	}

@@ -46,7 +46,9 @@ enum {
 	L_SYSCALLS_EST, L_RUNS, L_RUN_DESTS, L_SENDMMSG, L_SINGLE,
 	L_CALLS_BY,
 	L_FLUSHES = L_CALLS_BY + CALL_N,
-	L_THREAD_N = L_FLUSHES + FLUSH_N,
+	L_XDP_FRAMES = L_FLUSHES + FLUSH_N, L_XDP_KICKS,
+	L_XDP_FALLBACK, /* SHIM_XR_N - 1 of them, by reason (from 1) */
+	L_THREAD_N = L_XDP_FALLBACK + SHIM_XR_N - 1,
 	L_REENTERED = L_THREAD_N, L_REQUEUED, L_REOVERFLOW, L_REUNORDERED,
 	L_N
 };
@@ -126,6 +128,10 @@ static void thread_sum(const struct shim_thread *t, uint64_t *v)
 		v[L_CALLS_BY + k] = t->calls_by[k];
 	for (int k = 0; k < FLUSH_N; k++)
 		v[L_FLUSHES + k] = t->flushes[k];
+	v[L_XDP_FRAMES] = t->fc.xdp_frames;
+	v[L_XDP_KICKS] = t->fc.xdp_kicks;
+	for (int k = 1; k < SHIM_XR_N; k++)
+		v[L_XDP_FALLBACK + k - 1] = t->fc.xdp_fallback[k];
 }
 
 /* Make t's live_pub current. False when its batch is busy (try again later). */
@@ -175,10 +181,15 @@ static void open_slot(void)
 			snprintf(names_buf[k], MS_SHM_NAME, "%s", fixed_names[k]);
 		else if (k < L_FLUSHES)
 			snprintf(names_buf[k], MS_SHM_NAME, "calls_%s", shim_call_name[k - L_CALLS_BY]);
-		else if (k < L_THREAD_N)
+		else if (k < L_XDP_FRAMES)
 			snprintf(names_buf[k], MS_SHM_NAME, "flush_%s", shim_reason_name[k - L_FLUSHES]);
+		else if (k >= L_XDP_FALLBACK && k < L_THREAD_N)
+			snprintf(names_buf[k], MS_SHM_NAME, "xdp_fallback_%s",
+				 shim_xreason_name[k - L_XDP_FALLBACK + 1]);
 		names[k] = names_buf[k];
 	}
+	names[L_XDP_FRAMES] = "xdp_frames";
+	names[L_XDP_KICKS] = "xdp_kicks";
 	names[L_REENTERED] = "reentered_calls";
 	names[L_REQUEUED] = "reentered_queued";
 	names[L_REOVERFLOW] = "reentered_overflow";

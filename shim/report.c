@@ -147,20 +147,22 @@ static void add_open(struct shim_sockrow *rows, unsigned nrows, const struct shi
 					rows[i].c.syscalls_est++;
 }
 
-/* Why a datagram went by the kernel's path (MS__XDP_*), as the report names it: the same
- * words as the library's xdp_fallback_* counters. */
-static const char *const xdp_reason[MS__XDP_NREASONS] = {
-	[MS__XDP_LOCAL] = "local",
-	[MS__XDP_IFACE] = "iface",
-	[MS__XDP_MTU] = "mtu",
-	[MS__XDP_ROUTE] = "route",
-	[MS__XDP_NEIGH] = "neigh",
-	[MS__XDP_OTHER] = "other",
-};
+/* Under kernel bypass, batch mode shows the port's reasons, bypass mode its own as well
+ * (shim_xreason_name: the port's are the same words as the library's xdp_fallback_*). */
+static int xdp_reasons(void)
+{
+	return shim_cfg.mode == SHIM_BYPASS ? SHIM_XR_N : MS__XDP_NREASONS;
+}
+
+static bool xdp_shown(void)
+{
+	return shim_cfg.mode == SHIM_BYPASS || (shim_cfg.mode == SHIM_BATCH && shim_cfg.xdp_iface[0]);
+}
 
 static const char *mode_name(enum shim_mode m)
 {
-	return m == SHIM_BATCH ? "batch" : m == SHIM_METRICS ? "metrics" : "off";
+	return m == SHIM_BYPASS ? "bypass" : m == SHIM_BATCH ? "batch"
+	       : m == SHIM_METRICS ? "metrics" : "off";
 }
 
 static const char *errname(int e)
@@ -243,11 +245,12 @@ static void json(struct out *o, const struct totals *T, const struct shim_sockro
 	       "\"reentered_queued\":%lu,\"reentered_overflow\":%lu,\"reentered_unordered\":%lu",
 	    T->fc.sendmmsg_calls, T->fc.single_sends, re->calls, re->queued, re->overflow,
 	    re->unordered);
-	if (shim_cfg.xdp_iface[0]) {
-		put(o, ",\"xdp_frames\":%lu,\"xdp_kicks\":%lu,\"xdp_fallback\":{", T->fc.xdp_frames,
-		    T->fc.xdp_kicks);
-		for (int k = 1; k < MS__XDP_NREASONS; k++)
-			put(o, "%s\"%s\":%lu", k > 1 ? "," : "", xdp_reason[k], T->fc.xdp_fallback[k]);
+	if (xdp_shown()) {
+		put(o, ",\"xdp_iface\":\"%s\",\"xdp_frames\":%lu,\"xdp_kicks\":%lu,\"xdp_fallback\":{",
+		    shim_xport_ifname(), T->fc.xdp_frames, T->fc.xdp_kicks);
+		for (int k = 1; k < xdp_reasons(); k++)
+			put(o, "%s\"%s\":%lu", k > 1 ? "," : "", shim_xreason_name[k],
+			    T->fc.xdp_fallback[k] + (k == SHIM_XR_REENTERED ? re->calls : 0));
 		put(o, "}");
 	}
 	put(o, ",\"calls_by\":{");
@@ -316,11 +319,13 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 	if (shim_cfg.mode == SHIM_BATCH)
 		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->fc.sendmmsg_calls,
 		    T->fc.single_sends);
-	if (shim_cfg.mode == SHIM_BATCH && shim_cfg.xdp_iface[0]) {
+	if (xdp_shown()) {
 		put(o, "\n  kernel bypass on %s: %lu datagrams as AF_XDP frames, %lu kicks; by the "
-		       "kernel's path:", shim_cfg.xdp_iface, T->fc.xdp_frames, T->fc.xdp_kicks);
-		for (int k = 1; k < MS__XDP_NREASONS; k++)
-			put(o, " %s %lu", xdp_reason[k], T->fc.xdp_fallback[k]);
+		       "kernel's path:", shim_xport_ifname()[0] ? shim_xport_ifname() : "(none)",
+		    T->fc.xdp_frames, T->fc.xdp_kicks);
+		for (int k = 1; k < xdp_reasons(); k++)
+			put(o, " %s %lu", shim_xreason_name[k],
+			    T->fc.xdp_fallback[k] + (k == SHIM_XR_REENTERED ? re->calls : 0));
 	}
 	if (re->calls) {
 		put(o, "\n  sends re-entering the shim (from signal handlers, in the totals, in no "

@@ -147,7 +147,7 @@ void *shim_resolve_one(const char *name);
 
 /* ---- config.c ------------------------------------------------------------------------------- */
 
-enum shim_mode { SHIM_OFF = 0, SHIM_METRICS = 1, SHIM_BATCH = 2 };
+enum shim_mode { SHIM_OFF = 0, SHIM_METRICS = 1, SHIM_BATCH = 2, SHIM_BYPASS = 3 };
 
 #define SHIM_BATCH_MAX_LIMIT 1024u /* UIO_MAXIOV: one sendmmsg */
 #define SHIM_BATCH_MAX_DEFAULT 1024u
@@ -166,8 +166,9 @@ struct shim_config {
 	bool json;              /* the stats path ends in .json */
 	char stats_path[1024];  /* "" = stderr */
 	char stats_shm[1024];   /* live-counter file (MULTISEND_STATS_SHM); "" = none */
-	char xdp_iface[16];     /* batch mode: send batches as AF_XDP frames on this interface
-	                           (MULTISEND_PRELOAD_XDP_IFACE); "" = none */
+	char xdp_iface[16];     /* batch mode: send batches as AF_XDP frames on this interface;
+	                           bypass mode: every send (MULTISEND_PRELOAD_XDP_IFACE); "" =
+	                           none (bypass mode: the IPv4 default route's device) */
 	char program[64];       /* the program's name, for the report */
 };
 
@@ -209,17 +210,33 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 #define FD_INET      (1u << 8)  /* AF_INET or AF_INET6, any type */
 #define FD_NONBLOCK  (1u << 9)  /* O_NONBLOCK when classified (fcntl F_SETFL and ioctl FIONBIO
                                    through the shim forget the entry) */
+#define FD_MORE      (1u << 10) /* bypass mode: the program used MSG_MORE on it (its sends then
+                                   go by the kernel's path, which holds the corked data) */
 
 #define SHIM_FDTAB_MAX 65536 /* descriptors above are never batched, nor counted per socket */
 
 struct shim_thread;
 
+/* Why a datagram went by the kernel's path under kernel bypass: the port's reasons
+ * (MS__XDP_*, lib/be/xdp.h), then the shim's own (bypass mode). Names: shim_xreason_name. */
+enum {
+	SHIM_XR_NOT_UDP = MS__XDP_NREASONS, /* not a UDP socket */
+	SHIM_XR_FLAGS,       /* send flags frames cannot honour (MSG_MORE...), or a socket that
+	                        used MSG_MORE */
+	SHIM_XR_CONTROL,     /* sendmsg or sendmmsg with ancillary data */
+	SHIM_XR_REENTERED,   /* a send from a handler that interrupted the shim */
+	SHIM_XR_UNAVAILABLE, /* no AF_XDP port */
+	SHIM_XR_N
+};
+extern const char *const shim_xreason_name[SHIM_XR_N];
+
 /* What flushes did (batch mode), per thread; added up as a whole (shim_fcounts_add). The
- * xdp ones when batches go out as AF_XDP frames (MULTISEND_PRELOAD_XDP_IFACE). */
+ * xdp ones when batches go out as AF_XDP frames (MULTISEND_PRELOAD_XDP_IFACE), and in bypass
+ * mode for every send. */
 struct shim_fcounts {
 	uint64_t sendmmsg_calls, single_sends;
 	uint64_t xdp_frames, xdp_kicks;
-	uint64_t xdp_fallback[MS__XDP_NREASONS]; /* by MS__XDP_* reason ([0] unused) */
+	uint64_t xdp_fallback[SHIM_XR_N]; /* by reason ([0] unused) */
 };
 static inline void shim_fcounts_add(struct shim_fcounts *to, const struct shim_fcounts *f)
 {
@@ -289,7 +306,7 @@ extern const char *const shim_call_name[CALL_N];
 
 /* Live counters each thread adds up for itself (live.c): 13 totals, then the calls by kind
  * and the flushes by reason. */
-#define SHIM_LIVE_THREAD_N (13 + CALL_N + FLUSH_N)
+#define SHIM_LIVE_THREAD_N (13 + CALL_N + FLUSH_N + 2 + SHIM_XR_N - 1)
 
 /* Counters of one socket (or of everything): written by one thread, added up at the end. */
 struct shim_counts {
@@ -686,6 +703,27 @@ void shim_report_write(void);
 void shim_report_retire_row(const struct shim_sockrow *r);
 /* ... of all of t's sockets (thread exit); NULL: forget them all (forked child). */
 void shim_report_retire_rows(struct shim_thread *t);
+
+/* ---- bypass.c ------------------------------------------------------------------------------ */
+
+/* The process's AF_XDP port (batch mode with an interface; bypass mode), made by the first send
+ * that needs it; NULL when there is none (said once, on stderr). */
+struct ms__xport *shim_xport(void);
+/* close, dup2, close_range: is fd the port's own? (Then the program never had it.) */
+bool shim_xport_owns(int fd);
+/* The port's interface ("" until the first send that needs it names one). */
+const char *shim_xport_ifname(void);
+/* The port's descriptors, ascending, into fds[3]; returns how many (0: no port). */
+int shim_xport_fds(int fds[3]);
+/* The program put another file on one of the port's numbers: it gives them up. */
+void shim_xport_lose(void);
+/* Bypass mode: send s now as an AF_XDP frame if it can go as one. true: sent, *r is the length;
+ * false: the caller sends it by the kernel's path (the reason is counted). Guard set. */
+bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+		      uint32_t info, uint64_t *syscalls, ssize_t *r);
+/* Bypass mode's sendmmsg: what the kernel's sendmmsg would return, errno set on -1. */
+int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t info,
+		     struct mmsghdr *msgs, unsigned n, int flags, uint64_t *syscalls);
 
 /* ---- live.c -------------------------------------------------------------------------------- */
 

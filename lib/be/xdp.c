@@ -59,7 +59,10 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <linux/if_xdp.h>
+#include <linux/net_tstamp.h>
 
 #include "internal.h"
 #include "route.h"
@@ -74,6 +77,9 @@
 #endif
 #ifndef SO_BINDTOIFINDEX
 #define SO_BINDTOIFINDEX 62
+#endif
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
 #endif
 
 #define FILL_ENTRIES 64u                  /* the fill ring must exist; nothing is received */
@@ -94,6 +100,8 @@ enum {
 	FB_ROUTE = MS__XDP_ROUTE,
 	FB_NEIGH = MS__XDP_NEIGH,
 	FB_OTHER = MS__XDP_OTHER,
+	FB_SOCKOPT = MS__XDP_SOCKOPT,
+	FB_ERROR = MS__XDP_ERROR,
 };
 
 struct ring {
@@ -543,6 +551,9 @@ struct sockinfo {
 	struct in_addr mif4;
 	int oif;
 	uint32_t mark;
+	int prio;      /* SO_PRIORITY (a port sends none but priority 0 as frames) */
+	bool v6only;   /* IPV6_V6ONLY: an IPv4 destination is the kernel's error */
+	bool unsup;    /* an option frames cannot honour (FB_SOCKOPT; xdp.h) */
 	uint64_t sig;
 };
 
@@ -622,10 +633,27 @@ static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
 	}
 	si->oif = opt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, 0, sys);
 	si->mark = (uint32_t)opt(fd, SOL_SOCKET, SO_MARK, 0, sys);
+	si->prio = opt(fd, SOL_SOCKET, SO_PRIORITY, 0, sys);
+	/* Options whose datagrams are not one plain frame each: corked (appended to), split
+	 * into segments (UDP_SEGMENT), IP options in the header, transmit timestamps looped
+	 * back to the error queue, errors queued (IP_RECVERR). */
+	unsigned char ipopts[40];
+	l = sizeof(ipopts);
+	(*sys)++;
+	const bool has_opts = !getsockopt(fd, IPPROTO_IP, IP_OPTIONS, ipopts, &l) && l > 0;
+	const int tsflags = opt(fd, SOL_SOCKET, SO_TIMESTAMPING, 0, sys);
+	si->unsup = si->recverr || (si->family == AF_INET6 && si->recverr6) || has_opts ||
+		    opt(fd, IPPROTO_UDP, UDP_CORK, 0, sys) ||
+		    opt(fd, IPPROTO_UDP, UDP_SEGMENT, 0, sys) ||
+		    (tsflags & (SOF_TIMESTAMPING_TX_HARDWARE | SOF_TIMESTAMPING_TX_SOFTWARE |
+				SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_ACK));
+	if (si->family == AF_INET6)
+		si->v6only = opt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 0, sys);
 	/* What a later change must be noticed in (FNV-1a over the fields read). */
 	const int v[] = { si->tos, si->ttl, si->mttl, si->mloop, si->pmtu, si->recverr,
 			  (int)si->mif4.s_addr, si->tclass, si->hops, si->mhops, si->mloop6,
-			  si->pmtu6, si->recverr6, si->mif6, si->oif, (int)si->mark };
+			  si->pmtu6, si->recverr6, si->mif6, si->oif, (int)si->mark, si->prio,
+			  si->v6only, si->unsup };
 	si->sig = fnv(fnv(FNV_SEED, v, sizeof(v)), &si->local, sizeof(si->local));
 	return true;
 }
@@ -920,6 +948,57 @@ static bool socks_changed(struct xstate *st, const struct ms_group *g, struct xg
 	return changed;
 }
 
+/* Make d: the record for destination `to` (NULL: the connected peer) of UDP socket si, as the
+ * kernel's path would send to it: headers, or the reason it goes by that path. */
+static void dest_for(struct xstate *st, const struct sockinfo *sip, const struct sockaddr *to,
+		     struct xdest *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (sip->unsup) {
+		d->why = FB_SOCKOPT;
+		return;
+	}
+	if (!to) {
+		if (!sip->has_peer) {
+			d->why = FB_ROUTE; /* not connected: the kernel says so */
+			return;
+		}
+		to = (const struct sockaddr *)&sip->peer;
+	}
+	if (sip->v6only && is_v4mapped(to)) {
+		d->why = FB_SOCKOPT;
+		return;
+	}
+	socklen_t tolen = to->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+						   : sizeof(struct sockaddr_in6);
+	/* The source the kernel would route from: the bound address, or for a multicast IPv4
+	 * group the socket's IP_MULTICAST_IF address. */
+	struct sockaddr_storage src = sip->local;
+	bool mcast4 = (to->sa_family == AF_INET &&
+		       IN_MULTICAST(ntohl(((const struct sockaddr_in *)to)->sin_addr.s_addr))) ||
+		      (is_v4mapped(to) &&
+		       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] >= 224 &&
+		       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] <= 239);
+	int oif = sip->oif;
+	if (mcast4 && sip->mif4.s_addr) {
+		/* The kernel sends a group out of IP_MULTICAST_IF's device, from its address
+		 * unless the socket is bound to one. */
+		if (!oif)
+			oif = addr_ifindex(sip->mif4, &st->sys);
+		if (wildcard(&sip->local)) {
+			memset(&src, 0, sizeof(src));
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
+			s4->sin_family = AF_INET;
+			s4->sin_addr = sip->mif4;
+		}
+	}
+	if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
+	    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) && !oif)
+		oif = sip->mif6;
+	const struct ms__route *rt = route_for(st, to, tolen, &src, oif, sip->mark);
+	make_dest(d, st, sip, to, rt);
+}
+
 /* Make every position's record. */
 static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 {
@@ -941,48 +1020,12 @@ static int build(struct xstate *st, struct ms_group *g, struct xgroup *x)
 		for (uint32_t j = 0; j < b->n; j++, pos++) {
 			struct xdest *d = &x->d[pos];
 			const struct ms__dest *dst = &b->dests[j];
-			if (!udp || dst->kpath || sip->recverr ||
-			    (sip->family == AF_INET6 && sip->recverr6)) {
+			if (!udp || dst->kpath) {
 				memset(d, 0, sizeof(*d));
 				d->why = FB_OTHER;
 				continue;
 			}
-			const struct sockaddr *to = dst->addrlen ? (const struct sockaddr *)&dst->addr
-								 : (const struct sockaddr *)&sip->peer;
-			if (!dst->addrlen && !sip->has_peer) {
-				memset(d, 0, sizeof(*d));
-				d->why = FB_ROUTE; /* not connected: the kernel says so */
-				continue;
-			}
-			socklen_t tolen = to->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-								   : sizeof(struct sockaddr_in6);
-			/* The source the kernel would route from: the bound address, or for a
-			 * multicast IPv4 group the socket's IP_MULTICAST_IF address. */
-			struct sockaddr_storage src = sip->local;
-			bool mcast4 = (to->sa_family == AF_INET &&
-				       IN_MULTICAST(ntohl(((const struct sockaddr_in *)to)->sin_addr.s_addr))) ||
-				      (is_v4mapped(to) &&
-				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] >= 224 &&
-				       ((const struct sockaddr_in6 *)to)->sin6_addr.s6_addr[12] <= 239);
-			int oif = sip->oif;
-			if (mcast4 && sip->mif4.s_addr) {
-				/* The kernel sends a group out of IP_MULTICAST_IF's device, from
-				 * its address unless the socket is bound to one. */
-				if (!oif)
-					oif = addr_ifindex(sip->mif4, &st->sys);
-				if (wildcard(&sip->local)) {
-					memset(&src, 0, sizeof(src));
-					struct sockaddr_in *s4 = (struct sockaddr_in *)&src;
-					s4->sin_family = AF_INET;
-					s4->sin_addr = sip->mif4;
-				}
-			}
-			if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
-			    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) &&
-			    !oif)
-				oif = sip->mif6;
-			const struct ms__route *rt = route_for(st, to, tolen, &src, oif, sip->mark);
-			make_dest(d, st, sip, to, rt);
+			dest_for(st, sip, dst->addrlen ? (const struct sockaddr *)&dst->addr : NULL, d);
 			if (d->lim && (d->v6 || d->idctr))
 				x->v4plain = false;
 		}
@@ -1127,7 +1170,8 @@ static uint32_t resend_frames(struct ms__batch *b, const struct call *c, uint32_
  * -ENXIO; or nothing taken for WAIT_NS), the error, with *cons the consumer index it reached
  * and the socket closed, so that what it did not take can never leave later. System calls
  * and kicks are counted in t. */
-static int kick_all(struct xstate *st, struct ms__tally *t, uint32_t *cons_out)
+static int kick_all(struct xstate *st, struct ms__tally *t, uint32_t *cons_out,
+		    struct pollfd *pf, nfds_t npf)
 {
 	struct ring *r = &st->tx;
 	const uint32_t head = r->head;
@@ -1141,6 +1185,20 @@ static int kick_all(struct xstate *st, struct ms__tally *t, uint32_t *cons_out)
 		if (__atomic_load_n(r->flags, __ATOMIC_RELAXED) & XDP_RING_NEED_WAKEUP) {
 			t->syscalls++;
 			t->xdp_kicks++;
+			if (npf) {
+				/* A port's kick: poll(2) drives the transmit in copy mode too, and
+				 * reports the other descriptors' state in the same call. If the
+				 * kernel took nothing, a sendto kick below says why. */
+				pf[0].fd = st->fd;
+				pf[0].events = POLLOUT;
+				if (poll(pf, npf, 0) >= 0 &&
+				    __atomic_load_n(r->cons, __ATOMIC_ACQUIRE) != cons) {
+					idle_since = 0;
+					continue;
+				}
+				t->syscalls++;
+				t->xdp_kicks++;
+			}
 			if (ms__sys.sendto(st->fd, NULL, 0, MSG_DONTWAIT, NULL, 0) < 0 &&
 			    errno != EAGAIN && errno != EBUSY && errno != ENOBUFS && errno != EINTR) {
 				/* EAGAIN: one batch taken, or the driver busy; EBUSY: a frame the
@@ -1184,7 +1242,7 @@ static uint32_t flush(struct xstate *st, struct ms__batch *b, const struct call 
 {
 	uint32_t cons;
 	const uint32_t head = st->tx.head;
-	if (!kick_all(st, &b->t, &cons))
+	if (!kick_all(st, &b->t, &cons, NULL, 0))
 		return 0;
 	return resend_frames(b, c, cons - c->head0, head - c->head0);
 }
@@ -1435,9 +1493,10 @@ const struct ms__backend ms__backend_xdp = {
 struct pfd {
 	uint32_t gen;          /* the caller's generation + 1 when read; 0: never */
 	bool udp;
-	uint64_t reval_at;
+	uint8_t err;           /* connected: ERR_UNKNOWN, ERR_CLEAR or ERR_PENDING (POLLERR) */
 	struct sockinfo si;
 };
+enum { ERR_UNKNOWN, ERR_CLEAR, ERR_PENDING };
 
 /* One (socket, destination): its frame's record, for the network state it was made in. */
 struct pdest {
@@ -1462,6 +1521,7 @@ struct ms__xport {
 	struct pdest *cache;
 	uint32_t cap, used;
 	uint16_t ip_id;
+	bool lost;             /* ms__xport_lose: its descriptors are not its own any more */
 };
 
 /* A destination's identity: family, port, address (scope for IPv6); the rest of a sockaddr
@@ -1559,9 +1619,8 @@ void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len)
 	xdp_describe(NULL, &p->st, buf, len);
 }
 
-/* The socket's record, read again when the caller's generation changed or once a second. */
-static const struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, uint64_t now,
-				 struct ms__tally *t)
+/* The socket's record, read again when the caller's generation changed. */
+static struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, struct ms__tally *t)
 {
 	if ((uint32_t)fd >= p->nfds) {
 		uint32_t n = p->nfds ? p->nfds : 64;
@@ -1575,12 +1634,12 @@ static const struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, ui
 		p->nfds = n;
 	}
 	struct pfd *f = &p->fds[fd];
-	if (f->gen != fdgen + 1 || now >= f->reval_at) {
+	if (f->gen != fdgen + 1) {
 		uint64_t sys = 0;
 		f->udp = sock_read(fd, true, &f->si, &sys);
 		t->syscalls += sys;
 		f->gen = fdgen + 1;
-		f->reval_at = now + REVAL_NS;
+		f->err = ERR_UNKNOWN;
 	}
 	return f;
 }
@@ -1593,6 +1652,13 @@ static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen
 {
 	unsigned char key[24];
 	if (!addr_key(to, tolen, key))
+		return NULL;
+	/* What the kernel refuses or reads differently: another family than the socket's
+	 * (an IPv4 address on an IPv6 socket is the kernel's IPv4 path), a short IPv6 address,
+	 * port 0 (EINVAL). */
+	if (to && (to->sa_family != f->si.family ||
+		   (to->sa_family == AF_INET6 && tolen < sizeof(struct sockaddr_in6)) ||
+		   !sa_port(to)))
 		return NULL;
 	if (p->used >= p->cap * 3 / 4) {
 		/* Full: grow, or start again from empty (every entry is remade on use). */
@@ -1628,21 +1694,17 @@ static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen
 make:
 	e->net_gen = p->st.net_gen;
 	e->sig = f->si.sig;
-	memset(&e->d, 0, sizeof(e->d));
-	const struct sockaddr *dst = to ? to : (const struct sockaddr *)&f->si.peer;
-	if (f->si.recverr || (f->si.family == AF_INET6 && f->si.recverr6) ||
-	    (!to && !f->si.has_peer)) {
-		e->d.why = FB_OTHER;
+	if (f->si.prio) {
+		/* A priority maps to a queue, a VLAN priority, a traffic class: the kernel's
+		 * path keeps what the program asked for. */
+		memset(&e->d, 0, sizeof(e->d));
+		e->d.why = FB_SOCKOPT;
 		return &e->d;
 	}
-	const socklen_t dlen = dst->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-							 : sizeof(struct sockaddr_in6);
 	const uint64_t sys0 = p->st.sys;
-	const struct ms__route *rt = route_for(&p->st, dst, dlen, &f->si.local, f->si.oif,
-					       f->si.mark);
+	dest_for(&p->st, &f->si, to, &e->d);
 	t->syscalls += p->st.sys - sys0;
 	p->st.sys = sys0;
-	make_dest(&e->d, &p->st, &f->si, dst, rt);
 	return &e->d;
 }
 
@@ -1681,11 +1743,40 @@ static unsigned port_why(const struct xdest *d, const struct msghdr *h, size_t *
 	return h->msg_control ? MS__XDP_OTHER : 0;
 }
 
+/* A port's kick: poll the AF_XDP socket (transmit), the rtnetlink listener (a change to read
+ * before the next frame is made) and a connected socket (an error it received), in one call. */
+static int port_kick(struct ms__xport *p, struct pfd *f, int fd, struct ms__tally *t,
+		     uint32_t *cons)
+{
+	struct xstate *st = &p->st;
+	int nl[2];
+	ms__nl_fds(st->nl, nl);
+	struct pollfd pf[3] = { { .fd = st->fd }, { .fd = nl[1], .events = POLLIN } };
+	nfds_t n = 2;
+	if (f->si.has_peer)
+		pf[n++] = (struct pollfd){ .fd = fd };
+	pf[1].revents = pf[n - 1].revents = -1; /* not polled (zero copy: no kick needed) */
+	const int err = kick_all(st, t, cons, pf, n);
+	if (pf[1].revents == -1 || (pf[1].revents & (POLLIN | POLLERR)))
+		st->next_check = 0; /* read them before the next frame is made */
+	else
+		st->next_check = now_ns() + CHECK_NS;
+	if (n == 3)
+		f->err = err || pf[2].revents == -1 ? ERR_UNKNOWN
+			 : pf[2].revents & POLLERR  ? ERR_PENDING
+						    : ERR_CLEAR;
+	return err;
+}
+
 uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struct mmsghdr *m,
-			uint32_t cnt, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
+			uint32_t cnt, int flags, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
 			struct ms__xport_counts *c)
 {
-	if (p->fork_gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED) || !port_lock(p)) {
+	*skip = 0;
+	if (!cnt)
+		return 0;
+	if (p->lost || p->fork_gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED) ||
+	    !port_lock(p)) {
 		/* A forked child, or a handler inside a send: the kernel's path for all. */
 		*skip = cnt;
 		fb[MS__XDP_OTHER] += cnt;
@@ -1698,13 +1789,28 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	t.syscalls += st->sys;
 	st->sys = 0;
 	uint32_t k = 0;
-	*skip = 0;
 	const uint32_t head0 = st->tx.head;
-	const struct pfd *f = st->fd >= 0 ? port_fd(p, fd, fdgen, now, &t) : NULL;
+	struct pfd *f = st->fd >= 0 ? port_fd(p, fd, fdgen, &t) : NULL;
 	if (!f || !f->udp) {
 		*skip = cnt;
 		fb[MS__XDP_OTHER] += cnt;
 		goto out;
+	}
+	if (f->si.has_peer && f->err != ERR_CLEAR) {
+		if (f->err == ERR_UNKNOWN) {
+			struct pollfd pf = { .fd = fd };
+			t.syscalls++;
+			f->err = poll(&pf, 1, 0) >= 0 && !(pf.revents & POLLERR) ? ERR_CLEAR
+										 : ERR_PENDING;
+		}
+		if (f->err == ERR_PENDING) {
+			/* The kernel's path returns the error (and clears it) instead of sending
+			 * this one; what follows is known again after it. */
+			f->err = ERR_UNKNOWN;
+			*skip = 1;
+			fb[MS__XDP_ERROR]++;
+			goto out;
+		}
 	}
 	reap(st);
 	unsigned why = 0; /* why m[k] stopped the frames */
@@ -1717,12 +1823,14 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 			break;
 		if (!st->nfree) {
 			uint32_t cons;
-			if (kick_all(st, &t, &cons)) {
+			if (port_kick(p, f, fd, &t, &cons)) {
 				k = cons - head0;
 				goto gone;
 			}
-			if (!st->nfree && !poll_frames(st, &t)) {
-				why = MS__XDP_OTHER; /* no frame for a second: the rest by the kernel */
+			if (!st->nfree && ((flags & MSG_DONTWAIT) || !poll_frames(st, &t))) {
+				/* none free (for a second, or at once under MSG_DONTWAIT): the rest by
+				 * the kernel's path */
+				why = MS__XDP_OTHER;
 				*skip = cnt - k;
 				fb[why] += *skip;
 				break;
@@ -1735,7 +1843,7 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	}
 	if (st->tx.head != head0) {
 		uint32_t cons;
-		if (kick_all(st, &t, &cons)) {
+		if (port_kick(p, f, fd, &t, &cons)) {
 			k = cons - head0; /* not taken: the kernel's path from there */
 			goto gone;
 		}
@@ -1761,9 +1869,46 @@ gone:
 	*skip = cnt - k;
 	fb[MS__XDP_OTHER] += *skip;
 out:
+	if (*skip && f)
+		f->err = ERR_UNKNOWN; /* the kernel's path may take or leave an error */
 	c->frames += k;
 	c->kicks += t.xdp_kicks;
 	c->syscalls += t.syscalls;
 	port_unlock(p);
 	return k;
+}
+
+bool ms__xport_owns(const struct ms__xport *p, int fd)
+{
+	if (fd < 0 || p->lost)
+		return false;
+	int nl[2] = { -1, -1 };
+	if (p->st.nl)
+		ms__nl_fds(p->st.nl, nl);
+	return fd == p->st.fd || fd == nl[0] || fd == nl[1];
+}
+
+int ms__xport_fds(const struct ms__xport *p, int fds[3])
+{
+	int n = 0, nl[2] = { -1, -1 };
+	if (p->lost)
+		return 0;
+	if (p->st.nl)
+		ms__nl_fds(p->st.nl, nl);
+	const int all[3] = { p->st.fd, nl[0], nl[1] };
+	for (int k = 0; k < 3; k++)
+		if (all[k] >= 0)
+			fds[n++] = all[k];
+	return n;
+}
+
+void ms__xport_lose(struct ms__xport *p)
+{
+	(void)port_lock(p);
+	p->lost = true;
+	p->st.fd = -1;
+	if (p->st.nl)
+		ms__nl_abandon(p->st.nl);
+	p->st.nl = NULL;
+	port_unlock(p);
 }

@@ -22,7 +22,12 @@ enum {
 	MS__XDP_MTU,       /* does not fit one frame under the path's MTU */
 	MS__XDP_ROUTE,     /* no usable route */
 	MS__XDP_NEIGH,     /* next hop not resolved yet (the kernel's send resolves it) */
-	MS__XDP_OTHER,     /* anything else (not UDP, IP_RECVERR, no frame, no socket...) */
+	MS__XDP_OTHER,     /* anything else (not UDP, no frame, no socket...) */
+	MS__XDP_SOCKOPT,   /* a socket option frames cannot honour (IP_RECVERR, UDP_CORK,
+	                      UDP_SEGMENT, IP_OPTIONS, SO_TIMESTAMPING for sends, IPV6_V6ONLY
+	                      with an IPv4 destination; a port also: SO_PRIORITY) */
+	MS__XDP_ERROR,     /* a port: the connected socket has an error pending, which the
+	                      kernel's path returns (and clears) instead of sending */
 	MS__XDP_NREASONS
 };
 
@@ -40,6 +45,14 @@ int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct m
 		   char *why, size_t whylen);
 void ms__xport_close(struct ms__xport *p);
 void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);
+/* Is fd one of the port's own descriptors (its AF_XDP socket, its rtnetlink sockets)? A
+ * caller that intercepts close and dup2 keeps a program from closing them. */
+bool ms__xport_owns(const struct ms__xport *p, int fd);
+/* Its descriptors (those open) into fds[3]; returns how many. */
+int ms__xport_fds(const struct ms__xport *p, int fds[3]);
+/* The program took one of the port's descriptor numbers (dup2 onto it): the port forgets
+ * them all without closing any, and sends nothing more (every message skipped, MS__XDP_OTHER). */
+void ms__xport_lose(struct ms__xport *p);
 
 /*
  * Send datagrams m[0..cnt) of socket fd, in order: the first ones as frames, as many as the
@@ -50,12 +63,22 @@ void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);
  * cnt is). m[k].msg_hdr: msg_name / msg_namelen (NULL: the socket's peer), msg_iov /
  * msg_iovlen; a message with msg_control is not carried. fdgen: the caller's generation of
  * the descriptor number, changed whenever fd may name another socket or its options may have
- * changed (what the port read of it is kept until then, and at most a second). Safe from
- * several threads (one at a time); a forked child, or a signal handler re-entering on a
- * thread already inside, gets everything skipped. Counts are added to *c.
+ * changed (what the port read of the socket is kept until then: the caller must change it on
+ * every setsockopt, connect, bind, shutdown or close it sees). flags: MSG_DONTWAIT: when no
+ * frame is free, skip rather than wait for one (up to a second).
+ *
+ * Every frame is handed to the kernel before the call returns (a kick per call, as poll(2) on
+ * the AF_XDP socket, the rtnetlink listener and, for a connected socket, the socket itself:
+ * one system call that transmits, notices network changes and notices an error the socket
+ * received, e.g. ICMP port unreachable, so that the socket's next message is skipped with
+ * MS__XDP_ERROR and the kernel's path returns the error where it would have). After a pause
+ * of more than 5 ms without a kick, the kernel's notifications are read before the first
+ * frame is made (one more system call). Safe from several threads (one at a time); a forked
+ * child, or a signal handler re-entering on a thread already inside, gets everything skipped.
+ * Counts are added to *c.
  */
 uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struct mmsghdr *m,
-			uint32_t cnt, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
+			uint32_t cnt, int flags, uint32_t *skip, uint64_t fb[MS__XDP_NREASONS],
 			struct ms__xport_counts *c);
 
 #endif

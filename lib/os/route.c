@@ -598,6 +598,17 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 	return 0;
 }
 
+void ms__nl_fds(const struct ms__nl *nl, int fds[2])
+{
+	fds[0] = nl->fd;
+	fds[1] = nl->ev;
+}
+
+void ms__nl_abandon(struct ms__nl *nl)
+{
+	free(nl);
+}
+
 bool ms__nl_changed(struct ms__nl *nl)
 {
 	bool changed = false;

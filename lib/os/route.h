@@ -78,6 +78,11 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
  * notification socket overflowed (ENOBUFS: something changed, unknown what). One recv(2) when
  * nothing is pending. */
 bool ms__nl_changed(struct ms__nl *nl);
+/* The descriptors: fds[0] for requests, fds[1] the notification listener (poll it for
+ * POLLIN: ms__nl_changed would find something). */
+void ms__nl_fds(const struct ms__nl *nl, int fds[2]);
+/* Free nl without closing its descriptors (their numbers are someone else's now). */
+void ms__nl_abandon(struct ms__nl *nl);
 
 /* The interface's index, MTU, Ethernet address and whether it is up with a carrier
  * (IFF_UP and IFF_LOWER_UP: the carrier as the driver set it; IFF_RUNNING follows it through

@@ -257,11 +257,13 @@ static void model(const struct env *e, struct shim_config *c, struct warnings *w
 			c->asked = SHIM_METRICS;
 		else if (!strcmp(v[V_MODE], "batch"))
 			c->asked = SHIM_BATCH;
+		else if (!strcmp(v[V_MODE], "bypass"))
+			c->asked = SHIM_BYPASS;
 		else if (!strcmp(v[V_MODE], "off"))
 			c->asked = SHIM_OFF;
 		else
-			expect_warning(w, "ignoring MULTISEND_PRELOAD_MODE='%s': not metrics, batch "
-				       "or off (using metrics)", shown(v[V_MODE]));
+			expect_warning(w, "ignoring MULTISEND_PRELOAD_MODE='%s': not metrics, batch, "
+				       "bypass or off (using metrics)", shown(v[V_MODE]));
 	}
 	c->mode = c->asked;
 	if (v[V_MAX] && !model_uint(v[V_MAX], 1, 1024, &c->batch_max))
@@ -313,7 +315,8 @@ static void parse(struct env *e, struct shim_config *c, struct warnings *w)
 /* What holds whatever the input: ranges, terminators, the mode filter's only effect. */
 static void check_ranges(const struct shim_config *c)
 {
-	CHECK(c->asked == SHIM_OFF || c->asked == SHIM_METRICS || c->asked == SHIM_BATCH);
+	CHECK(c->asked == SHIM_OFF || c->asked == SHIM_METRICS || c->asked == SHIM_BATCH ||
+	      c->asked == SHIM_BYPASS);
 	CHECK(c->mode == c->asked || c->mode == SHIM_OFF);
 	CHECK(c->batch_max >= 1 && c->batch_max <= SHIM_BATCH_MAX_LIMIT);
 	CHECK(c->delay_us >= SHIM_DELAY_US_MIN && c->delay_us <= SHIM_DELAY_US_MAX);

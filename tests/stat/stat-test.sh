@@ -272,8 +272,8 @@ refuse_test() { # PUBLISHER STAT
 	refused 2 'not a libmultisend live-counter file (not a regular file)' "$tmp/dir"
 	refused 1 "cannot open $tmp/missing: No such file or directory" "$tmp/missing"
 	cp "$tmp/real" "$tmp/v2"
-	patch "$tmp/v2" 8 3 # version
-	refused 2 'live-counter file of format version 3; this multisend-stat reads version 2' \
+	patch "$tmp/v2" 8 2 # version
+	refused 2 'live-counter file of format version 2; this multisend-stat reads version 3' \
 		"$tmp/v2"
 	cp "$tmp/real" "$tmp/layout"
 	patch "$tmp/layout" 16 12345 # slot_size
@@ -290,7 +290,7 @@ refuse_test() { # PUBLISHER STAT
 	for f in text zeros v2 layout short; do
 		[ -s "$tmp/$f" ] || fail "$f emptied"
 	done
-	patch "$tmp/v2" 8 2
+	patch "$tmp/v2" 8 3
 	cmp -s "$tmp/real" "$tmp/v2" || fail "multisend-stat changed a file it refused"
 	echo "PASS: multisend-stat refuses what is not a live-counter file of its version"
 }

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel bypass: the process's AF_XDP port (lib/be/xdp.h), and bypass mode's sends.
+ *
+ * Bypass mode (MULTISEND_PRELOAD_MODE=bypass, multisend-run --bypass) sends each datagram the
+ * port can carry at once, as a frame, inside the program's own call: the port hands it to the
+ * kernel (one kick, a poll(2) on the AF_XDP socket) before the call returns, and the call
+ * returns what the kernel's path would have returned, the length. Nothing is deferred and no
+ * thread is started, so the order of a program's datagrams, on one socket or many, in one
+ * thread or several, is the order of its calls, as without the shim. Every datagram the port
+ * cannot or must not carry goes to the real function in the same call, counted by reason:
+ * the kernel's answer, errno included, is the program's. What the port decides by (route,
+ * neighbour, MTU, socket options, a connected socket's pending error) is in lib/be/xdp.c and
+ * multisend-run(1).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+const char *const shim_xreason_name[SHIM_XR_N] = {
+	[MS__XDP_LOCAL] = "local",   [MS__XDP_IFACE] = "iface",
+	[MS__XDP_MTU] = "mtu",       [MS__XDP_ROUTE] = "route",
+	[MS__XDP_NEIGH] = "neigh",   [MS__XDP_OTHER] = "other",
+	[MS__XDP_SOCKOPT] = "sockopt", [MS__XDP_ERROR] = "error",
+	[SHIM_XR_NOT_UDP] = "not_udp", [SHIM_XR_FLAGS] = "flags",
+	[SHIM_XR_CONTROL] = "control", [SHIM_XR_REENTERED] = "reentered",
+	[SHIM_XR_UNAVAILABLE] = "unavailable",
+};
+
+#ifdef MS_HAVE_XDP
+static struct ms__xport *xport;
+static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed for good */
+static char xport_ifname[IF_NAMESIZE];
+
+/* The device of the IPv4 default route (the first with the lowest metric), from
+ * /proc/net/route: no allocation, no netlink. false: none. */
+static bool default_iface(char *name, size_t size)
+{
+	int fd = open("/proc/net/route", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	char buf[4096], line[256];
+	size_t ll = 0;
+	unsigned long best = ULONG_MAX;
+	bool found = false, first = true;
+	ssize_t n;
+	while ((n = shim_raw_read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] != '\n') {
+				if (ll < sizeof(line) - 1)
+					line[ll++] = buf[i];
+				continue;
+			}
+			line[ll] = '\0';
+			ll = 0;
+			if (first) { /* the column titles */
+				first = false;
+				continue;
+			}
+			/* Iface Destination Gateway Flags RefCnt Use Metric Mask ... */
+			char ifn[IF_NAMESIZE];
+			unsigned long dst, gw, flags, ref, use, metric, mask;
+			const char *p = line;
+			size_t k = 0;
+			while (*p && *p != '\t' && *p != ' ' && k < sizeof(ifn) - 1)
+				ifn[k++] = *p++;
+			ifn[k] = '\0';
+			char *end;
+			unsigned long *f[] = { &dst, &gw, &flags, &ref, &use, &metric, &mask };
+			bool ok = k > 0;
+			for (size_t j = 0; ok && j < sizeof(f) / sizeof(f[0]); j++) {
+				*f[j] = strtoul(p, &end, j < 3 || j == 6 ? 16 : 10);
+				ok = end != p;
+				p = end;
+			}
+			if (ok && dst == 0 && mask == 0 && (flags & 1) && metric < best) {
+				best = metric;
+				found = true;
+				snprintf(name, size, "%s", ifn);
+			}
+		}
+	}
+	shim_raw_close(fd);
+	return found;
+}
+#endif
+
+struct ms__xport *shim_xport(void)
+{
+#ifdef MS_HAVE_XDP
+	int v = atomic_load_explicit(&xport_state, memory_order_acquire);
+	if (v == 2)
+		return xport;
+	if (shim_cfg.mode != SHIM_BYPASS && !shim_cfg.xdp_iface[0])
+		return NULL;
+	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
+		char why[192];
+		struct ms__xport *p = NULL;
+		const char *what = shim_cfg.mode == SHIM_BYPASS ? "sends go by the kernel's path"
+								: "batches go by sendmmsg";
+		if (shim_cfg.xdp_iface[0])
+			snprintf(xport_ifname, sizeof(xport_ifname), "%s", shim_cfg.xdp_iface);
+		if (!xport_ifname[0] && !default_iface(xport_ifname, sizeof(xport_ifname))) {
+			shim_warn("kernel bypass unavailable, %s: no interface named "
+				  "(MULTISEND_PRELOAD_XDP_IFACE, multisend-run --xdp-iface) and no IPv4 "
+				  "default route", what);
+		} else {
+			int err = ms__xport_open(xport_ifname, 0, false, &p, why, sizeof(why));
+			if (err) {
+				shim_warn("kernel bypass on %s unavailable, %s: %s", xport_ifname, what,
+					  why);
+				p = NULL;
+			}
+		}
+		xport = p;
+		atomic_store_explicit(&xport_state, 2, memory_order_release);
+		return xport;
+	}
+#endif
+	return NULL; /* another thread is making it: this send goes by the kernel's path */
+}
+
+const char *shim_xport_ifname(void)
+{
+#ifdef MS_HAVE_XDP
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2)
+		return xport_ifname;
+#endif
+	return shim_cfg.xdp_iface;
+}
+
+bool shim_xport_owns(int fd)
+{
+#ifdef MS_HAVE_XDP
+	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
+											  : NULL;
+	return p && ms__xport_owns(p, fd);
+#else
+	(void)fd;
+	return false;
+#endif
+}
+
+int shim_xport_fds(int fds[3])
+{
+	int n = 0;
+#ifdef MS_HAVE_XDP
+	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
+											  : NULL;
+	if (p)
+		n = ms__xport_fds(p, fds);
+	for (int i = 1; i < n; i++) /* ascending */
+		for (int j = i; j > 0 && fds[j] < fds[j - 1]; j--) {
+			int x = fds[j];
+			fds[j] = fds[j - 1];
+			fds[j - 1] = x;
+		}
+#else
+	(void)fds;
+#endif
+	return n;
+}
+
+void shim_xport_lose(void)
+{
+#ifdef MS_HAVE_XDP
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport)
+		ms__xport_lose(xport);
+#endif
+}
+
+/* The flags a frame honours: MSG_DONTWAIT (no waiting for a free frame), MSG_NOSIGNAL (UDP
+ * raises no SIGPIPE), MSG_CONFIRM (a hint to the neighbour layer, which frames skip). */
+#define BYPASS_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM)
+
+/* Why s cannot go as frames whatever the port says (a SHIM_XR_* reason), or 0. */
+static unsigned shim_why(struct shim_fd *e, uint32_t info, int flags, bool control)
+{
+	if ((info & (FD_UDP | FD_SOCKET)) != (FD_UDP | FD_SOCKET))
+		return SHIM_XR_NOT_UDP;
+	if (flags & ~BYPASS_FLAGS) {
+		if ((flags & MSG_MORE) && e)
+			__atomic_fetch_or(&e->info, FD_MORE, __ATOMIC_RELAXED);
+		return SHIM_XR_FLAGS;
+	}
+	if (info & FD_MORE)
+		return SHIM_XR_FLAGS;
+	if (control)
+		return SHIM_XR_CONTROL;
+	return 0;
+}
+
+static void add_counts(struct shim_thread *t, const struct ms__xport_counts *xc,
+		       uint64_t *syscalls)
+{
+	t->fc.xdp_frames += xc->frames;
+	t->fc.xdp_kicks += xc->kicks;
+	*syscalls += xc->syscalls;
+}
+
+bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+		      uint32_t info, uint64_t *syscalls, ssize_t *r)
+{
+	*syscalls = 0;
+	unsigned why = shim_why(e, info, s->flags, s->control);
+	if (!why && s->iovcnt > IOV_MAX)
+		why = MS__XDP_OTHER;
+	struct ms__xport *p = why ? NULL : shim_xport();
+	if (!why && !p)
+		why = SHIM_XR_UNAVAILABLE;
+	if (why) {
+		t->fc.xdp_fallback[why]++;
+		return false;
+	}
+	struct mmsghdr m = { .msg_hdr = {
+		.msg_name = (void *)s->addr, .msg_namelen = s->addr ? s->alen : 0,
+		.msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt } };
+	struct ms__xport_counts xc = { 0 };
+	uint32_t skip = 0;
+	const int pflags = (s->flags & MSG_DONTWAIT) || (info & FD_NONBLOCK) ? MSG_DONTWAIT : 0;
+	const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
+	uint32_t k = ms__xport_send(p, s->fd, gen, &m, 1, pflags, &skip, t->fc.xdp_fallback, &xc);
+	add_counts(t, &xc, syscalls);
+	if (k == 1) {
+		*r = (ssize_t)s->len;
+		return true;
+	}
+	return false;
+}
+
+int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t info,
+		     struct mmsghdr *msgs, unsigned n, int flags, uint64_t *syscalls)
+{
+	*syscalls = 0;
+	if (n > UIO_MAXIOV)
+		n = UIO_MAXIOV; /* as the kernel does */
+	bool control = false, odd = !msgs;
+	for (unsigned i = 0; !odd && i < n; i++) {
+		const struct msghdr *h = &msgs[i].msg_hdr;
+		control |= h->msg_controllen != 0;
+		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov);
+	}
+	unsigned why = shim_why(e, info, flags, control);
+	if (!why && odd)
+		why = MS__XDP_OTHER;
+	struct ms__xport *p = why ? NULL : shim_xport();
+	if (!why && !p)
+		why = SHIM_XR_UNAVAILABLE;
+	if (why || !n) {
+		t->fc.xdp_fallback[why] += n;
+		*syscalls += 1;
+		return shim_real.sendmmsg(fd, msgs, n, flags);
+	}
+	const int pflags = (flags & MSG_DONTWAIT) || (info & FD_NONBLOCK) ? MSG_DONTWAIT : 0;
+	const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
+	unsigned off = 0;
+	while (off < n) {
+		struct ms__xport_counts xc = { 0 };
+		uint32_t skip = 0;
+		uint32_t k = ms__xport_send(p, fd, gen, msgs + off, n - off, pflags, &skip,
+					    t->fc.xdp_fallback, &xc);
+		add_counts(t, &xc, syscalls);
+		for (uint32_t i = 0; i < k; i++) {
+			const struct msghdr *h = &msgs[off + i].msg_hdr;
+			size_t len = 0;
+			for (size_t j = 0; j < h->msg_iovlen; j++)
+				len += h->msg_iov[j].iov_len;
+			msgs[off + i].msg_len = (unsigned)len;
+		}
+		off += k;
+		if (!skip)
+			continue;
+		*syscalls += 1;
+		int r = shim_real.sendmmsg(fd, msgs + off, skip, flags);
+		if (r < 0)
+			return off ? (int)off : -1; /* as the kernel: the error is lost after a send */
+		off += (unsigned)r;
+		if ((uint32_t)r < skip)
+			return (int)off;
+	}
+	return (int)off;
+}
