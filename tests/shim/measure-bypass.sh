@@ -126,6 +126,7 @@ def check_report(mode, label, reports, datagrams, r):
     if tot["datagrams"] != datagrams:
         bad.append(f"{label}: the shim counted {tot['datagrams']} datagrams, the program sent "
                    f"{datagrams}")
+    r["shim_syscalls"] = tot.get("syscalls")
     if mode == "bypass":
         if "xdp_frames" not in tot:
             bad.append(f"{label}: no xdp_frames in the shim's report")
@@ -252,6 +253,9 @@ print(f"measure-bypass.sh: Linux {uname.release}, {os.cpu_count()} CPUs, {rounds
 print(f"sink: sender in namespace {nsS}, veth {IFACE} 10.77.0.1/24 -> peer xr0 up in {nsR} "
       "(no address); destination 10.77.0.2 has a permanent neighbour entry for "
       "02:00:5e:10:00:02, nobody's MAC: R's IP layer drops every frame (PACKET_OTHERHOST)")
+print("load average at the start: " + " ".join(open("/proc/loadavg").read().split()[:3])
+      + " (other work on the machine moves the absolute figures; the ratios are taken inside "
+      "each round)")
 print("modes: plain = no shim; bypass = LD_PRELOAD shim, MULTISEND_PRELOAD_MODE=bypass "
       f"MULTISEND_PRELOAD_XDP_IFACE={IFACE}; batch = MULTISEND_PRELOAD_MODE=batch (kernel path, "
       "sendmmsg); batch-100ms = batch with MULTISEND_BATCH_DELAY_US=100000. Every shim run "
@@ -461,9 +465,12 @@ else:
             print(f"   {name:<10} {mode:<7} {d1:>8}/{d2:<8} {sf(slope):>11.4f} "
                   f"{sum(slope.values()):>12.4f} {sf(fixed):>11.0f} {sum(fixed.values()):>12.0f}")
             if mode == "bypass" and "frames" in x1:
+                x2 = pts[1][2]
+                own = (f"; the shim's own count of system calls: {x1['shim_syscalls']} and "
+                       f"{x2['shim_syscalls']}" if x1.get("shim_syscalls") is not None else "")
                 print(f"   {'':<10} {'':<7} (xdp_frames {x1['frames']} of {x1['datagrams']}, "
                       f"kicks {x1['kicks']}, by the kernel's path: "
-                      f"{x1.get('fallback') or 'none'})")
+                      f"{x1.get('fallback') or 'none'}{own})")
     print(f"   {took(t0)}")
     for name in progs:
         if (name, "plain") not in fits or (name, "bypass") not in fits:
@@ -509,7 +516,8 @@ if d5:
 frames_line(res5["bypass"])
 rx_line(res5)
 
-print(f"\nmeasure-bypass.sh: {time.monotonic() - t_start:.0f} s in all")
+print(f"\nmeasure-bypass.sh: {time.monotonic() - t_start:.0f} s in all; load average at the end: "
+      + " ".join(open("/proc/loadavg").read().split()[:3]))
 if bad:
     print(f"\nCHECKS THAT FAILED ({len(bad)}):")
     for b in bad:
