@@ -127,15 +127,16 @@ static ssize_t do_send(const struct shim_send *s)
 	}
 	uint32_t info = shim_fd_info(s->fd, e);
 	uint64_t key = shim_dest_key(s->fd, s->addr, s->alen);
-	bool dest_ok = (info & FD_BATCHABLE) && shim_dest_ok(info, s->addr, s->alen);
-	bool can = s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
+	bool dest_ok = shim_cfg.mode != SHIM_BYPASS && (info & FD_BATCHABLE) &&
+		       shim_dest_ok(info, s->addr, s->alen);
+	bool can = dest_ok && s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
 	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
 
 	if (shim_cfg.mode == SHIM_BYPASS) {
 		uint64_t sys = 0;
 		ssize_t r;
 		if (shim_bypass_send(t, s, e, info, &sys, &r)) {
-			shim_count_result(t, row, r, 0, 1, false, sys);
+			shim_count_framed(row, (size_t)r, sys);
 			shim_guard = 0;
 			*errp = saved;
 			return r;

@@ -340,6 +340,15 @@ void shim_count_result(struct shim_thread *t, struct shim_sockrow *row, ssize_t 
 	}
 }
 
+void shim_count_framed(struct shim_sockrow *row, size_t len, uint64_t syscalls)
+{
+	struct shim_counts *c = &row->c;
+
+	c->syscalls += syscalls;
+	c->datagrams++;
+	c->bytes += len;
+}
+
 void shim_count_flush_error(struct shim_thread *t, int fd, int err)
 {
 	struct shim_sockrow *row = slot(t, fd);

@@ -665,6 +665,9 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 /* Count the outcome seen by the program: r >= 0 bytes, or -1 with err. */
 void shim_count_result(struct shim_thread *t, struct shim_sockrow *row, ssize_t r, int err,
 		       uint64_t datagrams, bool batched, uint64_t syscalls);
+/* Bypass mode: one datagram of len bytes sent as a frame (neither batched nor passed
+ * through), with the system calls that took. */
+void shim_count_framed(struct shim_sockrow *row, size_t len, uint64_t syscalls);
 /* Count a failure found at flush (under the batch lock; any thread). */
 void shim_count_flush_error(struct shim_thread *t, int fd, int err);
 /* Metrics mode: a call that would have flushed a batch ends the estimated batch. */

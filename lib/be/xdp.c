@@ -1512,7 +1512,7 @@ struct pdest {
 #define PORT_CACHE_MAX 16384u /* entries; a full cache starts again from empty */
 
 struct ms__xport {
-	int lock;              /* 0 free; else the owner's thread id (a handler that re-enters
+	uintptr_t lock;        /* 0 free; else the owner thread's token (a handler that re-enters
 	                          finds its own id: the kernel's path for it) */
 	unsigned fork_gen;     /* ms__fork_gen when made: a child never touches the socket */
 	struct xstate st;
@@ -1549,9 +1549,21 @@ static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key
 	return false;
 }
 
+/* The port's hash, on every send: three multiply-xorshift rounds over the key's words (FNV's
+ * byte at a time cost more than the rest of the lookup). */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return x;
+}
+
 static uint32_t key_hash(int fd, uint32_t fdgen, const unsigned char key[24])
 {
-	const uint64_t h = fnv(fnv(fnv(FNV_SEED, &fd, sizeof(fd)), &fdgen, sizeof(fdgen)), key, 24);
+	uint64_t w[3];
+	memcpy(w, key, sizeof(w));
+	const uint64_t h = mix64(w[0] ^ mix64(w[1] ^ mix64(w[2] ^ ((uint64_t)(uint32_t)fd << 32 | fdgen))));
 	return (uint32_t)(h ^ (h >> 32));
 }
 
@@ -1708,11 +1720,15 @@ make:
 	return &e->d;
 }
 
+/* A thread's token for the port's lock: the address of a thread-local byte (no system call,
+ * unlike gettid, which glibc does not cache). */
+static __thread char port_token;
+
 static bool port_lock(struct ms__xport *p)
 {
-	const int me = (int)gettid();
+	const uintptr_t me = (uintptr_t)&port_token;
 	for (;;) {
-		int v = 0;
+		uintptr_t v = 0;
 		if (__atomic_compare_exchange_n(&p->lock, &v, me, false, __ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED))
 			return true;
