@@ -211,8 +211,8 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 {
 	*syscalls = 0;
 	unsigned why = shim_why(e, info, s->flags, s->control);
-	if (!why && s->iovcnt > IOV_MAX)
-		why = MS__XDP_OTHER;
+	if (!why && (s->iovcnt > IOV_MAX || !e))
+		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen */
 	struct ms__xport *p = why ? NULL : shim_xport();
 	if (!why && !p)
 		why = SHIM_XR_UNAVAILABLE;
@@ -249,7 +249,7 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov);
 	}
 	unsigned why = shim_why(e, info, flags, control);
-	if (!why && odd)
+	if (!why && (odd || !e))
 		why = MS__XDP_OTHER;
 	struct ms__xport *p = why ? NULL : shim_xport();
 	if (!why && !p)

@@ -126,7 +126,7 @@ static ssize_t do_send(const struct shim_send *s)
 		return real_send(s);
 	}
 	uint32_t info = shim_fd_info(s->fd, e);
-	uint64_t key = shim_dest_key(s->fd, s->addr, s->alen);
+	uint64_t key = shim_cfg.mode == SHIM_BYPASS ? 0 : shim_dest_key(s->fd, s->addr, s->alen);
 	bool dest_ok = shim_cfg.mode != SHIM_BYPASS && (info & FD_BATCHABLE) &&
 		       shim_dest_ok(info, s->addr, s->alen);
 	bool can = dest_ok && s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);

@@ -206,7 +206,9 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 	t->calls_by[s->call]++;
 	row->c.calls++;
 
-	if (likely(s->call != CALL_SENDMMSG)) {
+	if (shim_cfg.mode == SHIM_BYPASS) {
+		/* Fan-out runs tell what batching would save: nothing bypass mode does. */
+	} else if (likely(s->call != CALL_SENDMMSG)) {
 		bool valid = true;
 		for (int i = 0; i < s->iovcnt; i++)
 			if (unlikely(!s->iov[i].iov_base && s->iov[i].iov_len))

@@ -1495,6 +1495,12 @@ struct pfd {
 	bool udp;
 	uint8_t err;           /* connected: ERR_UNKNOWN, ERR_CLEAR or ERR_PENDING (POLLERR) */
 	struct sockinfo si;
+	/* The last destination sent to, byte for byte as the caller gave it, and its cache slot
+	 * (valid while the cache's epoch is last_epoch): a loop to one destination skips the
+	 * key and the hash. */
+	uint32_t last_slot, last_epoch;
+	socklen_t last_len;    /* 0: the connected peer */
+	unsigned char last_raw[sizeof(struct sockaddr_in6)];
 };
 enum { ERR_UNKNOWN, ERR_CLEAR, ERR_PENDING };
 
@@ -1521,7 +1527,9 @@ struct ms__xport {
 	struct pdest *cache;
 	uint32_t cap, used;
 	uint16_t ip_id;
+	uint32_t epoch;        /* bumped whenever the cache is made again (pfd.last_slot) */
 	bool lost;             /* ms__xport_lose: its descriptors are not its own any more */
+	uint64_t nl_poll_at;   /* when a kick polls the rtnetlink listener next (port_kick) */
 };
 
 /* A destination's identity: family, port, address (scope for IPv6); the rest of a sockaddr
@@ -1595,6 +1603,7 @@ int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct m
 	err = xstate_open(st);
 	if (!err) {
 		p->cap = PORT_CACHE_MIN;
+		p->epoch = 1; /* a pfd's last_epoch 0 never matches */
 		p->cache = calloc(p->cap, sizeof(*p->cache));
 		if (!p->cache)
 			err = -ENOMEM;
@@ -1652,15 +1661,16 @@ static struct pfd *port_fd(struct ms__xport *p, int fd, uint32_t fdgen, struct m
 		t->syscalls += sys;
 		f->gen = fdgen + 1;
 		f->err = ERR_UNKNOWN;
+		f->last_epoch = 0;
 	}
 	return f;
 }
 
 /* The record for (fd, to): from the cache if made for this socket, its options and the
  * network as they are, else made now. NULL: no memory. */
-static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen,
-				     const struct pfd *f, const struct sockaddr *to,
-				     socklen_t tolen, struct ms__tally *t)
+static struct pdest *port_lookup(struct ms__xport *p, int fd, uint32_t fdgen,
+				 const struct pfd *f, const struct sockaddr *to, socklen_t tolen,
+				 struct ms__tally *t)
 {
 	unsigned char key[24];
 	if (!addr_key(to, tolen, key))
@@ -1683,6 +1693,7 @@ static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen
 		p->cache = c;
 		p->cap = cap;
 		p->used = 0;
+		p->epoch++;
 		for (uint32_t k = 0; k < cap; k++)
 			c[k].fd = -1;
 	}
@@ -1695,7 +1706,7 @@ static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen
 			break;
 		if (e->fd == fd && e->fdgen == fdgen && !memcmp(e->key, key, sizeof(key))) {
 			if (e->net_gen == p->st.net_gen && e->sig == f->si.sig)
-				return &e->d;
+				return e;
 			goto make;
 		}
 	}
@@ -1711,14 +1722,41 @@ make:
 		 * path keeps what the program asked for. */
 		memset(&e->d, 0, sizeof(e->d));
 		e->d.why = FB_SOCKOPT;
-		return &e->d;
+		return e;
 	}
 	const uint64_t sys0 = p->st.sys;
 	dest_for(&p->st, &f->si, to, &e->d);
 	t->syscalls += p->st.sys - sys0;
 	p->st.sys = sys0;
+	return e;
+}
+/* The record for (fd, to): the last destination's again, or port_lookup's. */
+static const struct xdest *port_dest(struct ms__xport *p, int fd, uint32_t fdgen,
+				     struct pfd *f, const struct sockaddr *to,
+				     socklen_t tolen, struct ms__tally *t)
+{
+	if (!to)
+		tolen = 0;
+	if (f->last_epoch == p->epoch && tolen == f->last_len &&
+	    (!tolen || !memcmp(f->last_raw, to, tolen))) {
+		struct pdest *e = &p->cache[f->last_slot];
+		if (e->fd == fd && e->fdgen == fdgen && e->net_gen == p->st.net_gen &&
+		    e->sig == f->si.sig)
+			return &e->d;
+	}
+	struct pdest *e = port_lookup(p, fd, fdgen, f, to, tolen, t);
+	if (!e)
+		return NULL;
+	if (tolen <= sizeof(f->last_raw)) {
+		f->last_slot = (uint32_t)(e - p->cache);
+		f->last_epoch = p->epoch;
+		f->last_len = tolen;
+		if (tolen)
+			memcpy(f->last_raw, to, tolen);
+	}
 	return &e->d;
 }
+
 
 /* A thread's token for the port's lock: the address of a thread-local byte (no system call,
  * unlike gettid, which glibc does not cache). */
@@ -1759,28 +1797,41 @@ static unsigned port_why(const struct xdest *d, const struct msghdr *h, size_t *
 	return h->msg_control ? MS__XDP_OTHER : 0;
 }
 
-/* A port's kick: poll the AF_XDP socket (transmit), the rtnetlink listener (a change to read
- * before the next frame is made) and a connected socket (an error it received), in one call. */
-static int port_kick(struct ms__xport *p, struct pfd *f, int fd, struct ms__tally *t,
-		     uint32_t *cons)
+/* A port's kick: poll the AF_XDP socket (transmit) and, in the same call, a connected socket
+ * (an error it received) and, at most every NL_POLL_NS, the rtnetlink listener (a change to
+ * read before the next frame is made: the notification socket is read only when it has
+ * something, or after a pause of CHECK_NS without such a poll). */
+#define NL_POLL_NS (1000ull * 1000)
+static int port_kick(struct ms__xport *p, struct pfd *f, int fd, uint64_t now,
+		     struct ms__tally *t, uint32_t *cons)
 {
 	struct xstate *st = &p->st;
-	int nl[2];
-	ms__nl_fds(st->nl, nl);
-	struct pollfd pf[3] = { { .fd = st->fd }, { .fd = nl[1], .events = POLLIN } };
-	nfds_t n = 2;
-	if (f->si.has_peer)
-		pf[n++] = (struct pollfd){ .fd = fd };
-	pf[1].revents = pf[n - 1].revents = -1; /* not polled (zero copy: no kick needed) */
+	struct pollfd pf[3] = { { .fd = st->fd } };
+	nfds_t n = 1, k_err = 0, k_nl = 0;
+	if (f->si.has_peer) {
+		k_err = n;
+		pf[n++] = (struct pollfd){ .fd = fd, .revents = -1 };
+	}
+	if (now >= p->nl_poll_at) {
+		int nl[2];
+		ms__nl_fds(st->nl, nl);
+		k_nl = n;
+		pf[n++] = (struct pollfd){ .fd = nl[1], .events = POLLIN, .revents = -1 };
+	}
 	const int err = kick_all(st, t, cons, pf, n);
-	if (pf[1].revents == -1 || (pf[1].revents & (POLLIN | POLLERR)))
-		st->next_check = 0; /* read them before the next frame is made */
-	else
-		st->next_check = now_ns() + CHECK_NS;
-	if (n == 3)
-		f->err = err || pf[2].revents == -1 ? ERR_UNKNOWN
-			 : pf[2].revents & POLLERR  ? ERR_PENDING
-						    : ERR_CLEAR;
+	if (k_nl) {
+		/* -1: not polled (zero copy needs no kick): read them at the next send */
+		if (pf[k_nl].revents == -1 || (pf[k_nl].revents & (POLLIN | POLLERR))) {
+			st->next_check = 0;
+		} else {
+			st->next_check = now + CHECK_NS;
+			p->nl_poll_at = now + NL_POLL_NS;
+		}
+	}
+	if (k_err)
+		f->err = err || pf[k_err].revents == -1 ? ERR_UNKNOWN
+			 : pf[k_err].revents & POLLERR  ? ERR_PENDING
+							: ERR_CLEAR;
 	return err;
 }
 
@@ -1839,7 +1890,7 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 			break;
 		if (!st->nfree) {
 			uint32_t cons;
-			if (port_kick(p, f, fd, &t, &cons)) {
+			if (port_kick(p, f, fd, now, &t, &cons)) {
 				k = cons - head0;
 				goto gone;
 			}
@@ -1859,7 +1910,7 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	}
 	if (st->tx.head != head0) {
 		uint32_t cons;
-		if (port_kick(p, f, fd, &t, &cons)) {
+		if (port_kick(p, f, fd, now, &t, &cons)) {
 			k = cons - head0; /* not taken: the kernel's path from there */
 			goto gone;
 		}
