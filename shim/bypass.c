@@ -39,6 +39,7 @@ const char *const shim_xreason_name[SHIM_XR_N] = {
 static struct ms__xport *xport;
 static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed for good */
 static char xport_ifname[IF_NAMESIZE];
+static _Atomic bool xport_gone; /* lost its descriptors (dup2 onto one), or a forked child */
 
 /* The device of the IPv4 default route (the first with the lowest metric), from
  * /proc/net/route: no allocation, no netlink. false: none. */
@@ -98,7 +99,7 @@ struct ms__xport *shim_xport(void)
 #ifdef MS_HAVE_XDP
 	int v = atomic_load_explicit(&xport_state, memory_order_acquire);
 	if (v == 2)
-		return xport;
+		return atomic_load_explicit(&xport_gone, memory_order_relaxed) ? NULL : xport;
 	if (shim_cfg.mode != SHIM_BYPASS && !shim_cfg.xdp_iface[0])
 		return NULL;
 	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
@@ -142,7 +143,8 @@ bool shim_xport_owns(int fd)
 #ifdef MS_HAVE_XDP
 	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
 											  : NULL;
-	return p && ms__xport_owns(p, fd);
+	return p && !atomic_load_explicit(&xport_gone, memory_order_relaxed) &&
+	       ms__xport_owns(p, fd);
 #else
 	(void)fd;
 	return false;
@@ -155,7 +157,7 @@ int shim_xport_fds(int fds[3])
 #ifdef MS_HAVE_XDP
 	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
 											  : NULL;
-	if (p)
+	if (p && !atomic_load_explicit(&xport_gone, memory_order_relaxed))
 		n = ms__xport_fds(p, fds);
 	for (int i = 1; i < n; i++) /* ascending */
 		for (int j = i; j > 0 && fds[j] < fds[j - 1]; j--) {
@@ -172,8 +174,28 @@ int shim_xport_fds(int fds[3])
 void shim_xport_lose(void)
 {
 #ifdef MS_HAVE_XDP
-	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport)
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport) {
 		ms__xport_lose(xport);
+		atomic_store_explicit(&xport_gone, true, memory_order_relaxed);
+	}
+#endif
+}
+
+void shim_xport_after_fork_child(void)
+{
+#ifdef MS_HAVE_XDP
+	/* The child cannot use its parent's port (the packet memory is not mapped here, and the
+	 * queue is the parent's): it sends by the kernel's path, and closes its copies of the
+	 * port's descriptors, which are not its program's (untouched: the port's memory, which
+	 * a parent's thread may have been inside at fork). */
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) != 2 || !xport ||
+	    atomic_load_explicit(&xport_gone, memory_order_relaxed))
+		return;
+	int fds[3];
+	const int n = ms__xport_fds(xport, fds);
+	atomic_store_explicit(&xport_gone, true, memory_order_relaxed);
+	for (int k = 0; k < n; k++)
+		shim_raw_close(fds[k]);
 #endif
 }
 
@@ -211,8 +233,11 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 {
 	*syscalls = 0;
 	unsigned why = shim_why(e, info, s->flags, s->control);
-	if (!why && (s->iovcnt > IOV_MAX || !e))
-		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen */
+	if (!why && (s->iovcnt > IOV_MAX || !e ||
+		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
+		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen;
+		                        a write of nothing sends nothing on a socket (a send of
+		                        nothing sends an empty datagram) */
 	struct ms__xport *p = why ? NULL : shim_xport();
 	if (!why && !p)
 		why = SHIM_XR_UNAVAILABLE;

@@ -720,6 +720,9 @@ const char *shim_xport_ifname(void);
 int shim_xport_fds(int fds[3]);
 /* The program put another file on one of the port's numbers: it gives them up. */
 void shim_xport_lose(void);
+/* In a forked child: the parent's port is not the child's (its sends go by the kernel's path,
+ * counted unavailable); the child's copies of its descriptors are closed. */
+void shim_xport_after_fork_child(void);
 /* Bypass mode: send s now as an AF_XDP frame if it can go as one. true: sent, *r is the length;
  * false: the caller sends it by the kernel's path (the reason is counted). Guard set. */
 bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,

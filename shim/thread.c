@@ -247,4 +247,5 @@ void shim_after_fork_child(void)
 	atomic_store(&reported, false);
 	shim_batch_after_fork_child();
 	shim_live_after_fork_child();
+	shim_xport_after_fork_child();
 }
