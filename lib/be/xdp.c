@@ -415,6 +415,29 @@ static int xsk_open(struct xstate *st)
 		st->zerocopy = false;
 		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
 	}
+	/* The queue chosen for this CPU is another socket's (another process on the same
+	 * interface, a child of a process that has one): any other queue of the device will do
+	 * as well, unless one was asked for. Queue numbers end where bind says EINVAL. */
+	const uint32_t first_q = sa.sxdp_queue_id;
+	for (uint32_t q = 0; rc && errno == EBUSY && !st->queue_set && q < 256; q++) {
+		if (q == first_q)
+			continue;
+		sa.sxdp_queue_id = q;
+		rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (rc && errno != EBUSY && sa.sxdp_flags & XDP_ZEROCOPY) {
+			sa.sxdp_flags = XDP_USE_NEED_WAKEUP | XDP_COPY;
+			st->zerocopy = false;
+			rc = bind(st->fd, (struct sockaddr *)&sa, sizeof(sa));
+		}
+		if (rc && errno != EBUSY) {
+			errno = EBUSY; /* no such queue: every one there is was taken */
+			break;
+		}
+	}
+	if (rc)
+		sa.sxdp_queue_id = first_q;
+	else
+		st->queue = sa.sxdp_queue_id;
 	/* A queue whose AF_XDP socket was just closed (a context freed and made again) stays
 	 * taken until the kernel's deferred release runs, a few milliseconds: wait for it, a
 	 * bounded time (a queue another socket holds stays EBUSY). */
