@@ -101,7 +101,6 @@ enum {
 	FB_NEIGH = MS__XDP_NEIGH,
 	FB_OTHER = MS__XDP_OTHER,
 	FB_SOCKOPT = MS__XDP_SOCKOPT,
-	FB_ERROR = MS__XDP_ERROR,
 };
 
 struct ring {
@@ -834,7 +833,6 @@ struct rentry {
 #define ROUTES_MAX 65536u /* entries; full, the cache starts again from empty */
 
 static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key[24]);
-
 
 static const struct ms__route *route_for(struct xstate *st, const struct sockaddr *to,
 					 socklen_t tolen, const struct sockaddr_storage *src,
