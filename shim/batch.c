@@ -647,10 +647,7 @@ bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok)
 	if (!(info & FD_BATCHABLE) || (s->flags & ~MSG_NOSIGNAL) || s->control ||
 	    s->len > SHIM_PAYLOAD_MAX || !dest_ok || s->call == CALL_SENDMMSG)
 		return false;
-	for (int i = 0; i < s->iovcnt; i++)
-		if (shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len))
-			return false; /* EFAULT is the kernel's to give */
-	return true;
+	return !shim_iov_bad(s->iov, (size_t)s->iovcnt); /* EFAULT is the kernel's to give */
 }
 
 /*

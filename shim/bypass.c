@@ -41,6 +41,15 @@ static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed f
 static char xport_ifname[IF_NAMESIZE];
 static _Atomic bool xport_gone; /* lost its descriptors (dup2 onto one), or a forked child */
 
+/* The port if it is made and still this process's own, else NULL (nothing is made here). */
+static struct ms__xport *port_now(void)
+{
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) != 2 ||
+	    atomic_load_explicit(&xport_gone, memory_order_relaxed))
+		return NULL;
+	return xport;
+}
+
 /* The device of the IPv4 default route (the first with the lowest metric), from
  * /proc/net/route: no allocation, no netlink. false: none. */
 static bool default_iface(char *name, size_t size)
@@ -99,7 +108,7 @@ struct ms__xport *shim_xport(void)
 #ifdef MS_HAVE_XDP
 	int v = atomic_load_explicit(&xport_state, memory_order_acquire);
 	if (v == 2)
-		return atomic_load_explicit(&xport_gone, memory_order_relaxed) ? NULL : xport;
+		return port_now();
 	if (shim_cfg.mode != SHIM_BYPASS && !shim_cfg.xdp_iface[0])
 		return NULL;
 	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
@@ -141,10 +150,8 @@ const char *shim_xport_ifname(void)
 bool shim_xport_owns(int fd)
 {
 #ifdef MS_HAVE_XDP
-	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
-											  : NULL;
-	return p && !atomic_load_explicit(&xport_gone, memory_order_relaxed) &&
-	       ms__xport_owns(p, fd);
+	struct ms__xport *p = port_now();
+	return p && ms__xport_owns(p, fd);
 #else
 	(void)fd;
 	return false;
@@ -154,9 +161,9 @@ bool shim_xport_owns(int fd)
 void shim_xport_recheck(bool now)
 {
 #ifdef MS_HAVE_XDP
-	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport &&
-	    !atomic_load_explicit(&xport_gone, memory_order_relaxed))
-		ms__xport_recheck(xport, now);
+	struct ms__xport *p = port_now();
+	if (p)
+		ms__xport_recheck(p, now);
 #else
 	(void)now;
 #endif
@@ -166,9 +173,8 @@ int shim_xport_fds(int fds[3])
 {
 	int n = 0;
 #ifdef MS_HAVE_XDP
-	struct ms__xport *p = atomic_load_explicit(&xport_state, memory_order_acquire) == 2 ? xport
-											  : NULL;
-	if (p && !atomic_load_explicit(&xport_gone, memory_order_relaxed))
+	struct ms__xport *p = port_now();
+	if (p)
 		n = ms__xport_fds(p, fds);
 	for (int i = 1; i < n; i++) /* ascending */
 		for (int j = i; j > 0 && fds[j] < fds[j - 1]; j--) {
@@ -185,8 +191,9 @@ int shim_xport_fds(int fds[3])
 void shim_xport_lose(void)
 {
 #ifdef MS_HAVE_XDP
-	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport) {
-		ms__xport_lose(xport);
+	struct ms__xport *p = port_now();
+	if (p) {
+		ms__xport_lose(p);
 		atomic_store_explicit(&xport_gone, true, memory_order_relaxed);
 	}
 #endif
@@ -199,11 +206,11 @@ void shim_xport_after_fork_child(void)
 	 * queue is the parent's): it sends by the kernel's path, and closes its copies of the
 	 * port's descriptors, which are not its program's (untouched: the port's memory, which
 	 * a parent's thread may have been inside at fork). */
-	if (atomic_load_explicit(&xport_state, memory_order_acquire) != 2 || !xport ||
-	    atomic_load_explicit(&xport_gone, memory_order_relaxed))
+	struct ms__xport *p = port_now();
+	if (!p)
 		return;
 	int fds[3];
-	const int n = ms__xport_fds(xport, fds);
+	const int n = ms__xport_fds(p, fds);
 	atomic_store_explicit(&xport_gone, true, memory_order_relaxed);
 	for (int k = 0; k < n; k++)
 		shim_raw_close(fds[k]);
@@ -231,6 +238,19 @@ static unsigned shim_why(struct shim_fd *e, uint32_t info, int flags, bool contr
 	return 0;
 }
 
+/* The port for a send the shim would let it carry (why 0), or NULL with *why set: the
+ * reason it goes by the kernel's path, counted n times. */
+static struct ms__xport *gate(struct shim_thread *t, unsigned *why, uint64_t n)
+{
+	struct ms__xport *p = *why ? NULL : shim_xport();
+	if (!p) {
+		if (!*why)
+			*why = SHIM_XR_UNAVAILABLE;
+		t->fc.xdp_fallback[*why] += n;
+	}
+	return p;
+}
+
 static void add_counts(struct shim_thread *t, const struct ms__xport_counts *xc,
 		       uint64_t *syscalls)
 {
@@ -244,30 +264,23 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 {
 	*syscalls = 0;
 	unsigned why = shim_why(e, info, s->flags, s->control);
-	for (int i = 0; !why && i < s->iovcnt; i++)
-		if (shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len))
-			why = MS__XDP_OTHER; /* the kernel's EFAULT */
-	if (!why && s->addr && shim_bad_ptr(s->addr, s->alen))
-		why = MS__XDP_OTHER;
-	if (!why && (s->iovcnt > IOV_MAX || !e ||
+	/* The kernel's to judge: a bad buffer or address (EFAULT); a number past the table,
+	 * whose changes the shim does not see; a write of nothing, which sends nothing on a
+	 * socket (a send of nothing sends an empty datagram). */
+	if (!why && (s->iovcnt > IOV_MAX || !e || shim_iov_bad(s->iov, (size_t)s->iovcnt) ||
+		     (s->addr && shim_bad_ptr(s->addr, s->alen)) ||
 		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
-		why = MS__XDP_OTHER; /* !e: a number past the table, whose changes are not seen;
-		                        a write of nothing sends nothing on a socket (a send of
-		                        nothing sends an empty datagram) */
-	struct ms__xport *p = why ? NULL : shim_xport();
-	if (!why && !p)
-		why = SHIM_XR_UNAVAILABLE;
-	if (why) {
-		t->fc.xdp_fallback[why]++;
+		why = MS__XDP_OTHER;
+	struct ms__xport *p = gate(t, &why, 1);
+	if (!p)
 		return false;
-	}
 	struct mmsghdr m = { .msg_hdr = {
 		.msg_name = (void *)s->addr, .msg_namelen = s->addr ? s->alen : 0,
 		.msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt } };
 	struct ms__xport_counts xc = { 0 };
 	uint32_t skip = 0;
 	const int pflags = (s->flags & MSG_DONTWAIT) || (info & FD_NONBLOCK) ? MSG_DONTWAIT : 0;
-	const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
+	const uint32_t gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED); /* e: checked above */
 	uint32_t k = ms__xport_send(p, s->fd, gen, &m, 1, pflags, &skip, t->fc.xdp_fallback, &xc);
 	add_counts(t, &xc, syscalls);
 	if (k == 1) {
@@ -289,23 +302,19 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 		control |= h->msg_controllen != 0;
 		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov) ||
 		       shim_bad_ptr(h->msg_iov, h->msg_iovlen * sizeof(struct iovec)) ||
-		       (h->msg_name && shim_bad_ptr(h->msg_name, h->msg_namelen));
-		for (size_t j = 0; !odd && j < h->msg_iovlen; j++)
-			odd = shim_bad_ptr(h->msg_iov[j].iov_base, h->msg_iov[j].iov_len);
+		       (h->msg_name && shim_bad_ptr(h->msg_name, h->msg_namelen)) ||
+		       shim_iov_bad(h->msg_iov, h->msg_iovlen);
 	}
 	unsigned why = shim_why(e, info, flags, control);
 	if (!why && (odd || !e))
 		why = MS__XDP_OTHER;
-	struct ms__xport *p = why ? NULL : shim_xport();
-	if (!why && !p)
-		why = SHIM_XR_UNAVAILABLE;
-	if (why || !n) {
-		t->fc.xdp_fallback[why] += n;
+	struct ms__xport *p = n ? gate(t, &why, n) : NULL;
+	if (!p) {
 		*syscalls += 1;
 		return shim_real.sendmmsg(fd, msgs, n, flags);
 	}
 	const int pflags = (flags & MSG_DONTWAIT) || (info & FD_NONBLOCK) ? MSG_DONTWAIT : 0;
-	const uint32_t gen = e ? __atomic_load_n(&e->gen, __ATOMIC_RELAXED) : 0;
+	const uint32_t gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED); /* e: checked above */
 	unsigned off = 0;
 	while (off < n) {
 		struct ms__xport_counts xc = { 0 };

@@ -139,28 +139,18 @@ static ssize_t do_send(const struct shim_send *s)
 	bool can = dest_ok && s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
 	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
 
+	uint64_t port_sys = 0; /* bypass mode: the port's system calls before the kernel's path */
 	if (shim_cfg.mode == SHIM_BYPASS) {
-		uint64_t sys = 0;
 		ssize_t r;
 		if (unlikely((info & (FD_SOCKET | FD_INET | FD_UNIX)) == FD_SOCKET))
 			shim_xport_recheck(true); /* netlink (and the like): routes may change now */
-		if (shim_bypass_send(t, s, e, info, &sys, &r)) {
-			shim_count_framed(row, (size_t)r, sys);
+		if (shim_bypass_send(t, s, e, info, &port_sys, &r)) {
+			shim_count_framed(row, (size_t)r, port_sys);
 			shim_guard = 0;
 			*errp = saved;
 			return r;
 		}
-		shim_guard = 0;
-		*errp = saved;
-		r = real_send(s);
-		int err = *errp;
-		shim_guard = 1;
-		shim_count_result(t, row, r, err, 1, false, sys + 1);
-		shim_guard = 0;
-		*errp = r < 0 ? err : saved;
-		return r;
-	}
-	if (shim_cfg.mode == SHIM_BATCH) {
+	} else if (shim_cfg.mode == SHIM_BATCH) {
 		if (e && s->call <= CALL_SENDMSG) {
 			int err = 0;
 			int r = shim_batch_send(t, s, e, info, key, can, &err);
@@ -186,7 +176,7 @@ static ssize_t do_send(const struct shim_send *s)
 	ssize_t r = real_send(s);
 	int err = *errp;
 	shim_guard = 1;
-	shim_count_result(t, row, r, err, 1, false, 1);
+	shim_count_result(t, row, r, err, 1, false, port_sys + 1);
 	shim_guard = 0;
 	*errp = r < 0 ? err : saved;
 	return r;
@@ -756,7 +746,6 @@ SHIM_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *restrict ale
 
 /* ---- what the program can order its sends by ------------------------------------------------ */
 
-
 /*
  * A batch must never be overtaken by a send that the program ordered after it through
  * something the shim does not see as a socket call: a mutex, a condition variable, a
@@ -838,6 +827,7 @@ static inline void child_point(void)
 			shim_xport_recheck(true);
 	}
 }
+
 SHIM_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
 {
 	child_point();

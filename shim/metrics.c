@@ -209,10 +209,8 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 	if (shim_cfg.mode == SHIM_BYPASS) {
 		/* Fan-out runs tell what batching would save: nothing bypass mode does. */
 	} else if (likely(s->call != CALL_SENDMMSG)) {
-		bool valid = true;
-		for (int i = 0; i < s->iovcnt; i++)
-			if (unlikely(shim_bad_ptr(s->iov[i].iov_base, s->iov[i].iov_len)))
-				valid = false; /* the kernel will say EFAULT; do not touch it */
+		/* A buffer the kernel will refuse (EFAULT) is not touched. */
+		const bool valid = !shim_iov_bad(s->iov, (size_t)s->iovcnt);
 		if (valid && last_eq(t, s->iov, s->iovcnt, s->len)) {
 			if (key != t->last_key)
 				t->run_len = t->run_len ? t->run_len + 1 : 2;

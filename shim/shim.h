@@ -584,6 +584,15 @@ static inline bool shim_bad_ptr(const void *p, size_t len)
 	return len && (a < 4096 || a + len < a || a + len > ((uintptr_t)1 << 56));
 }
 
+/* Is any buffer of iov[0..n) one shim_bad_ptr refuses? */
+static inline bool shim_iov_bad(const struct iovec *iov, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (shim_bad_ptr(iov[i].iov_base, iov[i].iov_len))
+			return true;
+	return false;
+}
+
 /* memcmp for the short payloads of the hot path, inlined (16 bytes a step with SSE2). */
 static inline bool shim_bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
 {
