@@ -97,6 +97,18 @@ static const char *to(int fd, size_t len, int flags, const void *addr, socklen_t
 	return bp_result(r, errno, b, sizeof(b));
 }
 
+/* One sendto of size bytes to peer from a fresh IPv4 socket with one option set: name,
+ * result. */
+static void with_opt(const char *name, int level, int opt, const void *val, socklen_t vlen,
+		     size_t size, const struct sockaddr_in *peer)
+{
+	int fd = sock(AF_INET);
+
+	setsockopt(fd, level, opt, val, vlen);
+	line(name, "%s", to(fd, size, 0, peer, sizeof(*peer)));
+	close(fd);
+}
+
 /* One sendto to a fresh socket of family fam: name, result. */
 static void one(const char *name, int fam, size_t len, const void *addr, socklen_t alen)
 {
@@ -349,17 +361,9 @@ static void all(void)
 	line("msg_more_end", "%s", to(fd, 20, 0, &peer, sizeof(peer)));
 	line("after_msg_more", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
 	close(fd);
-	fd = sock(AF_INET);
-	setsockopt(fd, SOL_IP, IP_RECVERR, &one_, sizeof(one_));
-	line("ip_recverr", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
-	close(fd);
-	fd = sock(AF_INET);
-	{
-		int prio = 3;
-		setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
-		line("so_priority_3", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
-	}
-	close(fd);
+	with_opt("ip_recverr", SOL_IP, IP_RECVERR, &one_, sizeof(one_), 64, &peer);
+	const int prio = 3;
+	with_opt("so_priority_3", SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio), 64, &peer);
 	fd = sock(AF_INET);
 	{
 		union {
@@ -397,27 +401,12 @@ static void all(void)
 		line("after_uncork", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
 	}
 	close(fd);
-	fd = sock(AF_INET);
-	{
-		const unsigned char opts[4] = { 1, 1, 1, 0 }; /* NOP NOP NOP EOL */
-		setsockopt(fd, IPPROTO_IP, IP_OPTIONS, opts, sizeof(opts));
-		line("ip_options", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
-	}
-	close(fd);
-	fd = sock(AF_INET);
-	{
-		int ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
-		setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof(ts));
-		line("so_timestamping_tx", "%s", to(fd, 64, 0, &peer, sizeof(peer)));
-	}
-	close(fd);
-	fd = sock(AF_INET);
-	{
-		int seg = 100;
-		setsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg));
-		line("udp_segment_300", "%s", to(fd, 300, 0, &peer, sizeof(peer)));
-	}
-	close(fd);
+	const unsigned char opts[4] = { 1, 1, 1, 0 }; /* NOP NOP NOP EOL */
+	with_opt("ip_options", IPPROTO_IP, IP_OPTIONS, opts, sizeof(opts), 64, &peer);
+	const int ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+	with_opt("so_timestamping_tx", SOL_SOCKET, SO_TIMESTAMPING, &ts, sizeof(ts), 64, &peer);
+	const int seg = 100;
+	with_opt("udp_segment_300", IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg), 300, &peer);
 
 	/* Non-blocking: 1000 sends on an O_NONBLOCK socket, 1000 with MSG_DONTWAIT; the
 	 * distinct results and their counts. */

@@ -31,32 +31,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 harness_init bt-bypass
 chmod 755 "$tmp"
 
-need() {
-	for _c in "$@"; do
-		command -v "$_c" >/dev/null 2>&1 || skip "$_c is not installed (scripts/install-deps)"
-	done
-}
+. "$here/shim-env.sh"
 
-run=${SHIM_DIR:?}/multisend-run
-shim=$SHIM_DIR/libmultisend-preload.so
-recv_bin=${EXAMPLES_DIR:-}/fanout-receiver
-legacy_bin=${EXAMPLES_DIR:-}/legacy-fanout
-[ -x "$run" ] && [ -f "$shim" ] || fail "the shim is not built in $SHIM_DIR"
 py=$(command -v python3 || true)
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 [ -n "$py" ] || skip "python3 is not installed"
 precv="$here/bypass-recv.py"
 psend="$here/bypass-send.py"
-# An AddressSanitizer build of the shim needs the ASan runtime first in LD_PRELOAD (as in
-# shim-test.sh).
-if [ -z "${SHIM_TEST_PRELOAD:-}" ] && command -v ldd >/dev/null 2>&1; then
-	SHIM_TEST_PRELOAD=$(ldd "$shim" 2>/dev/null | sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' |
-		head -n1)
-fi
-if [ -n "${SHIM_TEST_PRELOAD:-}" ]; then
-	export LD_PRELOAD="$SHIM_TEST_PRELOAD"
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
 
 # rig: the two namespaces; R answers every datagram to a closed port with its ICMP error
 # (no rate limit: the errno tests' results must not depend on how many were sent before).
