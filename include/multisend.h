@@ -429,8 +429,11 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  *                        send makes it resolve, and once it is, the frames go by the bypass;
  *   xdp_fallback_other   not a UDP socket (TCP, AF_UNIX), opted out (ms_group_kernel_path),
  *                        a sampled fan-out's stamped destinations (transmit timestamps are
- *                        the kernel's path's), a socket with IP_RECVERR / IPV6_RECVERR, a
- *                        device without an Ethernet header or a route the lookup refuses,
+ *                        the kernel's path's), a socket with an option frames cannot
+ *                        honour (IP_RECVERR / IPV6_RECVERR, UDP_CORK, UDP_SEGMENT,
+ *                        IP_OPTIONS, SO_TIMESTAMPING for sends; IPV6_V6ONLY with an IPv4
+ *                        destination), a device without an Ethernet header or a route the
+ *                        lookup refuses,
  *                        no AF_XDP socket (the interface went away), no frame released for
  *                        a second (below).
  *
@@ -905,7 +908,8 @@ struct ms_stats {
 	uint64_t xdp_fallback_neigh; /* ... its neighbour not resolved yet (the kernel's send
 	                             makes the kernel resolve it) */
 	uint64_t xdp_fallback_other; /* ... not UDP, opted out (ms_group_kernel_path), control
-	                             messages, the interface gone */
+	                             messages, socket options frames cannot honour, the
+	                             interface gone */
 	uint64_t auto_ns_xdp;     /* as auto_ns_loop, for the xdp backend */
 };
 
