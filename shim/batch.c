@@ -361,8 +361,14 @@ static void flusher_start(void)
 		pthread_attr_t attr;
 		sigset_t all, old;
 
-		/* No signal of the program's is ever delivered to the shim's thread. */
+		/* No signal of the program's is ever delivered to the shim's thread, except the
+		 * ones its own faults raise (blocked, a fault kills without any handler: the
+		 * SIGBUS of a truncated live-counter file is one, lib/obs/shm.c). */
 		sigfillset(&all);
+		sigdelset(&all, SIGBUS);
+		sigdelset(&all, SIGSEGV);
+		sigdelset(&all, SIGFPE);
+		sigdelset(&all, SIGILL);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_init(&attr);
 		pthread_attr_setstacksize(&attr, 64 * 1024);

@@ -325,8 +325,15 @@ static int start_thread(struct ms__pool *p, struct worker *w, void *(*fn)(void *
 		CPU_SET(w->cpu, &set);
 		err = pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
 	}
-	/* The application's signals are for its own threads: ours block them all. */
+	/* The application's signals are for its own threads: ours block them all, except the
+	 * ones a fault raises in the thread itself (blocked, such a fault kills the process
+	 * without running any handler: the SIGBUS of a truncated live-counter file, lib/obs/shm.c,
+	 * or the program's own handlers for its memory). */
 	sigfillset(&all);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!err)
 		err = pthread_create(&w->th, &attr, fn, w);
