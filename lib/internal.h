@@ -219,6 +219,7 @@ struct ms_ctx {
 	uint64_t pub_seq;        /* pub's sequence word, as we last wrote it */
 	unsigned slot_gen;       /* ms__fork_gen when pub was opened */
 	uint64_t pub_epoch;      /* ms__shm_epoch() when pub was opened */
+	unsigned pub_gen;        /* ms__shm_gen() when pub was last written in full */
 	struct ms__pool *pool;   /* workers and offload (lib/exec/workers.c); NULL: neither */
 	const char *init_why;    /* a backend's ctx_init may set a reason it failed (static) */
 };
@@ -356,6 +357,19 @@ static inline bool ms__shm_here(uint64_t epoch)
 {
 	return epoch && epoch != UINT64_MAX && ms__shm_epoch() == epoch;
 }
+/* Truncation (lib/obs/shm.c): a file truncated under us is noticed by the fault of the next
+ * store into it, which a SIGBUS handler turns into private memory in its place, bumping this
+ * word; ms__shm_renew makes a new file under the same path at the same address (bumping it
+ * again). A writer that finds the word changed since it last looked calls ms__shm_renew and,
+ * when it returns 0, writes all its values again. */
+extern unsigned ms__shm_gen_word;
+static inline unsigned ms__shm_gen(void)
+{
+	return __atomic_load_n(&ms__shm_gen_word, __ATOMIC_ACQUIRE);
+}
+/* Every file of this process lost to truncation made again (at most once a second per try):
+ * 0 when none is lost (any more), else -errno (try again later). */
+int ms__shm_renew(void);
 /* The writer's side of a slot's seqlock: values change only between begin and end. */
 static inline void ms__shm_begin(uint64_t *seq)
 {

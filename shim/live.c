@@ -69,6 +69,7 @@ static struct ms_shm_slot *slot;   /* under `busy`; NULL until the first publica
 static uint64_t slot_seq;          /* under `busy`: the slot's sequence word as we last wrote
                                       it (the file's is never read back: lib/obs/shm-format.h) */
 static uint64_t slot_epoch;        /* under `busy`: ms__shm_epoch() when slot was opened */
+static unsigned slot_gen;           /* under `busy`: ms__shm_gen() when last written in full */
 static bool forked, warned;
 static _Atomic bool sent;          /* this process made a send: a file is worth making */
 static _Atomic bool busy;          /* someone is writing the slot, or retiring a thread */
@@ -198,6 +199,7 @@ static void open_slot(void)
 	slot = ms__shm_open(shim_cfg.stats_shm, "shim", names, L_N, NULL, 0, &err);
 	slot_seq = 0; /* a new slot's word starts at zero */
 	slot_epoch = ms__shm_epoch();
+	slot_gen = ms__shm_gen();
 	if (slot)
 		return;
 	live_state = LIVE_OFF;
@@ -233,6 +235,13 @@ static void write_slot(void)
 		open_slot();
 	if (!slot)
 		return;
+	if (slot_gen != ms__shm_gen()) {
+		/* The file was truncated under a store (lib/internal.h): every value is written
+		 * below, into the new file once there is one. */
+		unsigned gen = ms__shm_gen();
+		if (ms__shm_renew() == 0)
+			slot_gen = gen;
+	}
 	memcpy(v, retired, sizeof(retired));
 	/* The registry only grows and its states are never unmapped; a state not in use has
 	 * a zero live_pub, so no lock is needed to walk it. */

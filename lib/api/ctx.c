@@ -184,13 +184,27 @@ struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
  * wait or report anything else. what: MIRROR_SENT (the five values ms__publish_sent changes),
  * MIRROR_COUNTERS, MIRROR_ALL (also the histograms). */
 enum { MIRROR_SENT, MIRROR_COUNTERS, MIRROR_ALL };
-static void mirror(struct ms_ctx *ctx, int what)
+
+/* The file was truncated under a store (private memory took its place), or made again since
+ * this context last wrote all its values: true when they are all to be written now (into the
+ * new file, if there is one yet). Out of line: the send path only tests the word. */
+static __attribute__((noinline, cold)) bool renewed(struct ms_ctx *ctx)
+{
+	unsigned gen = ms__shm_gen(); /* before: a truncation during the renewal is seen next time */
+
+	if (ms__shm_renew())
+		return false;
+	ctx->pub_gen = gen;
+	return true;
+}
+
+static __attribute__((noinline)) void mirror_to(struct ms_ctx *ctx, int what)
 {
 	struct ms_shm_slot *p = ctx->pub;
 	const struct ms_shm_slot *o = ctx->own;
 
-	if (!p)
-		return;
+	if (unlikely(ctx->pub_gen != ms__shm_gen()) && renewed(ctx))
+		what = MIRROR_ALL;
 	uint64_t seq = ctx->pub_seq | 1;
 	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
@@ -214,6 +228,13 @@ static void mirror(struct ms_ctx *ctx, int what)
 	}
 	ctx->pub_seq = seq + 1;
 	__atomic_store_n(&p->seq, seq + 1, __ATOMIC_RELEASE);
+}
+
+/* (A test and a tail call when there is no file: the send path's usual case.) */
+static inline void mirror(struct ms_ctx *ctx, int what)
+{
+	if (ctx->pub)
+		mirror_to(ctx, what);
 }
 
 void ms__publish_counters(struct ms_ctx *ctx)
@@ -292,6 +313,7 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 			ctx->pub = sl;
 			ctx->slot_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 			ctx->pub_epoch = ms__shm_epoch();
+			ctx->pub_gen = ms__shm_gen();
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
 			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
 				err == -EBUSY ? "another running process publishes there"

@@ -55,10 +55,18 @@
  *
  * Truncation: a writer stores into its shared mapping of the file, so truncating the file
  * while a writer runs (which takes write access: the owner or root) makes the writer's next
- * store fault (SIGBUS). Nothing here ever truncates or shrinks a file that has a name; to get
- * rid of a live file, unlink or rename it. (Only a sealed memfd cannot be shrunk, and it has no
- * name another process could open and does not outlive its process; a copy that cannot fault
- * takes a system call per publication. Both break what the file promises: see README.)
+ * store into a page cut off fault (SIGBUS). The writer's handler (lib/obs/shm.c, chained to
+ * the program's) maps private memory in the file's place, which drops the writer's lock with
+ * the old mapping; the writer's next publication makes a new file under the path the usual
+ * way (the truncated one has no live owner: replaced), copies in its slots (names from a
+ * private shadow kept since they were written, values from the private memory), moves it to
+ * the old mapping's address (mremap) and writes all its values again. A second copy of this
+ * code in the process does the same and joins the new file, its slots at their old places.
+ * A truncation that keeps the pages a writer stores into is not noticed. Nothing here ever
+ * truncates or shrinks a file that has a name; to get rid of a live file, unlink or rename
+ * it. (Only a sealed memfd cannot be shrunk, and it has no name another process could open
+ * and does not outlive its process; a copy that cannot fault takes a system call per
+ * publication. Both break what the file promises: see README.)
  *
  * Compatibility: readers must check magic, version and the sizes, and refuse anything else.
  */

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -26,15 +27,26 @@
 
 struct shm_file {
 	char path[4096];
-	struct ms_shm_header *h; /* NULL: entry unused */
+	struct ms_shm_header *h; /* NULL: entry unused (atomic: the SIGBUS handler reads it) */
 	unsigned refs;           /* slots of ours open in it; 0 with h set: kept for the lock */
 	bool owner;              /* our mapping's open file description holds a write lock */
+	/* What the file was made with: its header and our slots' names, sizes and states, in
+	 * private memory of the file's layout, from which a new file is made when this one is
+	 * truncated under us (the slots' values come from the writers' next publications). */
+	struct ms_shm_header *shadow;
+	/* Set by the SIGBUS handler: the file was truncated under a store, and h is private
+	 * memory now (atomic). */
+	bool lost;
 };
 
 #define MAX_FILES 8
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shm_file files[MAX_FILES];
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* lib/internal.h (ms__shm_gen): bumped when a file is lost to truncation and when a new one
+ * takes its place. */
+unsigned ms__shm_gen_word;
 
 /* Bumped in every forked child: a context set up before the fork must not write into its
  * parent's live-counter file (ms__own_slot), submit to its parent's io_uring ring, or count
@@ -466,7 +478,11 @@ static void sweep(void)
 	for (unsigned k = 0; k < MAX_FILES; k++) {
 		struct shm_file *f = &files[k];
 		if (f->h && !f->refs && !(f->owner && any_live(f->h))) {
-			munmap(f->h, MS_SHM_FILE_SIZE); /* and the lock goes with it */
+			struct ms_shm_header *h = f->h;
+			__atomic_store_n(&f->h, NULL, __ATOMIC_RELEASE); /* the handler's */
+			munmap(h, MS_SHM_FILE_SIZE); /* and the lock goes with it */
+			if (f->shadow)
+				munmap(f->shadow, MS_SHM_FILE_SIZE);
 			memset(f, 0, sizeof(*f));
 		}
 	}
@@ -475,6 +491,194 @@ static void sweep(void)
 static void copy_name(char *dst, const char *src)
 {
 	snprintf(dst, MS_SHM_NAME, "%s", src ? src : "");
+}
+
+/* ---- truncation: SIGBUS ------------------------------------------------------------------
+ *
+ * Truncating a file that we map makes our next store into the part cut off fault with
+ * SIGBUS. The publisher must not die because a monitoring file was damaged, and a file is
+ * written on the send path with plain stores (no system call), so the fault itself is where
+ * the truncation is noticed: a handler, installed with the first file, recognises an address
+ * in one of our mappings, puts private memory in its place (the faulting store then completes
+ * there, and the file's lock goes with the old mapping), and returns. The next publication
+ * finds ms__shm_gen changed and calls ms__shm_renew, which makes a new file under the path
+ * and moves it to the same address, so every slot pointer stays valid. A signal that is not
+ * for us goes where it went before: the handler installed before ours, or the default action.
+ */
+static struct sigaction bus_prev;
+static bool bus_installed;
+
+static void bus_chain(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction p = bus_prev;
+
+	if (p.sa_flags & SA_SIGINFO) {
+		if (p.sa_sigaction) {
+			p.sa_sigaction(sig, si, uc);
+			return;
+		}
+	} else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+		p.sa_handler(sig);
+		return;
+	}
+	/* The default action (or SIG_IGN for a signal someone sent: ignored; a fault cannot
+	 * be ignored, the kernel would have killed us). A fault re-executes the store and
+	 * faults again, now with the default action; a sent signal is sent again. */
+	if (si->si_code <= 0 && p.sa_handler == SIG_IGN)
+		return;
+	struct sigaction d = { .sa_handler = SIG_DFL };
+	sigemptyset(&d.sa_mask);
+	sigaction(sig, &d, NULL);
+	if (si->si_code <= 0)
+		raise(sig);
+}
+
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+	uintptr_t a = (uintptr_t)si->si_addr;
+
+	if (si->si_code > 0) { /* the kernel's: a fault */
+		for (unsigned k = 0; k < MAX_FILES; k++) {
+			struct shm_file *f = &files[k];
+			uintptr_t base = (uintptr_t)__atomic_load_n(&f->h, __ATOMIC_ACQUIRE);
+			if (!base || a - base >= MS_SHM_FILE_SIZE)
+				continue;
+			if (!__atomic_exchange_n(&f->lost, true, __ATOMIC_ACQ_REL)) {
+				/* Private memory in its place, never inherited, like the file's. */
+				if (mmap((void *)base, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE,
+					 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+					__atomic_store_n(&f->lost, false, __ATOMIC_RELEASE);
+					break; /* no memory: the fault stays what it was */
+				}
+				madvise((void *)base, MS_SHM_FILE_SIZE, MADV_DONTFORK);
+				__atomic_add_fetch(&ms__shm_gen_word, 1, __ATOMIC_RELEASE);
+			}
+			/* (Another thread's fault on it may be replacing it right now: the store
+			 * faults again until it is done.) */
+			errno = saved;
+			return;
+		}
+	}
+	errno = saved;
+	bus_chain(sig, si, uc);
+}
+
+/* With the first file (under files_lock). */
+static void bus_install(void)
+{
+	struct sigaction sa = { .sa_sigaction = on_bus };
+
+	if (bus_installed)
+		return;
+	bus_installed = true;
+	sigaction(SIGBUS, NULL, &bus_prev);
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (bus_prev.sa_flags & SA_RESTART);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+/* The shadow of a file just mapped at h: its header (under files_lock). NULL if no memory:
+ * then a truncated file is not made again. */
+static struct ms_shm_header *shadow_new(const struct ms_shm_header *h)
+{
+	void *m = mmap(NULL, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	madvise(m, MS_SHM_FILE_SIZE, MADV_DONTFORK);
+	memcpy(m, h, sizeof(*h));
+	((struct ms_shm_header *)m)->used = 0;
+	return m;
+}
+
+static struct ms_shm_slot *slot_at(struct ms_shm_header *h, uint32_t i)
+{
+	return (struct ms_shm_slot *)(h + 1) + i;
+}
+
+/* Our slot i of f, as its shadow has it, into the file at n; its values from f's mapping
+ * (whatever the writers stored since the fault). State last, as ms__shm_open does. */
+static void slot_remake(struct ms_shm_header *n, const struct shm_file *f, uint32_t i)
+{
+	const struct ms_shm_slot *s = slot_at(f->shadow, i);
+	const struct ms_shm_slot *v = slot_at(f->h, i);
+	struct ms_shm_slot *d = slot_at(n, i);
+
+	memcpy(d->name, s->name, sizeof(d->name));
+	memcpy(d->counter_name, s->counter_name, sizeof(d->counter_name));
+	memcpy(d->hist_name, s->hist_name, sizeof(d->hist_name));
+	d->ncounters = s->ncounters;
+	d->nhists = s->nhists;
+	memcpy(d->counter, v->counter, sizeof(d->counter));
+	memcpy(d->hist, v->hist, sizeof(d->hist));
+	d->updated_ns = v->updated_ns;
+	__atomic_store_n(&d->seq, __atomic_load_n(&v->seq, __ATOMIC_RELAXED) & ~UINT64_C(1),
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&d->state, s->state, __ATOMIC_RELEASE);
+}
+
+static struct ms_shm_header *map_file(const char *path, bool *owner, int *err);
+
+/* Don't try to make a lost file again more often than this (its path may be taken). */
+#define RENEW_GAP_NS 1000000000ull
+static uint64_t renew_next_ns;
+
+int ms__shm_renew(void)
+{
+	bool tried = false;
+	int ret = 0;
+
+	forget_inherited();
+	/* Never wait on the send path: a renewal under way, or a context being made or freed,
+	 * is looked at again by the next publication. */
+	if (pthread_mutex_trylock(&files_lock))
+		return -EAGAIN;
+	uint64_t now = ms__realtime_ns();
+	for (unsigned k = 0; k < MAX_FILES; k++) {
+		struct shm_file *f = &files[k];
+		if (!f->h || !__atomic_load_n(&f->lost, __ATOMIC_ACQUIRE))
+			continue;
+		if (!f->shadow || now < renew_next_ns) {
+			ret = -EAGAIN;
+			continue;
+		}
+		bool owner = false;
+		int err = 0;
+		tried = true;
+		struct ms_shm_header *n = map_file(f->path, &owner, &err);
+		if (!n) {
+			ret = err ? err : -EBUSY;
+			continue;
+		}
+		uint32_t used = __atomic_load_n(&f->shadow->used, __ATOMIC_RELAXED);
+		for (uint32_t i = 0; i < used && i < MS_SHM_SLOTS; i++)
+			if (__atomic_load_n(&slot_at(f->shadow, i)->state, __ATOMIC_RELAXED) !=
+			    MS_SHM_FREE)
+				slot_remake(n, f, i);
+		/* Our slots keep their places: the slots before them are someone else's
+		 * (another copy of this code in this process) or nobody's. */
+		uint32_t u = __atomic_load_n(&n->used, __ATOMIC_RELAXED);
+		while (u < used && !__atomic_compare_exchange_n(&n->used, &u, used, false,
+								__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			;
+		/* The new file where the old one was: every pointer into it stays good. The move
+		 * takes the process's mappings lock, so a store either lands before (in the
+		 * private memory) or after (in the new file). */
+		if (mremap(n, MS_SHM_FILE_SIZE, MS_SHM_FILE_SIZE, MREMAP_MAYMOVE | MREMAP_FIXED,
+			   f->h) == MAP_FAILED) {
+			ret = -errno;
+			munmap(n, MS_SHM_FILE_SIZE);
+			continue;
+		}
+		f->owner = owner;
+		__atomic_store_n(&f->lost, false, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&ms__shm_gen_word, 1, __ATOMIC_RELEASE);
+	}
+	if (ret && tried)
+		renew_next_ns = now + RENEW_GAP_NS;
+	pthread_mutex_unlock(&files_lock);
+	return ret;
 }
 
 struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
@@ -513,8 +717,11 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 			goto unlock;
 		f = free_f;
 		snprintf(f->path, sizeof(f->path), "%s", path);
-		f->h = h;
 		f->owner = owner;
+		f->lost = false;
+		f->shadow = shadow_new(h);
+		bus_install();
+		__atomic_store_n(&f->h, h, __ATOMIC_RELEASE);
 	}
 	/* Atomic: another copy of this code in the process may be taking slots too. */
 	uint32_t used = __atomic_load_n(&f->h->used, __ATOMIC_RELAXED);
@@ -535,6 +742,17 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 		copy_name(slot->hist_name[k], hists[k]);
 	slot->ncounters = nc;
 	slot->nhists = nh;
+	if (f->shadow) { /* what a new file would be made with */
+		struct ms_shm_slot *sh = slot_at(f->shadow, used);
+		memcpy(sh->name, slot->name, sizeof(sh->name));
+		memcpy(sh->counter_name, slot->counter_name, sizeof(sh->counter_name));
+		memcpy(sh->hist_name, slot->hist_name, sizeof(sh->hist_name));
+		sh->ncounters = nc;
+		sh->nhists = nh;
+		sh->state = MS_SHM_LIVE;
+		if (f->shadow->used < used + 1)
+			f->shadow->used = used + 1;
+	}
 	/* Last: a reader that sees the slot live sees its names. */
 	__atomic_store_n(&slot->state, MS_SHM_LIVE, __ATOMIC_RELEASE);
 unlock:
@@ -559,6 +777,9 @@ void ms__shm_close(struct ms_shm_slot *slot)
 		if (!f->refs || (char *)slot < base || (char *)slot >= base + MS_SHM_FILE_SIZE)
 			continue;
 		__atomic_store_n(&slot->state, MS_SHM_CLOSED, __ATOMIC_RELEASE);
+		if (f->shadow)
+			slot_at(f->shadow, (uint32_t)(slot - slot_at(f->h, 0)))->state =
+				MS_SHM_CLOSED;
 		f->refs--;
 		break;
 	}
