@@ -13,11 +13,23 @@
  *                          and (offload) ms_ctx_stats return at once with the context's own
  *                          counts, and the next send (under offload: ms_post, sent by the
  *                          offload thread) rewrites a consistent slot
+ *   livefile truncate DIR  the file truncated under a running publisher (to nothing, and to
+ *                          its first page under a second context; also under offload): the
+ *                          publisher lives on, its
+ *                          counts and deliveries exact, and a new file takes the path with
+ *                          every value (twice over: a second truncation is survived too); a
+ *                          SIGBUS that is not about the file reaches the program's own handler
+ *                          (sent, and a fault on a mapping of the program's), or without one
+ *                          kills as it would have
  *   livefile shared DIR    under the shim, MULTISEND_STATS_SHM=DIR/shared: the program frees its
  *                          last context while the shim's slot is live, then makes another; the
  *                          file is the same, the shim's slot in it (prints the shim's calls;
  *                          the slot's sequence word is left odd, which the shim must not carry
  *                          on: stat-test.sh reads its final values)
+ *   livefile shared-trunc DIR  under the shim, MULTISEND_STATS_SHM=DIR/shared-trunc: the file the
+ *                          shim and the program share, truncated: both live on, and a new file
+ *                          holds both slots at their old places, the context's with its count
+ *                          (stat-test.sh reads the shim's final values)
  *   livefile exec DIR      under the shim, MULTISEND_STATS_SHM=DIR/exec-%p: a socket opened on
  *                          the number the shim's file would have had survives the shim's exec
  *                          path (checked by the new image: livefile exec-check FD)
@@ -26,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -254,6 +267,197 @@ static int damage(const char *dir)
 	return 0;
 }
 
+/* ---- truncate ------------------------------------------------------------------------------- */
+
+/* The slot's counter by that name. */
+static uint64_t counter(const struct ms_shm_slot *sl, const char *name)
+{
+	for (unsigned k = 0; k < sl->ncounters && k < MS_SHM_COUNTERS; k++)
+		if (!strncmp(sl->counter_name[k], name, MS_SHM_NAME))
+			return sl->counter[k];
+	CHECK(0, "no counter named %s", name);
+	return 0;
+}
+
+/* The file at path, as a reader finds it: a full-size live-counter file with a live owner,
+ * this process's, not the inode *ino was (which it then becomes); the slots before idx the other
+ * contexts', slot idx ours, read consistently. */
+static void check_new_file(const char *path, ino_t *ino, unsigned idx, uint64_t fanouts,
+			   const char *when)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0, "%s: no file at %s: %s", when, path, strerror(errno));
+	CHECK(st.st_ino != *ino, "%s: the path still names the truncated file (size %lld)", when,
+	      (long long)st.st_size);
+	CHECK((size_t)st.st_size == MS_SHM_FILE_SIZE, "%s: the new file has %lld bytes", when,
+	      (long long)st.st_size);
+	CHECK(write_locked(path), "%s: the new file has no live owner", when);
+	struct ms_shm_header *h = map(path);
+	CHECK(h->pid == getpid() && h->used == idx + 1, "%s: pid %d, used %u", when, (int)h->pid,
+	      h->used);
+	for (unsigned i = 0; i < idx; i++)
+		CHECK(slot_at(h, i)->state == MS_SHM_LIVE && !strncmp(slot_at(h, i)->name, "ctx ", 4),
+		      "%s: slot %u of the other context is not in the new file", when, i);
+	struct ms_shm_slot *sl = slot_at(h, idx);
+	uint64_t v = 0;
+	CHECK(sl->state == MS_SHM_LIVE && !strncmp(sl->name, "ctx ", 4) &&
+		      !strcmp(sl->counter_name[0], "fanouts") && sl->ncounters > 4,
+	      "%s: the new file's slot is not the context's (state %u, name '%.32s')", when,
+	      sl->state, sl->name);
+	CHECK(file_fanouts(sl, &v) && v == fanouts, "%s: the new file says %llu fanouts, not %llu",
+	      when, (unsigned long long)v, (unsigned long long)fanouts);
+	uint64_t att = counter(sl, "dests_attempted"), acc = counter(sl, "dests_accepted"),
+		 bytes = counter(sl, "bytes");
+	CHECK(att == fanouts && acc == fanouts && bytes == 4 * fanouts,
+	      "%s: attempted %llu, accepted %llu, bytes %llu", when, (unsigned long long)att,
+	      (unsigned long long)acc, (unsigned long long)bytes);
+	*ino = st.st_ino;
+	munmap(h, MS_SHM_FILE_SIZE);
+}
+
+/* Every datagram the receiver has: n of them, each "live". */
+static void drain_n(int r, int n)
+{
+	char buf[16];
+	for (int k = 0; k < n; k++) {
+		ssize_t got = recv(r, buf, sizeof(buf), MSG_DONTWAIT);
+		CHECK(got == 4 && !memcmp(buf, "live", 4), "datagram %d of %d: %zd bytes", k + 1, n,
+		      got);
+	}
+	CHECK(recv(r, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN, "more than %d", n);
+}
+
+/* cut: the size the file is truncated to (a store is noticed only where it falls in a page
+ * cut off: slot 0's counters are in the first page, which any size but 0 keeps); first: a
+ * context before ours, so that ours is in slot 1 (from the second page on). */
+static void truncate_one(const char *dir, const char *name, uint32_t flags, off_t cut,
+			 bool first)
+{
+	char tmpl[4096], path[4096], what[64];
+	snprintf(tmpl, sizeof(tmpl), "%s/%s-%%p", dir, name);
+	snprintf(path, sizeof(path), "%s/%s-%d", dir, name, (int)getpid());
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ms_ctx *other = first ? new_ctx(tmpl, 0) : NULL;
+	struct ms_ctx *ctx = new_ctx(tmpl, flags);
+	struct ms_group *g;
+	CHECK(ms_group_new(ctx, &g) == 0, "ms_group_new");
+	struct ms_dest d = { .fd = s, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
+	CHECK(ms_group_add(g, &d) >= 0, "ms_group_add");
+	send_or_post(g, 5, flags);
+	ms_ctx_drain(ctx);
+	struct stat st;
+	CHECK(stat(path, &st) == 0, "stat %s", path);
+	ino_t ino = st.st_ino;
+	uint64_t total = 5;
+	for (int round = 1; round <= 2; round++) {
+		/* What an operator's `truncate -s` does to the file under the publisher. */
+		CHECK(truncate(path, cut) == 0, "truncate: %s", strerror(errno));
+		send_or_post(g, 3, flags);
+		ms_ctx_drain(ctx);
+		total += 3;
+		struct ms_stats sts = { .size = sizeof(sts) };
+		CHECK(ms_ctx_stats(ctx, &sts) == 0 && sts.fanouts == total &&
+			      sts.dests_accepted == total && sts.dests_failed == 0,
+		      "round %d: ms_ctx_stats says %llu fanouts, %llu failed, not %llu", round,
+		      (unsigned long long)sts.fanouts, (unsigned long long)sts.dests_failed,
+		      (unsigned long long)total);
+		snprintf(what, sizeof(what), "%s, truncation %d", name, round);
+		check_new_file(path, &ino, first, total, what);
+	}
+	drain_n(r, (int)total);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	ms_ctx_free(other);
+	CHECK(!write_locked(path), "%s: the file keeps a live owner after ms_ctx_free", name);
+	unlink(path);
+	close(s);
+	close(r);
+}
+
+static volatile sig_atomic_t own_bus;
+static volatile void *own_addr;
+static sigjmp_buf own_jmp;
+
+static void on_own_bus(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	own_bus++;
+	own_addr = si->si_addr;
+	if (si->si_code > 0)
+		siglongjmp(own_jmp, 1);
+}
+
+/* A mapping of a file of the program's own, truncated: the store faults. */
+static volatile char *own_mapping(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/own-%d", dir, (int)getpid());
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, 4096) == 0, "%s: %s", path, strerror(errno));
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	CHECK(ftruncate(fd, 0) == 0, "ftruncate");
+	close(fd);
+	unlink(path);
+	return m;
+}
+
+static int truncate_mode(const char *dir)
+{
+	/* The program's own SIGBUS handler, set before the library's. */
+	struct sigaction sa = { .sa_sigaction = on_own_bus, .sa_flags = SA_SIGINFO };
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGBUS, &sa, NULL) == 0, "sigaction");
+	signal(SIGALRM, on_alarm);
+	alarm(60);
+	truncate_one(dir, "trunc-empty", 0, 0, false);
+	truncate_one(dir, "trunc-page", 0, 4096, true);
+	truncate_one(dir, "trunc-offload", MS_CFG_OFFLOAD, 0, false);
+	CHECK(own_bus == 0, "the program's handler saw %d SIGBUS", (int)own_bus);
+
+	/* A signal that is not about the file still reaches the program's handler: sent... */
+	struct ms_ctx *ctx = new_ctx(NULL, 0); /* (no file: the handler is installed already) */
+	raise(SIGBUS);
+	CHECK(own_bus == 1, "a SIGBUS sent to the program reached its handler %d times",
+	      (int)own_bus);
+	/* ...and a fault on a mapping of its own, with that mapping's address. */
+	volatile char *m = own_mapping(dir);
+	if (!sigsetjmp(own_jmp, 1))
+		m[10] = 1;
+	CHECK(own_bus == 2 && own_addr == m + 10, "the program's own fault: %d calls, address "
+	      "%p, not %p", (int)own_bus, (void *)own_addr, (void *)(m + 10));
+	munmap((void *)m, 4096);
+	ms_ctx_free(ctx);
+
+	/* Without a handler of the program's, such a fault kills as it would have. */
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		signal(SIGBUS, SIG_DFL);
+		char tmpl[4096];
+		snprintf(tmpl, sizeof(tmpl), "%s/trunc-child-%%p", dir);
+		new_ctx(tmpl, 0); /* the library's handler, chained to SIG_DFL */
+		volatile char *cm = own_mapping(dir);
+		cm[10] = 1;
+		_exit(0); /* not reached */
+	}
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS,
+	      "a fault on the program's own mapping under the library's handler: status %#x, "
+	      "not killed by SIGBUS", st);
+	char child[4096];
+	snprintf(child, sizeof(child), "%s/trunc-child-%d", dir, (int)pid);
+	unlink(child);
+	alarm(0);
+	printf("livefile truncate: truncated to nothing, to one page, under offload, twice "
+	       "each: the publisher lived on with exact counts and a new file took the path; the "
+	       "program's own SIGBUS (sent, and a fault of its own) reached its handler, and "
+	       "without one killed the process\n");
+	return 0;
+}
+
 /* ---- shared --------------------------------------------------------------------------------- */
 
 static int shared(const char *dir)
@@ -303,6 +507,72 @@ static int shared(const char *dir)
 	return 0;
 }
 
+/* Under the shim: the file the shim and the program share, truncated. Both copies of the code
+ * live on and each puts its slot, at its old place, into one new file. */
+static int shared_trunc(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/shared-trunc", dir);
+	const char *env = getenv("MULTISEND_STATS_SHM");
+	CHECK(env && !strcmp(env, path), "run with MULTISEND_STATS_SHM=%s", path);
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned long calls = 0;
+	struct ms_config c = { .size = sizeof(c), .backend = MS_BACKEND_LOOP };
+	struct ms_ctx *ctx = NULL;
+	CHECK(ms_ctx_new(&ctx, &c) == 0, "ms_ctx_new");
+	struct ms_group *g;
+	CHECK(ms_group_new(ctx, &g) == 0, "ms_group_new");
+	struct ms_dest d = { .fd = s, .addr = (struct sockaddr *)&a, .addrlen = sizeof(a) };
+	CHECK(ms_group_add(g, &d) >= 0, "ms_group_add");
+	struct ms_shm_header *h = map(path);
+	while (!slot_named(h, "shim") && calls < 1000000) {
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+		calls++;
+	}
+	CHECK(slot_named(h, "shim") == slot_at(h, 1), "no slot named shim (slot 1) after %lu "
+	      "sends: run under the shim (metrics mode) with MULTISEND_STATS_SHM", calls);
+	munmap(h, MS_SHM_FILE_SIZE);
+	struct stat st;
+	CHECK(stat(path, &st) == 0, "stat");
+	ino_t ino = st.st_ino;
+	CHECK(truncate(path, 0) == 0, "truncate: %s", strerror(errno));
+	/* Until both have written into a new file: the context at its next send, the shim at
+	 * its next publication. */
+	uint64_t sent = 0;
+	for (;;) {
+		CHECK(ms_send(g, "live", 4, 0, NULL) == 1, "ms_send");
+		sent++;
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+		calls++;
+		if (stat(path, &st) == 0 && st.st_ino != ino &&
+		    (size_t)st.st_size == MS_SHM_FILE_SIZE) {
+			h = map(path);
+			bool both = h->used == 2 && slot_at(h, 0)->state == MS_SHM_LIVE &&
+				    slot_at(h, 1)->state == MS_SHM_LIVE;
+			if (both)
+				break;
+			munmap(h, MS_SHM_FILE_SIZE);
+		}
+		CHECK(calls < 1000000, "no new file with both slots after %lu sends", calls);
+	}
+	CHECK(!strncmp(slot_at(h, 0)->name, "ctx ", 4) && !strcmp(slot_at(h, 1)->name, "shim"),
+	      "the new file's slots are '%.32s' and '%.32s'", slot_at(h, 0)->name,
+	      slot_at(h, 1)->name);
+	CHECK(write_locked(path), "the new file has no live owner");
+	for (int k = 0; k < 100; k++, calls++)
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+	uint64_t v = 0;
+	CHECK(file_fanouts(slot_at(h, 0), &v) && v == sent, "the context's slot says %llu "
+	      "fanouts, not %llu", (unsigned long long)v, (unsigned long long)sent);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	munmap(h, MS_SHM_FILE_SIZE);
+	close(r);
+	printf("livefile shared-trunc: calls %lu\n", calls + sent);
+	return 0;
+}
+
 /* ---- exec ----------------------------------------------------------------------------------- */
 
 static int exec_check(const char *arg)
@@ -345,7 +615,7 @@ static int exec_mode(const char *dir, const char *self)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: livefile fds|damage|shared|exec DIR | exec-check FD\n");
+		fprintf(stderr, "usage: livefile fds|damage|truncate|shared|shared-trunc|exec DIR | exec-check FD\n");
 		return 2;
 	}
 	mode = argv[1];
@@ -353,6 +623,10 @@ int main(int argc, char **argv)
 		return fds(argv[2]);
 	if (!strcmp(mode, "damage"))
 		return damage(argv[2]);
+	if (!strcmp(mode, "truncate"))
+		return truncate_mode(argv[2]);
+	if (!strcmp(mode, "shared-trunc"))
+		return shared_trunc(argv[2]);
 	if (!strcmp(mode, "shared"))
 		return shared(argv[2]);
 	if (!strcmp(mode, "exec"))

@@ -30,7 +30,9 @@
 #   stat-test.sh livefile LIVEFILE SHIM STAT
 #       tests/stat/livefile.c: no descriptor kept (a socket on "its" number survives fork,
 #       ms_ctx_free and the shim's exec), a damaged slot never stops or misleads the
-#       publisher, and the shim keeps its file when the program frees its last context.
+#       publisher, a file truncated under its publisher (alone, under offload, shared with
+#       the shim) is survived and made again with every slot, and the shim keeps its file
+#       when the program frees its last context.
 #   stat-test.sh rawfork LIVEEDGE SHIM STAT
 #       tests/stat/liveedge.c rawfork: children made by _Fork() (sends on the inherited
 #       context, exit) and by syscall(SYS_fork) (exec under the shim) run no atfork handler
@@ -545,6 +547,7 @@ livefile_test() { # LIVEFILE SHIM STAT
 	need_exe "$lf" "$stat"
 	"$lf" fds "$tmp" || fail "livefile fds"
 	"$lf" damage "$tmp" || fail "livefile damage"
+	"$lf" truncate "$tmp" || fail "livefile truncate"
 	[ -f "$shim" ] || skip "$shim is not built"
 	# An AddressSanitizer build of the shim needs the ASan runtime first in LD_PRELOAD (as in
 	# tests/shim/shim-test.sh).
@@ -575,12 +578,32 @@ assert shim["state"] == "closed" and shim["stale"] is False, (shim["state"], shi
 assert shim["counters"]["calls"] == int(sys.argv[2]), (shim["counters"]["calls"], sys.argv[2])
 assert all(s["state"] == "closed" for s in o["slots"])
 PY
+	# The shared file truncated: the shim and the program each live on and put their slots
+	# into one new file, whose final values multisend-stat reads.
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/shared-trunc \
+		"$lf" shared-trunc "$tmp" >"$tmp/strunc.out" 2>"$tmp/strunc.err" ||
+		{ show "$tmp/strunc.out" "$tmp/strunc.err"; fail "livefile shared-trunc"; }
+	show "$tmp/strunc.out"
+	calls=$(sed -n 's/^livefile shared-trunc: calls \([0-9]*\)$/\1/p' "$tmp/strunc.out")
+	"$stat" --json --count 1 --interval 10 "$tmp/shared-trunc" >"$tmp/out" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat: exit $?"; }
+	python3 - "$tmp/out" "$calls" <<'PY' || { show "$tmp/out"; fail "the renewed shared file"; }
+import json, sys
+o = json.loads(open(sys.argv[1]).read())
+names = [s["name"] for s in o["slots"]]
+assert len(names) == 2 and names[0].startswith("ctx ") and names[1] == "shim", names
+shim = o["slots"][1]
+assert shim["stale"] is False and shim["counters"]["calls"] == int(sys.argv[2]), \
+    (shim["counters"]["calls"], sys.argv[2])
+assert all(s["state"] == "closed" for s in o["slots"])
+PY
 	# The shim's exec path leaves the program's descriptors alone.
 	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/exec-%p \
 		"$lf" exec "$tmp" >"$tmp/exec.out" 2>"$tmp/exec.err" ||
 		{ show "$tmp/exec.out" "$tmp/exec.err"; fail "livefile exec"; }
 	show "$tmp/exec.out"
-	echo "PASS: no descriptor kept, a damaged slot harmless, the shim's slot kept in a shared file"
+	echo "PASS: no descriptor kept, a damaged slot harmless, a truncated file survived and made" \
+		"again (also shared with the shim), the shim's slot kept in a shared file"
 }
 
 # The preload list for the shim (an AddressSanitizer build of it needs the ASan runtime first,
