@@ -1065,8 +1065,18 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * (a child that ran no atfork handler finds the mappings gone by a MADV_WIPEONFORK page: Linux
  * 4.14 or later, else no live counters). /proc is not needed (without it the new file gets a
  * temporary name first). Truncating the file under a running publisher (only its owner or
- * root can) still kills the publisher with SIGBUS on its next send: delete or rename the
- * file instead. multisend-stat reads it live; the format and the protocol are
+ * root can) does not stop it: the first store into a page cut off raises SIGBUS, which a
+ * handler the library installs with its first file (SA_SIGINFO, chained: any SIGBUS that is
+ * not about one of its files goes to the handler installed before it, or takes the default
+ * action) turns into private memory in the file's place; the next publication makes a new
+ * file under the same path (at most one try a second while the path is not free) holding
+ * every slot and all its values. A truncation that keeps the pages the publisher writes
+ * (the first slots are in the first page: any size but 0) is not noticed, and readers find
+ * the file short until the publisher exits. A program that sets its own SIGBUS handler after
+ * its first context with a live-counter file replaces the library's: then truncation is
+ * fatal again, as for any file it maps. The library's threads never block SIGBUS, SIGSEGV,
+ * SIGFPE or SIGILL (a blocked fault kills without any handler). To get rid of a live file,
+ * delete or rename it. multisend-stat reads it live; the format and the protocol are
  * lib/obs/shm-format.h.
  */
 
