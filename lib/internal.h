@@ -367,6 +367,12 @@ static inline unsigned ms__shm_gen(void)
 {
 	return __atomic_load_n(&ms__shm_gen_word, __ATOMIC_ACQUIRE);
 }
+/* For the LD_PRELOAD shim's sigaction and signal wrappers: once this copy's SIGBUS handler is
+ * set, the program's SIGBUS handler is the one ours chains to; act replaces it, *old gets it
+ * (either may be NULL), and the call is not the kernel's. false (nothing done): no handler of
+ * ours is set, the call is the kernel's. */
+struct sigaction;
+bool ms__bus_sigaction(const struct sigaction *act, struct sigaction *old);
 /* Every file of this process lost to truncation made again (at most once a second per try):
  * 0 when none is lost (any more), else -errno (try again later). */
 int ms__shm_renew(void);

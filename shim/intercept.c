@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "shim.h"
+#include "internal.h" /* ms__bus_sigaction */
 
 _Atomic uint64_t shim_reentered;
 _Atomic uint64_t shim_sigqueued; /* ... of which queued behind the batch */
@@ -826,6 +827,57 @@ static inline void child_point(void)
 		if (shim_cfg.mode == SHIM_BYPASS)
 			shim_xport_recheck(true);
 	}
+}
+
+/* SIGBUS: with live counters, the shim's copy of the library sets a handler of its own for a
+ * truncated live-counter file (lib/obs/shm.c), which chains to the program's. The program
+ * sets and reads its own handler as if ours were not there: once ours is set, the program's
+ * is kept as the one ours chains to, and never reaches the kernel. */
+SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (sig == SIGBUS && ms__bus_sigaction(act, old))
+		return 0;
+	return NEXT(&sigaction, "sigaction", NULL)(sig, act, old);
+}
+
+/* signal(), bsd_signal() and sysv_signal() reach glibc's sigaction without the PLT: each is
+ * one of its own, with glibc's flags (BSD: SA_RESTART, the signal blocked in its handler;
+ * System V: one-shot and not blocked). */
+sighandler_t bsd_signal(int sig, sighandler_t h);
+sighandler_t sysv_signal(int sig, sighandler_t h);
+
+static sighandler_t bus_signal(sighandler_t h, int flags, bool *done)
+{
+	struct sigaction a = { .sa_handler = h, .sa_flags = flags }, o;
+
+	sigemptyset(&a.sa_mask);
+	if (!(flags & SA_NODEFER))
+		sigaddset(&a.sa_mask, SIGBUS);
+	*done = h != SIG_ERR && ms__bus_sigaction(&a, &o);
+	return (o.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))o.sa_sigaction
+					 : o.sa_handler;
+}
+
+SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	bool done = false;
+	sighandler_t old = sig == SIGBUS ? bus_signal(h, SA_RESTART, &done) : SIG_ERR;
+	return done ? old : NEXT(&signal, "signal", NULL)(sig, h);
+}
+
+SHIM_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
+{
+	bool done = false;
+	sighandler_t old = sig == SIGBUS ? bus_signal(h, SA_RESTART, &done) : SIG_ERR;
+	return done ? old : NEXT(&bsd_signal, "bsd_signal", NULL)(sig, h);
+}
+
+SHIM_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
+{
+	bool done = false;
+	sighandler_t old =
+		sig == SIGBUS ? bus_signal(h, SA_RESETHAND | SA_NODEFER, &done) : SIG_ERR;
+	return done ? old : NEXT(&sysv_signal, "sysv_signal", NULL)(sig, h);
 }
 
 SHIM_EXPORT pid_t waitpid(pid_t pid, int *status, int options)

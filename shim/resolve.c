@@ -104,6 +104,11 @@ static void init(void)
 		ms__sys.sendmsg = shim_real.sendmsg;
 	if (shim_real.sendmmsg)
 		ms__sys.sendmmsg = shim_real.sendmmsg;
+	/* The live-counter file's SIGBUS handler is set by the real sigaction (the program's
+	 * calls see their own handler: intercept.c). */
+	void *sa = dlsym(RTLD_NEXT, "sigaction");
+	if (sa)
+		ms__sys.sigaction = (__typeof__(ms__sys.sigaction))sa;
 	atomic_store_explicit(&resolved, true, memory_order_release);
 	shim_config_load();
 	shim_live_setup();

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sys.h"
 #include "shm-format.h"
 
 struct shm_file {
@@ -508,17 +509,37 @@ static void copy_name(char *dst, const char *src)
 static struct sigaction bus_prev;
 static bool bus_installed;
 
+/* The handler before ours, called as the kernel would have: its mask (and the signal, unless
+ * SA_NODEFER) blocked while it runs, reset first with SA_RESETHAND. */
+static void bus_call(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
+{
+	sigset_t m = p->sa_mask, old, self;
+
+	sigemptyset(&self);
+	sigaddset(&self, sig);
+	if (!(p->sa_flags & SA_NODEFER))
+		sigaddset(&m, sig);
+	sigprocmask(SIG_BLOCK, &m, &old);
+	if (p->sa_flags & SA_NODEFER)
+		sigprocmask(SIG_UNBLOCK, &self, NULL);
+	if (p->sa_flags & SA_RESETHAND) {
+		memset(&bus_prev, 0, sizeof(bus_prev)); /* SIG_DFL */
+		sigemptyset(&bus_prev.sa_mask);
+	}
+	if (p->sa_flags & SA_SIGINFO)
+		p->sa_sigaction(sig, si, uc);
+	else
+		p->sa_handler(sig);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 static void bus_chain(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction p = bus_prev;
 
-	if (p.sa_flags & SA_SIGINFO) {
-		if (p.sa_sigaction) {
-			p.sa_sigaction(sig, si, uc);
-			return;
-		}
-	} else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
-		p.sa_handler(sig);
+	if ((p.sa_flags & SA_SIGINFO) ? p.sa_sigaction != NULL
+				      : p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN) {
+		bus_call(&p, sig, si, uc);
 		return;
 	}
 	/* The default action (or SIG_IGN for a signal someone sent: ignored; a fault cannot
@@ -528,7 +549,7 @@ static void bus_chain(int sig, siginfo_t *si, void *uc)
 		return;
 	struct sigaction d = { .sa_handler = SIG_DFL };
 	sigemptyset(&d.sa_mask);
-	sigaction(sig, &d, NULL);
+	ms__sys.sigaction(sig, &d, NULL);
 	if (si->si_code <= 0)
 		raise(sig);
 }
@@ -569,13 +590,31 @@ static void bus_install(void)
 {
 	struct sigaction sa = { .sa_sigaction = on_bus };
 
-	if (bus_installed)
+	if (__atomic_load_n(&bus_installed, __ATOMIC_RELAXED))
 		return;
-	bus_installed = true;
-	sigaction(SIGBUS, NULL, &bus_prev);
+	ms__sys.sigaction(SIGBUS, NULL, &bus_prev);
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (bus_prev.sa_flags & SA_RESTART);
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, NULL);
+	ms__sys.sigaction(SIGBUS, &sa, NULL);
+	__atomic_store_n(&bus_installed, true, __ATOMIC_RELEASE);
+}
+
+bool ms__bus_sigaction(const struct sigaction *act, struct sigaction *old)
+{
+	if (!__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+		return false;
+	/* (Set with SIGBUS blocked in this thread: a fault of its own meanwhile would see half
+	 * of it. Another thread's fault in the same instant may see either.) */
+	sigset_t bus, prev;
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	sigprocmask(SIG_BLOCK, &bus, &prev);
+	if (old)
+		*old = bus_prev;
+	if (act)
+		bus_prev = *act;
+	sigprocmask(SIG_SETMASK, &prev, NULL);
+	return true;
 }
 
 /* The shadow of a file just mapped at h: its header (under files_lock). NULL if no memory:

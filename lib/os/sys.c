@@ -5,6 +5,7 @@ struct ms__sys ms__sys = {
 	.sendto = sendto,
 	.sendmsg = sendmsg,
 	.sendmmsg = sendmmsg,
+	.sigaction = sigaction,
 };
 
 void ms__sys_reset(void)
@@ -12,4 +13,5 @@ void ms__sys_reset(void)
 	ms__sys.sendto = sendto;
 	ms__sys.sendmsg = sendmsg;
 	ms__sys.sendmmsg = sendmmsg;
+	ms__sys.sigaction = sigaction;
 }
