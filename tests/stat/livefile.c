@@ -30,6 +30,11 @@
  *                          shim and the program share, truncated: both live on, and a new file
  *                          holds both slots at their old places, the context's with its count
  *                          (stat-test.sh reads the shim's final values)
+ *   livefile shim-sigbus DIR  under the shim, MULTISEND_STATS_SHM=DIR/sigbus: the program sets
+ *                          and reads its own SIGBUS handler (sigaction, signal) and never sees
+ *                          the shim's, which still comes first: the file truncated twice is
+ *                          made again each time, the program's own fault reaches its handler,
+ *                          or with SIG_DFL kills it
  *   livefile exec DIR      under the shim, MULTISEND_STATS_SHM=DIR/exec-%p: a socket opened on
  *                          the number the shim's file would have had survives the shim's exec
  *                          path (checked by the new image: livefile exec-check FD)
@@ -573,6 +578,84 @@ static int shared_trunc(const char *dir)
 	return 0;
 }
 
+/* Under the shim (no context of the program's): the file made again after each truncation,
+ * the shim's slot back in it. */
+static unsigned long renewed_under_shim(const char *path, int s, const struct sockaddr_in *a)
+{
+	struct stat st;
+	CHECK(stat(path, &st) == 0, "stat");
+	ino_t ino = st.st_ino;
+	CHECK(truncate(path, 0) == 0, "truncate: %s", strerror(errno));
+	for (unsigned long calls = 1;; calls++) {
+		CHECK(sendto(s, "x", 1, 0, (const struct sockaddr *)a, sizeof(*a)) == 1, "sendto");
+		if (stat(path, &st) == 0 && st.st_ino != ino &&
+		    (size_t)st.st_size == MS_SHM_FILE_SIZE) {
+			struct ms_shm_header *h = map(path);
+			bool back = slot_named(h, "shim") &&
+				    slot_named(h, "shim")->state == MS_SHM_LIVE;
+			munmap(h, MS_SHM_FILE_SIZE);
+			if (back)
+				return calls;
+		}
+		CHECK(calls < 1000000, "no new file with the shim's slot after %lu sends", calls);
+	}
+}
+
+/* Under the shim, MULTISEND_STATS_SHM=DIR/sigbus: the program's SIGBUS handler is its own to
+ * set and read, the shim's is never seen, and still chains to it. */
+static int shim_sigbus(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/sigbus", dir);
+	const char *env = getenv("MULTISEND_STATS_SHM");
+	CHECK(env && !strcmp(env, path), "run with MULTISEND_STATS_SHM=%s", path);
+	struct sockaddr_in a;
+	int r = receiver(&a), s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	unsigned long calls = 0;
+	struct sigaction sa = { .sa_sigaction = on_own_bus, .sa_flags = SA_SIGINFO }, o;
+	sigemptyset(&sa.sa_mask);
+	/* The program's handler, set at its start (before the shim's first publication). */
+	CHECK(sigaction(SIGBUS, &sa, NULL) == 0, "sigaction");
+	struct stat st;
+	while (stat(path, &st) != 0 && calls < 1000000) {
+		CHECK(sendto(s, "x", 1, 0, (struct sockaddr *)&a, sizeof(a)) == 1, "sendto");
+		calls++;
+	}
+	CHECK(stat(path, &st) == 0, "no %s after %lu sends: run under the shim", path, calls);
+	CHECK(sigaction(SIGBUS, NULL, &o) == 0 && (o.sa_flags & SA_SIGINFO) &&
+		      o.sa_sigaction == on_own_bus,
+	      "the program asks for its SIGBUS handler and gets another (flags %#x)", o.sa_flags);
+	calls += renewed_under_shim(path, s, &a);
+	CHECK(own_bus == 0, "the truncation reached the program's handler");
+	volatile char *m = own_mapping(dir);
+	if (!sigsetjmp(own_jmp, 1))
+		m[10] = 1;
+	CHECK(own_bus == 1 && own_addr == m + 10, "the program's own fault: %d calls, address "
+	      "%p, not %p", (int)own_bus, (void *)own_addr, (void *)(m + 10));
+	munmap((void *)m, 4096);
+	/* signal() gives the handler back and sets the default, which the program then reads. */
+	sighandler_t prev = signal(SIGBUS, SIG_DFL);
+	CHECK(prev == (sighandler_t)(void (*)(void))on_own_bus, "signal() returned another handler");
+	CHECK(sigaction(SIGBUS, NULL, &o) == 0 && !(o.sa_flags & SA_SIGINFO) &&
+		      o.sa_handler == SIG_DFL, "after signal(SIGBUS, SIG_DFL) the program reads "
+	      "another handler");
+	calls += renewed_under_shim(path, s, &a);
+	/* With the program's SIGBUS at its default, its own fault kills it. */
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		volatile char *cm = own_mapping(dir);
+		cm[10] = 1;
+		_exit(0); /* not reached */
+	}
+	int wst;
+	CHECK(waitpid(pid, &wst, 0) == pid && WIFSIGNALED(wst) && WTERMSIG(wst) == SIGBUS,
+	      "the program's own fault with its SIGBUS at the default: status %#x", wst);
+	close(r);
+	printf("livefile shim-sigbus: calls %lu\n", calls);
+	return 0;
+}
+
 /* ---- exec ----------------------------------------------------------------------------------- */
 
 static int exec_check(const char *arg)
@@ -615,7 +698,7 @@ static int exec_mode(const char *dir, const char *self)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: livefile fds|damage|truncate|shared|shared-trunc|exec DIR | exec-check FD\n");
+		fprintf(stderr, "usage: livefile fds|damage|truncate|shared|shared-trunc|shim-sigbus|exec DIR | exec-check FD\n");
 		return 2;
 	}
 	mode = argv[1];
@@ -625,6 +708,8 @@ int main(int argc, char **argv)
 		return damage(argv[2]);
 	if (!strcmp(mode, "truncate"))
 		return truncate_mode(argv[2]);
+	if (!strcmp(mode, "shim-sigbus"))
+		return shim_sigbus(argv[2]);
 	if (!strcmp(mode, "shared-trunc"))
 		return shared_trunc(argv[2]);
 	if (!strcmp(mode, "shared"))

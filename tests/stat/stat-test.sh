@@ -31,8 +31,9 @@
 #       tests/stat/livefile.c: no descriptor kept (a socket on "its" number survives fork,
 #       ms_ctx_free and the shim's exec), a damaged slot never stops or misleads the
 #       publisher, a file truncated under its publisher (alone, under offload, shared with
-#       the shim) is survived and made again with every slot, and the shim keeps its file
-#       when the program frees its last context.
+#       the shim) is survived and made again with every slot, the program sets and reads its
+#       own SIGBUS handler under the shim's, and the shim keeps its file when the program
+#       frees its last context.
 #   stat-test.sh rawfork LIVEEDGE SHIM STAT
 #       tests/stat/liveedge.c rawfork: children made by _Fork() (sends on the inherited
 #       context, exit) and by syscall(SYS_fork) (exec under the shim) run no atfork handler
@@ -597,6 +598,11 @@ assert shim["stale"] is False and shim["counters"]["calls"] == int(sys.argv[2]),
     (shim["counters"]["calls"], sys.argv[2])
 assert all(s["state"] == "closed" for s in o["slots"])
 PY
+	# The program's SIGBUS handler is its own to set and read under the shim's.
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/sigbus \
+		"$lf" shim-sigbus "$tmp" >"$tmp/sigbus.out" 2>"$tmp/sigbus.err" ||
+		{ show "$tmp/sigbus.out" "$tmp/sigbus.err"; fail "livefile shim-sigbus"; }
+	show "$tmp/sigbus.out"
 	# The shim's exec path leaves the program's descriptors alone.
 	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=metrics MULTISEND_STATS_SHM=$tmp/exec-%p \
 		"$lf" exec "$tmp" >"$tmp/exec.out" 2>"$tmp/exec.err" ||
