@@ -294,7 +294,7 @@ stream_twice() {
 	same "$tmp/$_sn.plain.out" "$tmp/$_sn.bypass.out" "$_sn's output"
 	check_shape "$tmp/$_sn.bypass.json"
 	check_stats "$tmp/$_sn.bypass.json" "tot('bytes') == 40000" "tot('errors') == 0" \
-		"tot('xdp_frames') > 0"
+		"${frames_check:-tot('xdp_frames') > 0}"
 }
 
 foreign() {
@@ -361,7 +361,10 @@ PL
 		# fed line by line: how the reads split the input is the scheduler's, so the
 		# datagrams' count and sizes vary; reads above the MTU go by the kernel's path,
 		# fragmented). -q 1: quits 1 s after its stdin ends.
-		stream_twice nc sh -c 'while IFS= read -r l; do printf "%s\n" "$l"; done | nc -u -q 1 10.77.0.2 40000'
+		# A slow machine (the sanitizer builds) may have the whole input in the pipe at
+		# nc's first read: then every datagram is over the MTU and none is a frame.
+		frames_check="tot('xdp_frames') > 0 or fb('mtu') == tot('datagrams')" \
+			stream_twice nc sh -c 'while IFS= read -r l; do printf "%s\n" "$l"; done | nc -u -q 1 10.77.0.2 40000'
 		check_stats "$tmp/nc.bypass.json" "sum(x.values()) == x['mtu']" ;;
 	sockperf) sockperf_test ;;
 	iperf3) iperf3_test ;;
