@@ -138,6 +138,8 @@ static int send_end(struct pub *p)
 			fprintf(stderr, "md-publisher: sending END: %s\n", ms_strerror(rc));
 			return rc;
 		}
+		if (i == 0)
+			md_end_streams(&p->sv);
 		if (i + 1 < END_REPEATS)
 			sleep_until(ex_now_ns(CLOCK_MONOTONIC) + END_GAP_NS);
 	}
@@ -176,8 +178,6 @@ static int run(struct pub *p, struct ms_ctx *ctx, uint64_t count, uint64_t rate,
 	}
 
 	int erc = send_end(p);
-
-	md_flush_backlogs(&p->sv, 2000000000u);
 
 	printf("md-publisher: backend %s, subscribers %zu (joined %" PRIu64 ", left %" PRIu64
 	       ", dropped %" PRIu64 "), ticks %" PRIu64 ", destinations accepted %" PRIu64

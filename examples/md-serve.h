@@ -579,6 +579,17 @@ static void md_flush_backlogs(struct md_serve *p, uint64_t budget_ns)
 	}
 }
 
+/* After END has gone out once: a stream delivers it (or breaks), so stream subscribers get it
+ * once, from their backlogs first, and are then let go; repeating END on them would only
+ * find closed connections. */
+static void md_end_streams(struct md_serve *p)
+{
+	md_flush_backlogs(p, 2000000000u);
+	for (size_t i = 0; i < p->nsubs;)
+		if (p->subs[i].kind != MD_SUB_TCP || md_remove_sub(p, &p->subs[i]) < 0)
+			i++;
+}
+
 static void md_close(struct md_serve *p)
 {
 	while (p->nsubs > 0)
