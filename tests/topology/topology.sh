@@ -16,13 +16,16 @@
 # group reaches every port as a segment without a querier would). The tree is built before the
 # first tick: B waits for its 50 subscribers before connecting to A, A for its 100 and B
 # before joining pub, pub for A. Then relay A is killed (SIGKILL) mid-feed and restarted:
-# its subscribers find it again by their JOIN lease, B reconnects, and the feed is stopped
-# (SIGTERM to the publisher, which sends END) only once every subscriber has reported its gap,
-# that is once ticks flow again everywhere. Checked:
+# its subscribers find it again by their JOIN lease and B reconnects; the test goes on once
+# every subscriber has reported its gap, that is once ticks flow again everywhere. Then the
+# same for relay B (its upstream is TCP), and the feed is stopped (SIGTERM to the publisher,
+# which sends END). Checked:
 #   - every subscriber socket: each tick 1..END once, in order, or inside a gap it reported;
-#     exactly one gap, and it ends at or after the restarted A's first tick - 1;
-#   - behind B, each socket's gap is exactly the upstream gap B reported (B forwards all it
-#     gets: nothing else may be missing), and B reported exactly one;
+#     behind A exactly one gap, ending at or after the restarted A's first tick - 1;
+#   - behind B exactly two: first exactly the upstream gap B reported (B forwards all it gets:
+#     nothing else may be missing), then one that spans B's restart;
+#   - the restarted relays forward every tick from their first to END once (no upstream gap,
+#     nothing stale), and A's policy removed the killed B's stream;
 #   - every multicast member (10 IPv4, 5 IPv6): every tick 1..END exactly once, in order;
 #   - publisher and relays agree on END's sequence number, and the relays saw END.
 # Waits are bounded conditions (a line in a file), never a fixed delay before an assertion.
@@ -125,12 +128,12 @@ bg inns "$(ns s3)" "$sub" --group '[ff15::78]:7000' --iface eth0 $MEMBER \
 subs="$subs $bgpid:mc6-s3"
 
 showall() {
-	for _f in relay-a relay-a.err relay-a2 relay-a2.err relay-b relay-b.err publisher \
-		publisher.err; do
+	for _f in relay-a relay-a.err relay-a2 relay-a2.err relay-b relay-b.err relay-b2 \
+		relay-b2.err publisher publisher.err; do
 		show "$tmp/$_f"
 	done
 	for _s in $subs; do
-		grep -v ': gap \|: received .*, gaps 1 .*duplicates 0,.*reordered 0, invalid 0' \
+		grep -v ': gap \|: received .*, gaps [12] .*duplicates 0,.*reordered 0, invalid 0' \
 			"$tmp/${_s#*:}" | sed "s|^|  ${_s#*:}: |"
 		show "$tmp/${_s#*:}.err"
 	done
@@ -170,16 +173,32 @@ wait_line "$tmp/relay-a2.err" 'first tick seq' "$ra2pid" 60 ||
 	{ showall; fail "the restarted relay A gets no ticks"; }
 wait_line "$tmp/relay-b.err" 'upstream connected again' "$rbpid" 60 ||
 	{ showall; fail "relay B did not reconnect to the restarted A"; }
-# Each subscriber socket reports its gap when the first tick after it arrives: once all 150
-# have, the feed has resumed everywhere.
-for n in s1 s2 s3; do
+# wait_gaps N K: until each of the 50 sockets of sub-N has reported K gaps: a socket reports a
+# gap when the first tick after it arrives, so then the feed has resumed for all of them.
+wait_gaps() {
 	_i=0
-	while [ "$(grep -c ': gap ' "$tmp/sub-$n")" -lt 50 ]; do
+	while [ "$(grep -c ': gap ' "$tmp/sub-$1")" -lt $((50 * $2)) ]; do
 		_i=$((_i + 1))
-		[ "$_i" -lt 1200 ] || { showall; fail "sub-$n: not every socket saw ticks again"; }
+		[ "$_i" -lt 1200 ] || { showall; fail "sub-$1: not every socket saw ticks again"; }
 		sleep 0.05
 	done
+}
+for n in s1 s2 s3; do
+	wait_gaps "$n" 1
 done
+
+# Then relay B, whose upstream is TCP: A's policy removes the dead stream, the restarted B
+# connects again and its subscribers find it by their lease.
+[ "$(cat "/proc/$rbpid/comm" 2>/dev/null)" = md-relay ] ||
+	{ showall; fail "pid $rbpid is not md-relay ($(cat "/proc/$rbpid/comm" 2>&1))"; }
+kill -KILL "$rbpid"
+wait "$rbpid" 2>/dev/null
+bg inns "$(ns rb)" "$relay" --bind 10.78.0.3 --control 6000 --upstream-tcp 10.78.0.2:6001 \
+	>"$tmp/relay-b2" 2>"$tmp/relay-b2.err"
+rb2pid=$bgpid
+wait_line "$tmp/relay-b2.err" 'first tick seq' "$rb2pid" 60 ||
+	{ showall; fail "the restarted relay B gets no ticks"; }
+wait_gaps s3 2
 kill -TERM "$pubpid"
 
 status=0
@@ -188,7 +207,7 @@ for s in $subs; do
 done
 wait "$pubpid" # 1: stopped by a signal, as asked
 wait "$ra2pid" || { echo "restarted relay A exited with $?" >&2; status=1; }
-wait "$rbpid" || { echo "relay B exited with $?" >&2; status=1; }
+wait "$rb2pid" || { echo "restarted relay B exited with $?" >&2; status=1; }
 showall
 
 end=$(sed -n 's/.*interrupted after \([0-9]*\) ticks$/\1/p' "$tmp/publisher.err")
@@ -196,31 +215,42 @@ end=$(sed -n 's/.*interrupted after \([0-9]*\) ticks$/\1/p' "$tmp/publisher.err"
 echo "feed: $end ticks"
 grep -q ", ticks $end," "$tmp/publisher" || { echo "publisher summary" >&2; status=1; }
 a2first=$(sed -n 's/^md-relay: first tick seq \([0-9]*\)$/\1/p' "$tmp/relay-a2.err")
-for f in relay-a2 relay-b; do
-	grep -q "\.\.$end), .*, end yes," "$tmp/$f" ||
-		{ echo "$f did not forward up to END ($end)" >&2; status=1; }
-	grep -q ', stale 0, invalid 0,' "$tmp/$f" || { echo "$f: stale or invalid" >&2; status=1; }
+b2first=$(sed -n 's/^md-relay: first tick seq \([0-9]*\)$/\1/p' "$tmp/relay-b2.err")
+for f in relay-a2 relay-b2; do
+	grep -q "\.\.$end), upstream gaps 0 (missing 0), stale 0, invalid 0, .*, end yes," \
+		"$tmp/$f" || { echo "$f: not every tick up to END ($end), once" >&2; status=1; }
 done
-grep -q 'upstream gaps 0 ' "$tmp/relay-a2" || { echo "relay A2: upstream gaps" >&2; status=1; }
-grep -q 'upstream gaps 1 ' "$tmp/relay-b" || { echo "relay B: not one upstream gap" >&2; status=1; }
+# The killed B's stream: removed by A's slow-consumer policy once it failed.
+grep -q 'joined 102, .*dropped 1)' "$tmp/relay-a2" ||
+	{ echo "relay A2: B's dead stream not removed" >&2; status=1; }
+[ "$(grep -c 'upstream gap ' "$tmp/relay-b.err")" = 1 ] ||
+	{ echo "relay B: not one upstream gap" >&2; status=1; }
 bgap=$(sed -n 's/^md-relay: upstream gap \([0-9]*\.\.[0-9]*\) .*/\1/p' "$tmp/relay-b.err")
 
-# Per subscriber socket: one summary line, exactly one gap, where it must be.
+# Per subscriber socket: one summary line, every gap where it must be. Gap lines come in the
+# order found, so the first of a socket behind B is B's upstream gap, the second B's restart.
 for n in s1 s2 s3; do
 	f=$tmp/sub-$n
+	k=1
+	[ "$n" = s3 ] && k=2
 	[ "$(grep -c ': received ' "$f")" = 50 ] || { echo "sub-$n: not 50 summaries" >&2; status=1; }
-	[ "$(grep -c ': received .*, gaps 1 (missing [1-9][0-9]*), duplicates 0, last seq '"$end"', reordered 0, invalid 0,' "$f")" = 50 ] ||
-		{ echo "sub-$n: not one gap, in order, up to $end each" >&2; status=1; }
-	[ "$(grep -c ': gap ' "$f")" = 50 ] || { echo "sub-$n: not one gap each" >&2; status=1; }
-	bad=$(sed -n 's/^.*: gap \([0-9]*\)\.\.\([0-9]*\) .*/\1 \2/p' "$f" |
-		while read -r lo hi; do
-			if [ "$n" = s3 ]; then
-				[ "$lo..$hi" = "$bgap" ] || echo "$lo..$hi is not B's gap $bgap"
+	[ "$(grep -c ': received .*, gaps '$k' (missing [1-9][0-9]*), duplicates 0, last seq '"$end"', reordered 0, invalid 0,' "$f")" = 50 ] ||
+		{ echo "sub-$n: not $k gaps, in order, up to $end each" >&2; status=1; }
+	[ "$(grep -c ': gap ' "$f")" = $((50 * k)) ] ||
+		{ echo "sub-$n: not $k gaps each" >&2; status=1; }
+	bad=$(sed -n 's/^\(.*\): gap \([0-9]*\)\.\.\([0-9]*\) .*/\1 \2 \3/p' "$f" |
+		while read -r _ who lo hi; do
+			if [ "$n" != s3 ]; then
+				first=$a2first
+			elif ! grep -q "^subscriber $who: gap" "$tmp/seen" 2>/dev/null; then
+				echo "subscriber $who: gap" >>"$tmp/seen"
+				[ "$lo..$hi" = "$bgap" ] || echo "$who: $lo..$hi is not B's gap $bgap"
+				continue
 			else
-				[ "$hi" -ge $((a2first - 1)) ] && [ "$lo" -gt 1 ] &&
-					[ "$hi" -lt "$end" ] ||
-					echo "$lo..$hi does not span A's restart (first $a2first)"
+				first=$b2first
 			fi
+			[ "$hi" -ge $((first - 1)) ] && [ "$lo" -gt 1 ] && [ "$hi" -lt "$end" ] ||
+				echo "$who: $lo..$hi does not span the restart (first tick $first)"
 		done)
 	[ -z "$bad" ] || { echo "sub-$n: $bad" | head -3 >&2; status=1; }
 done
@@ -229,5 +259,6 @@ for m in mc-s1 mc-s2 mc6-s3; do
 		{ echo "$m: not every tick once in order at all 5 members" >&2; status=1; }
 done
 [ "$status" = 0 ] || fail "topology"
-echo "PASS: topology: $end ticks, publisher -> A (restarted) -> B (TCP) -> 3 x 50 subscribers," \
-	"each with one reported gap ($bgap behind B), and 15 multicast members with every tick"
+echo "PASS: topology: $end ticks, publisher -> A -> B (TCP) -> 3 x 50 subscribers, A and B" \
+	"restarted: every missing tick inside a reported gap ($bgap: B's upstream gap)," \
+	"15 multicast members with every tick"
