@@ -16,6 +16,7 @@
 #include <net/if.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,13 @@ struct opts {
 };
 
 static uint8_t buf[65536];
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 /* LEAVE from every UDP socket that was acknowledged, retried until each one's BYE or
  * budget_ns passes, all at once: after END the server may be gone, and 50 sockets waiting in
@@ -440,8 +448,11 @@ static int verdict(struct sock *s, const struct opts *o, uint64_t timeout_s)
 	if (s->broken)
 		return 1;
 	if (!s->done) {
-		fprintf(stderr, "md-subscriber: %s: no END within %" PRIu64 " s%s\n", f->label,
-			timeout_s, s->acked ? "" : " (never acknowledged)");
+		if (stop)
+			fprintf(stderr, "md-subscriber: %s: no END before the signal\n", f->label);
+		else
+			fprintf(stderr, "md-subscriber: %s: no END within %" PRIu64 " s%s\n",
+				f->label, timeout_s, s->acked ? "" : " (never acknowledged)");
 		return 1;
 	}
 
@@ -560,11 +571,26 @@ int main(int argc, char **argv)
 	uint64_t deadline = now + timeout_s * 1000000000u;
 	bool said_joined = false;
 
+	/* SIGINT or SIGTERM: count what is queued, print the summaries and stop (without END,
+	 * a failure). No SA_RESTART, so that poll returns at once. */
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
+		perror("md-subscriber: sigaction");
+		status = 1;
+	}
 	while (status == 0) {
 		size_t active = 0;
 		bool timers = false;
 
 		now = ex_now_ns(CLOCK_MONOTONIC);
+		if (stop) {
+			for (size_t i = 0; i < k; i++)
+				if (!ss[i].done && (o.way == WAY_TCP ? drain_tcp(&ss[i], &o) :
+							drain_udp(&ss[i], &o, now)) < 0)
+					ss[i].broken = ss[i].done = true;
+			break;
+		}
 		if (now >= deadline)
 			break;
 		joined = 0;
