@@ -142,6 +142,7 @@ struct sock {
 	int id;              /* the server's id for us (UDP), else -1 */
 	bool acked, ended, done, left;
 	bool broken;         /* its run ended on an error (printed), not by END */
+	bool reached;        /* --progress: said so */
 	uint64_t end_seq;
 	uint64_t next_join;  /* when to (re-)send JOIN */
 	uint64_t last_rx;    /* when the last datagram of the feed arrived */
@@ -155,7 +156,7 @@ struct opts {
 	struct sockaddr_storage ctl; /* control (UDP), server (TCP) or group address */
 	socklen_t ctllen;
 	const char *iface;           /* --group: the interface to join it on */
-	uint64_t expect, leave_after, rejoin_idle_ns;
+	uint64_t expect, leave_after, rejoin_idle_ns, progress;
 	bool have_expect, expect_end, allow_gaps;
 };
 
@@ -251,6 +252,12 @@ static int on_message(struct sock *s, const struct opts *o, const uint8_t *p, si
 	if (on_tick(&s->f, seq) < 0) {
 		fprintf(stderr, "md-subscriber: out of memory\n");
 		return -1;
+	}
+	if (o->progress && !s->reached && seq >= o->progress) {
+		/* Flushed at once: a script waits for this line to know the feed got here. */
+		printf("%s: reached %" PRIu64 "\n", s->f.label, o->progress);
+		fflush(stdout);
+		s->reached = true;
 	}
 	if (o->leave_after && s->f.received >= o->leave_after)
 		s->done = true;
@@ -498,6 +505,7 @@ static void usage(FILE *out)
 		"  --rejoin-idle MS     re-send JOIN while no tick has come for MS ms (a lease that\n"
 		"                       finds a restarted relay; 0 = never, the default)\n"
 		"  --leave-after N      leave (LEAVE, wait for BYE) after N ticks, without END\n"
+		"  --progress N         print 'LABEL: reached N' when a tick >= N first arrives\n"
 		"  --help\n"
 		"Without --expect or --expect-end, ticks before the first one received are not\n"
 		"counted as missing (a late join). Prints 'joined K' once every socket is in.\n",
@@ -518,6 +526,7 @@ int main(int argc, char **argv)
 		{ "allow-gaps", no_argument, NULL, 'G' },
 		{ "rejoin-idle", required_argument, NULL, 'R' },
 		{ "leave-after", required_argument, NULL, 'l' },
+		{ "progress", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -545,6 +554,7 @@ int main(int argc, char **argv)
 		case 'R': o.rejoin_idle_ns = ex_num("rejoin-idle", optarg, 0, 86400000) * 1000000u;
 			break;
 		case 'l': o.leave_after = ex_num("leave-after", optarg, 1, UINT64_MAX / 2); break;
+		case 'p': o.progress = ex_num("progress", optarg, 1, UINT64_MAX / 2); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

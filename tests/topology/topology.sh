@@ -97,7 +97,7 @@ done
 
 # Fixed ports are fine: each program is alone in its namespace.
 RELAY_A="--bind 10.78.0.2 --control 6000 --tcp 6001 --upstream 10.78.0.1:5000 --rejoin-idle 300"
-SUB="--sockets 50 --expect-end --allow-gaps --rejoin-idle 300 --timeout 120"
+SUB="--sockets 50 --expect-end --allow-gaps --rejoin-idle 300 --timeout 120 --progress 200"
 MEMBER="--sockets 5 --expect-end --timeout 120"
 
 # shellcheck disable=SC2086 # word lists
@@ -133,7 +133,7 @@ showall() {
 		show "$tmp/$_f"
 	done
 	for _s in $subs; do
-		grep -v ': gap \|: received .*, gaps [12] .*duplicates 0,.*reordered 0, invalid 0' \
+		grep -v ': gap \|: reached \|: received .*, gaps [12] .*duplicates 0,.*reordered 0, invalid 0' \
 			"$tmp/${_s#*:}" | sed "s|^|  ${_s#*:}: |"
 		show "$tmp/${_s#*:}.err"
 	done
@@ -159,9 +159,16 @@ for f in relay-a relay-b; do
 	wait_line "$tmp/$f.err" 'first tick seq 1$' "$p" 60 ||
 		{ showall; fail "$f: the feed did not start at tick 1"; }
 done
-# Let the feed run a little before the kill (spacing only: nothing below depends on how far
-# it got, since the publisher runs until it is told to stop).
-sleep 0.5
+# The kill comes once every subscriber socket has had tick 200, so that each one's gap starts
+# after ticks it did get.
+for n in s1 s2 s3; do
+	_i=0
+	while [ "$(grep -c ': reached 200$' "$tmp/sub-$n")" -lt 50 ]; do
+		_i=$((_i + 1))
+		[ "$_i" -lt 1200 ] || { showall; fail "sub-$n: the feed did not reach tick 200"; }
+		sleep 0.05
+	done
+done
 [ "$(cat "/proc/$rapid/comm" 2>/dev/null)" = md-relay ] ||
 	{ showall; fail "pid $rapid is not md-relay ($(cat "/proc/$rapid/comm" 2>&1))"; }
 kill -KILL "$rapid"
