@@ -273,6 +273,18 @@ for m in mc-s1 mc-s2 mc6-s3; do
 	[ "$(grep -c ": received $end, gaps 0 (missing 0), duplicates 0, last seq $end, reordered 0, invalid 0," "$tmp/$m")" = 5 ] ||
 		{ echo "$m: not every tick once in order at all 5 members" >&2; status=1; }
 done
+# One-way delays, for information only (never asserted): the median over a tier's sockets of
+# each socket's p50 and p99, from the publisher's timestamp to arrival.
+tier() {
+	_d=$(cat "$@" | sed -n 's/.*delay p50 \([0-9.]*\) p99 \([0-9.]*\) .*/\1 \2/p')
+	_n=$(echo "$_d" | wc -l)
+	_m=$(((_n + 1) / 2))
+	echo "p50 $(echo "$_d" | cut -d' ' -f1 | sort -n | sed -n "${_m}p") us," \
+		"p99 $(echo "$_d" | cut -d' ' -f2 | sort -n | sed -n "${_m}p") us ($_n sockets)"
+}
+echo "delay, publisher -> multicast member (1 hop): $(tier "$tmp/mc-s1" "$tmp/mc-s2")"
+echo "delay, publisher -> A -> subscriber (2 hops): $(tier "$tmp/sub-s1" "$tmp/sub-s2")"
+echo "delay, publisher -> A -> B -> subscriber (3 hops): $(tier "$tmp/sub-s3")"
 [ "$status" = 0 ] || fail "topology"
 echo "PASS: topology: $end ticks, publisher -> A -> B (TCP) -> 3 x 50 subscribers, A and B" \
 	"restarted: every missing tick inside a reported gap ($bgap: B's upstream gap)," \
