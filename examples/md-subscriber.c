@@ -235,7 +235,8 @@ static void leave_all(struct sock *ss, size_t k, const struct opts *o, uint64_t 
 		uint64_t wake = next < end ? next : end;
 
 		for (size_t i = 0; i < k; i++)
-			pfd[i] = (struct pollfd){ .fd = ss[i].left ? -1 : ss[i].fd, .events = POLLIN };
+			pfd[i] = (struct pollfd){ .fd = ss[i].left ? -1 : ss[i].fd,
+						  .events = POLLIN };
 		if (poll(pfd, k, (int)((wake - now + 999999) / 1000000)) < 0 && errno != EINTR) {
 			perror("md-subscriber: poll");
 			return;
@@ -523,7 +524,8 @@ static int verdict(struct sock *s, const struct opts *o, uint64_t timeout_s)
 		status = 1;
 	}
 	if (status)
-		fprintf(stderr, "md-subscriber: %s: expected ticks 1..%" PRIu64 " exactly once%s%s\n",
+		fprintf(stderr,
+			"md-subscriber: %s: expected ticks 1..%" PRIu64 " exactly once%s%s\n",
 			f->label, want, o->allow_gaps ? " or in a reported gap, in order" : "",
 			s->ended && s->end_seq != want ? ", END says another count" : "");
 	return status;
@@ -536,7 +538,8 @@ static void usage(FILE *out)
 		"  --control HOST:PORT  publisher's (or relay's) UDP control address\n"
 		"                       (default 127.0.0.1:%d)\n"
 		"  --tcp HOST:PORT      subscribe by TCP to the server's --tcp port instead\n"
-		"  --group ADDR:PORT    be a member of this multicast group instead (IPv4 or IPv6)\n"
+		"  --group ADDR:PORT    be a member of this multicast group instead (IPv4 or\n"
+		"                       IPv6)\n"
 		"  --iface IF           the interface to join --group on (default: the kernel's\n"
 		"                       choice)\n"
 		"  --sockets K          K independent subscriptions in this process (default 1)\n"
@@ -545,15 +548,17 @@ static void usage(FILE *out)
 		"  --expect-end         as --expect, with N the last tick END announces\n"
 		"  --allow-gaps         with --expect or --expect-end: a missing tick is reported\n"
 		"                       (a 'gap A..B' line when found) instead of failing; still\n"
-		"                       fails on a duplicate, a tick out of order, or a count that\n"
-		"                       does not add up\n"
-		"  --rejoin-idle MS     re-send JOIN while no tick has come for MS ms (a lease that\n"
-		"                       finds a restarted relay; 0 = never, the default)\n"
+		"                       fails on a duplicate, a tick out of order, or a count\n"
+		"                       that does not add up\n"
+		"  --rejoin-idle MS     re-send JOIN while no tick has come for MS ms (a lease\n"
+		"                       that finds a restarted relay; 0 = never, the default)\n"
 		"  --leave-after N      leave (LEAVE, wait for BYE) after N ticks, without END\n"
 		"  --progress N         print 'LABEL: reached N' when a tick >= N first arrives\n"
 		"  --help\n"
 		"Without --expect or --expect-end, ticks before the first one received are not\n"
-		"counted as missing (a late join). Prints 'joined K' once every socket is in.\n",
+		"counted as missing (a late join). Prints 'joined K' once every socket is in, and\n"
+		"at the end one summary line per subscription, with its one-way delay percentiles\n"
+		"(publisher's clock to arrival); SIGINT or SIGTERM ends the run there.\n",
 		MD_PORT_DEFAULT);
 }
 
@@ -651,7 +656,8 @@ int main(int argc, char **argv)
 		joined = 0;
 		for (size_t i = 0; i < k; i++) {
 			struct sock *s = &ss[i];
-			bool idle = s->acked && o.rejoin_idle_ns && now - s->last_rx >= o.rejoin_idle_ns;
+			bool idle = s->acked && o.rejoin_idle_ns &&
+				    now - s->last_rx >= o.rejoin_idle_ns;
 
 			joined += s->acked;
 			if (s->done)
@@ -688,7 +694,8 @@ int main(int argc, char **argv)
 		if (timers && now + RETRY_NS / 4 < wake)
 			wake = now + RETRY_NS / 4; /* JOIN retries and leases: 50 ms is fine */
 		for (size_t i = 0; i < k; i++)
-			pfd[i] = (struct pollfd){ .fd = ss[i].done ? -1 : ss[i].fd, .events = POLLIN };
+			pfd[i] = (struct pollfd){ .fd = ss[i].done ? -1 : ss[i].fd,
+						  .events = POLLIN };
 		int rc = poll(pfd, k, (int)((wake - now + 999999) / 1000000));
 
 		if (rc < 0 && errno != EINTR) {
