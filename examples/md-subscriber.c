@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * md-subscriber: joins an md-publisher feed and checks it: every tick valid, none missing,
- * none twice, and whether any came out of order. It does not use libmultisend; it is what sits
- * at the other end of the fan-out.
+ * md-subscriber: joins an md-publisher (or md-relay) feed and checks it: every tick valid,
+ * none missing, none twice, and whether any came out of order. It does not use libmultisend;
+ * it is what sits at the other end of the fan-out.
+ *
+ * One process can hold several independent subscriptions (--sockets K): each socket joins on
+ * its own, is counted on its own and prints its own summary, so a test runs 50 subscribers for
+ * the price of one process. Three ways in: UDP (JOIN/ACK on the control address), TCP (a
+ * connection to the server's --tcp port, ticks framed by their size field), or a multicast
+ * group (--group: the socket joins the group, nothing is sent to the publisher).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <net/if.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +32,41 @@
  * one corrupt datagram cannot make the seen-bitmap allocate gigabytes. */
 #define MAX_JUMP (UINT64_C(1) << 26)
 
+/* One-way delay of each tick (its arrival on CLOCK_REALTIME minus the publisher's ts_ns: one
+ * host, or hosts whose clocks agree), in a log-linear histogram: exact below 64 ns, then 32
+ * buckets per power of two (within 3%), 1920 counters in all whatever the run's length. */
+#define LAT_BUCKETS 1920
+
+static unsigned lat_bucket(uint64_t v)
+{
+	unsigned e;
+
+	if (v < 64)
+		return (unsigned)v;
+	e = 63u - (unsigned)__builtin_clzll(v); /* 6..63 */
+	return 64 + (e - 6) * 32 + (unsigned)((v >> (e - 5)) & 31);
+}
+
+static uint64_t lat_low(unsigned i)
+{
+	if (i < 64)
+		return i;
+	return (uint64_t)(32 + (i - 64) % 32) << ((i - 64) / 32 + 1);
+}
+
+/* The q-quantile's bucket, as its lower bound (0 without samples). */
+static uint64_t lat_quantile(const uint32_t *h, uint64_t n, double q)
+{
+	uint64_t want = (uint64_t)(q * (double)n), seen = 0;
+
+	for (unsigned i = 0; i < LAT_BUCKETS && n; i++) {
+		seen += h[i];
+		if (seen > want)
+			return lat_low(i);
+	}
+	return 0;
+}
+
 /* One bit per sequence number after `base`: exact duplicate and late-arrival detection at any
  * reordering distance, at 1.25 MB per ten million ticks. */
 struct feed {
@@ -34,6 +78,10 @@ struct feed {
 	uint64_t gaps;      /* runs of sequence numbers still missing */
 	uint64_t missing;   /* sequence numbers still missing */
 	uint64_t dups, reordered, invalid;
+	uint32_t lat[LAT_BUCKETS]; /* one-way delays, ns (see lat_bucket) */
+	uint64_t lat_n, lat_max;
+	bool report;        /* print each new gap as it is found (--allow-gaps) */
+	char label[32];     /* "subscriber ID", "member I", "tcp": whose feed this is */
 };
 
 static bool seen_get(const struct feed *f, uint64_t s)
@@ -86,6 +134,13 @@ static int on_tick(struct feed *f, uint64_t s)
 		if (s > f->high + 1) { /* a new hole just below s */
 			f->gaps++;
 			f->missing += s - f->high - 1;
+			/* Flushed at once: a script waits for this line to know the feed came
+			 * back after a relay restart. */
+			if (f->report) {
+				printf("%s: gap %" PRIu64 "..%" PRIu64 " (%" PRIu64 " missing)\n",
+				       f->label, f->high + 1, s - 1, s - f->high - 1);
+				fflush(stdout);
+			}
 		}
 		f->high = s;
 		return 0;
@@ -116,57 +171,394 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 	       ex_port(a) == ex_port(b);
 }
 
-/* LEAVE, retried until the publisher says BYE or budget_ns passes. The publisher removes us
- * before it answers, so after BYE no tick can reach a closed port: on its connected sockets
- * that would come back as ECONNREFUSED, a failure it must count. Ticks still queued to us are
- * discarded: we stopped counting when we decided to leave. */
-static void leave(int fd, const struct sockaddr_storage *ctl, socklen_t ctllen,
-		  uint64_t budget_ns)
+
+enum { WAY_UDP, WAY_TCP, WAY_GROUP };
+
+struct sock {
+	int fd;
+	int id;              /* the server's id for us (UDP), else -1 */
+	bool acked, ended, done, left;
+	bool broken;         /* its run ended on an error (printed), not by END */
+	bool reached;        /* --progress: said so */
+	uint64_t end_seq;
+	uint64_t next_join;  /* when to (re-)send JOIN */
+	uint64_t last_rx;    /* when the last datagram of the feed arrived */
+	uint8_t *sbuf;       /* TCP: bytes of an unfinished tick */
+	size_t sfill;
+	struct feed f;
+};
+
+struct opts {
+	int way;
+	struct sockaddr_storage ctl; /* control (UDP), server (TCP) or group address */
+	socklen_t ctllen;
+	const char *iface;           /* --group: the interface to join it on */
+	uint64_t expect, leave_after, rejoin_idle_ns, progress;
+	bool have_expect, expect_end, allow_gaps;
+};
+
+static uint8_t buf[65536];
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* LEAVE from every UDP socket that was acknowledged, retried until each one's BYE or
+ * budget_ns passes, all at once: after END the server may be gone, and 50 sockets waiting in
+ * turn would take 50 budgets. The server removes a subscriber before it answers, so after BYE
+ * no tick can reach a closed port: on its connected sockets that would come back as
+ * ECONNREFUSED, a failure it must count. Ticks still queued are discarded: we stopped
+ * counting when we decided to leave. */
+static void leave_all(struct sock *ss, size_t k, const struct opts *o, uint64_t budget_ns)
 {
 	uint64_t now = ex_now_ns(CLOCK_MONOTONIC), end = now + budget_ns, next = now;
+	size_t pending = 0;
 
-	for (; now < end; now = ex_now_ns(CLOCK_MONOTONIC)) {
+	for (size_t i = 0; i < k; i++)
+		pending += !(ss[i].left = !ss[i].acked);
+	for (; pending && now < end; now = ex_now_ns(CLOCK_MONOTONIC)) {
 		if (now >= next) {
-			if (sendto(fd, "LEAVE", 5, 0, (const struct sockaddr *)ctl, ctllen) < 0) {
-				perror("md-subscriber: sending LEAVE");
-				return;
-			}
+			for (size_t i = 0; i < k; i++)
+				if (!ss[i].left && sendto(ss[i].fd, "LEAVE", 5, 0,
+							  (const struct sockaddr *)&o->ctl,
+							  o->ctllen) < 0) {
+					perror("md-subscriber: sending LEAVE");
+					return;
+				}
 			next = now + RETRY_NS;
 		}
 
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd[k];
 		uint64_t wake = next < end ? next : end;
 
-		if (poll(&pfd, 1, (int)((wake - now + 999999) / 1000000)) < 0 && errno != EINTR) {
+		for (size_t i = 0; i < k; i++)
+			pfd[i] = (struct pollfd){ .fd = ss[i].left ? -1 : ss[i].fd,
+						  .events = POLLIN };
+		if (poll(pfd, k, (int)((wake - now + 999999) / 1000000)) < 0 && errno != EINTR) {
 			perror("md-subscriber: poll");
 			return;
 		}
-		for (;;) {
-			char b[16];
-			struct sockaddr_storage from;
-			socklen_t fromlen = sizeof(from);
-			ssize_t n = recvfrom(fd, b, sizeof(b), MSG_DONTWAIT,
-					     (struct sockaddr *)&from, &fromlen);
+		for (size_t i = 0; i < k; i++) {
+			while (!ss[i].left) {
+				char b[16];
+				struct sockaddr_storage from;
+				socklen_t fromlen = sizeof(from);
+				ssize_t n = recvfrom(ss[i].fd, b, sizeof(b), MSG_DONTWAIT,
+						     (struct sockaddr *)&from, &fromlen);
 
-			if (n < 0)
-				break;
-			if (n == 3 && !memcmp(b, "BYE", 3) && same_addr(&from, ctl))
-				return;
+				if (n < 0)
+					break;
+				if (n == 3 && !memcmp(b, "BYE", 3) && same_addr(&from, &o->ctl)) {
+					ss[i].left = true;
+					pending--;
+				}
+			}
 		}
 	}
+}
+
+/* One tick or END of n bytes at p, for socket s. Returns 0, or -1 when the process must stop
+ * (no memory). */
+static int on_message(struct sock *s, const struct opts *o, const uint8_t *p, size_t n)
+{
+	struct md_tick t;
+	uint32_t magic;
+
+	if (n < sizeof(t) || n > sizeof(buf)) {
+		s->f.invalid++;
+		return 0;
+	}
+	memcpy(&t, p, sizeof(t));
+	magic = le32toh(t.magic);
+	if (le32toh(t.size) != (uint64_t)n || (magic != MD_MAGIC_TICK && magic != MD_MAGIC_END)) {
+		s->f.invalid++;
+		return 0;
+	}
+	if (magic == MD_MAGIC_END) {
+		s->end_seq = le64toh(t.seq);
+		s->ended = s->done = true;
+		return 0;
+	}
+	uint64_t seq = le64toh(t.seq), ts = le64toh(t.ts_ns), now = ex_now_ns(CLOCK_REALTIME);
+	uint64_t delay = now > ts ? now - ts : 0; /* a clock behind the sender's: 0 */
+
+	s->f.lat[lat_bucket(delay)]++;
+	s->f.lat_n++;
+	if (delay > s->f.lat_max)
+		s->f.lat_max = delay;
+
+	bool owed_from_1 = o->have_expect || o->expect_end;
+
+	if (!owed_from_1 && s->f.received == 0 && seq > 0)
+		s->f.base = s->f.high = seq - 1; /* joined late: earlier ticks not owed */
+	if (on_tick(&s->f, seq) < 0) {
+		fprintf(stderr, "md-subscriber: out of memory\n");
+		return -1;
+	}
+	if (o->progress && !s->reached && seq >= o->progress) {
+		/* Flushed at once: a script waits for this line to know the feed got here. */
+		printf("%s: reached %" PRIu64 "\n", s->f.label, o->progress);
+		fflush(stdout);
+		s->reached = true;
+	}
+	if (o->leave_after && s->f.received >= o->leave_after)
+		s->done = true;
+	return 0;
+}
+
+/* Drain socket s. Returns 0, or -1 on an error that ends this socket's run (printed). */
+static int drain_udp(struct sock *s, const struct opts *o, uint64_t now)
+{
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t fromlen = sizeof(from);
+		ssize_t n = recvfrom(s->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &fromlen);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			perror("md-subscriber: recvfrom");
+			return -1;
+		}
+		if (o->way == WAY_UDP && same_addr(&from, &o->ctl) && (size_t)n < sizeof(buf)) {
+			buf[n] = '\0';
+			if (sscanf((char *)buf, "ACK %d", &s->id) == 1) {
+				if (!s->acked)
+					s->last_rx = now; /* the lease starts now */
+				s->acked = true;
+			} else if (!strncmp((char *)buf, "ERR", 3)) {
+				fprintf(stderr, "md-subscriber: refused: %s\n", buf);
+				return -1;
+			}
+			continue;
+		}
+		s->last_rx = now;
+		/* MSG_TRUNC made n the datagram's real length, so a truncated one fails the
+		 * size check rather than passing as a shorter tick. */
+		if (on_message(s, o, buf, (size_t)n) < 0)
+			return -1;
+		if (s->done)
+			return 0;
+	}
+}
+
+/* Read what the stream has and take every whole tick from it. Returns 0, or -1 when the
+ * stream ended or broke (printed). */
+static int drain_tcp(struct sock *s, const struct opts *o)
+{
+	ssize_t n = recv(s->fd, s->sbuf + s->sfill, 2 * sizeof(buf) - s->sfill, MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : (perror("md-subscriber: recv"), -1);
+	if (n == 0) {
+		fprintf(stderr, "md-subscriber: the server closed the stream\n");
+		return -1;
+	}
+	s->sfill += (size_t)n;
+
+	size_t off = 0;
+
+	while (!s->done && s->sfill - off >= 8) {
+		uint32_t size;
+
+		memcpy(&size, s->sbuf + off + 4, 4);
+		size = le32toh(size);
+		/* The size field frames the stream: one that cannot be a tick means framing is
+		 * lost, and nothing after it can be trusted. */
+		if (size < sizeof(struct md_tick) || size > sizeof(buf)) {
+			fprintf(stderr, "md-subscriber: stream framing lost (size %u)\n", size);
+			return -1;
+		}
+		if (s->sfill - off < size)
+			break;
+		if (on_message(s, o, s->sbuf + off, size) < 0)
+			return -1;
+		off += size;
+	}
+	memmove(s->sbuf, s->sbuf + off, s->sfill - off);
+	s->sfill -= off;
+	return 0;
+}
+
+/* The socket of subscription i. Returns the descriptor or -1 (printed). */
+static int open_sock(struct sock *s, const struct opts *o, size_t i)
+{
+	struct sockaddr_storage local = { 0 };
+	int one = 1, fd, fam = o->ctl.ss_family;
+
+	snprintf(s->f.label, sizeof(s->f.label), o->way == WAY_GROUP ? "member %zu" :
+		 o->way == WAY_TCP ? "tcp %zu" : "subscriber %zu", i);
+	s->f.report = o->allow_gaps;
+	s->id = -1;
+	if (o->way == WAY_TCP) {
+		fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (const struct sockaddr *)&o->ctl, o->ctllen) < 0) {
+			perror("md-subscriber: connect");
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		s->sbuf = malloc(2 * sizeof(buf));
+		if (!s->sbuf) {
+			close(fd);
+			return -1;
+		}
+		s->acked = true;
+		return fd;
+	}
+
+	/* Ticks keep coming while this process is not running; the default receive buffer
+	 * holds only a few hundred of them. */
+	fd = socket(fam, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || ex_set_rcvbuf(fd, 8 << 20) < 0) {
+		perror("md-subscriber: socket");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (o->way == WAY_GROUP) {
+		/* Every member socket binds the group's port (SO_REUSEADDR lets them share it),
+		 * and the kernel gives each one its own copy of each datagram. */
+		unsigned idx = o->iface ? if_nametoindex(o->iface) : 0;
+		int rc;
+
+		if (o->iface && !idx) {
+			fprintf(stderr, "md-subscriber: --iface %s: %s\n", o->iface,
+				strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (fam == AF_INET6) {
+			struct ipv6_mreq mr = { .ipv6mr_interface = idx };
+
+			mr.ipv6mr_multiaddr = ((const struct sockaddr_in6 *)&o->ctl)->sin6_addr;
+			rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+			     bind(fd, (const struct sockaddr *)&o->ctl, o->ctllen) < 0 ||
+			     setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &mr, sizeof(mr)) < 0;
+		} else {
+			struct ip_mreqn mr = { .imr_ifindex = (int)idx };
+
+			mr.imr_multiaddr = ((const struct sockaddr_in *)&o->ctl)->sin_addr;
+			rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+			     bind(fd, (const struct sockaddr *)&o->ctl, o->ctllen) < 0 ||
+			     setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) < 0;
+		}
+		if (rc) {
+			perror("md-subscriber: joining the group");
+			close(fd);
+			return -1;
+		}
+		s->acked = true;
+		return fd;
+	}
+
+	/* Any port (the publisher learns it from the JOIN's source address): on loopback when
+	 * the publisher is on this host's loopback, else on every address, so that a publisher
+	 * on another host (or namespace) reaches the address the JOIN left from. */
+	local.ss_family = (sa_family_t)fam;
+	if (fam == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)&o->ctl)->sin6_addr;
+		((struct sockaddr_in6 *)&local)->sin6_addr =
+			IN6_IS_ADDR_LOOPBACK(a) ? in6addr_loopback : in6addr_any;
+	} else {
+		const uint32_t a = ntohl(((const struct sockaddr_in *)&o->ctl)->sin_addr.s_addr);
+		((struct sockaddr_in *)&local)->sin_addr.s_addr =
+			htonl((a >> 24) == 127 ? INADDR_LOOPBACK : INADDR_ANY);
+	}
+	if (bind(fd, (struct sockaddr *)&local, o->ctllen) < 0) {
+		perror("md-subscriber: bind");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The verdict on one subscription after the run, with its summary line. Returns 0 or 1. */
+static int verdict(struct sock *s, const struct opts *o, uint64_t timeout_s)
+{
+	struct feed *f = &s->f;
+	int status = 0;
+
+	if (s->ended && s->end_seq > f->high) { /* the tail of the feed never arrived */
+		f->gaps++;
+		f->missing += s->end_seq - f->high;
+		if (f->report)
+			printf("%s: gap %" PRIu64 "..%" PRIu64 " (%" PRIu64 " missing)\n",
+			       f->label, f->high + 1, s->end_seq, s->end_seq - f->high);
+	}
+	printf("%s: received %" PRIu64 ", gaps %" PRIu64 " (missing %" PRIu64
+	       "), duplicates %" PRIu64 ", last seq %" PRIu64 ", reordered %" PRIu64
+	       ", invalid %" PRIu64 ", id %d, delay p50 %.1f p99 %.1f max %.1f us\n",
+	       f->label, f->received, f->gaps, f->missing, f->dups, f->high, f->reordered,
+	       f->invalid, s->id, (double)lat_quantile(f->lat, f->lat_n, 0.5) / 1e3,
+	       (double)lat_quantile(f->lat, f->lat_n, 0.99) / 1e3, (double)f->lat_max / 1e3);
+
+	if (s->broken)
+		return 1;
+	if (!s->done) {
+		if (stop)
+			fprintf(stderr, "md-subscriber: %s: no END before the signal\n", f->label);
+		else
+			fprintf(stderr, "md-subscriber: %s: no END within %" PRIu64 " s%s\n",
+				f->label, timeout_s, s->acked ? "" : " (never acknowledged)");
+		return 1;
+	}
+
+	uint64_t want = o->expect_end ? s->end_seq : o->expect;
+
+	if (!o->have_expect && !o->expect_end)
+		return 0;
+	if (o->allow_gaps) {
+		/* Ticks may be missing, but only inside gaps this subscriber reported: every
+		 * sequence number 1..want arrived once or is in a gap, in order, none twice. */
+		if (f->received + f->missing != want || f->dups || f->invalid || f->reordered ||
+		    (s->ended && s->end_seq != want))
+			status = 1;
+	} else if (f->received != want || f->gaps || f->dups || f->invalid ||
+		   (s->ended && s->end_seq != want)) {
+		status = 1;
+	}
+	if (status)
+		fprintf(stderr,
+			"md-subscriber: %s: expected ticks 1..%" PRIu64 " exactly once%s%s\n",
+			f->label, want, o->allow_gaps ? " or in a reported gap, in order" : "",
+			s->ended && s->end_seq != want ? ", END says another count" : "");
+	return status;
 }
 
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: md-subscriber [options]\n"
-		"  --control HOST:PORT  publisher's control address (default 127.0.0.1:%d)\n"
+		"  --control HOST:PORT  publisher's (or relay's) UDP control address\n"
+		"                       (default 127.0.0.1:%d)\n"
+		"  --tcp HOST:PORT      subscribe by TCP to the server's --tcp port instead\n"
+		"  --group ADDR:PORT    be a member of this multicast group instead (IPv4 or\n"
+		"                       IPv6)\n"
+		"  --iface IF           the interface to join --group on (default: the kernel's\n"
+		"                       choice)\n"
+		"  --sockets K          K independent subscriptions in this process (default 1)\n"
 		"  --timeout SEC        fail if no END arrives within SEC (default 30)\n"
 		"  --expect N           fail unless ticks 1..N all arrive, once each\n"
+		"  --expect-end         as --expect, with N the last tick END announces\n"
+		"  --allow-gaps         with --expect or --expect-end: a missing tick is reported\n"
+		"                       (a 'gap A..B' line when found) instead of failing; still\n"
+		"                       fails on a duplicate, a tick out of order, or a count\n"
+		"                       that does not add up\n"
+		"  --rejoin-idle MS     re-send JOIN while no tick has come for MS ms (a lease\n"
+		"                       that finds a restarted relay; 0 = never, the default)\n"
 		"  --leave-after N      leave (LEAVE, wait for BYE) after N ticks, without END\n"
+		"  --progress N         print 'LABEL: reached N' when a tick >= N first arrives\n"
 		"  --help\n"
-		"Without --expect, ticks before the first one received are not counted as missing\n"
-		"(a late join).\n",
+		"Without --expect or --expect-end, ticks before the first one received are not\n"
+		"counted as missing (a late join). Prints 'joined K' once every socket is in, and\n"
+		"at the end one summary line per subscription, with its one-way delay percentiles\n"
+		"(publisher's clock to arrival); SIGINT or SIGTERM ends the run there.\n",
 		MD_PORT_DEFAULT);
 }
 
@@ -174,30 +566,45 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "control", required_argument, NULL, 'c' },
+		{ "tcp", required_argument, NULL, 'P' },
+		{ "group", required_argument, NULL, 'g' },
+		{ "iface", required_argument, NULL, 'i' },
+		{ "sockets", required_argument, NULL, 'k' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "expect", required_argument, NULL, 'e' },
+		{ "expect-end", no_argument, NULL, 'E' },
+		{ "allow-gaps", no_argument, NULL, 'G' },
+		{ "rejoin-idle", required_argument, NULL, 'R' },
 		{ "leave-after", required_argument, NULL, 'l' },
+		{ "progress", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	static uint8_t buf[65536];
-	const char *control = "127.0.0.1:5000";
-	uint64_t timeout_s = 30, expect = 0, leave_after = 0, end_seq = 0;
-	bool have_expect = false, acked = false, ended = false, done = false;
-	struct sockaddr_storage ctl, local = { 0 };
-	socklen_t ctllen;
-	struct feed f = { 0 };
-	int c, fd, id = -1, status = 0;
+	const char *addr = "127.0.0.1:5000";
+	uint64_t timeout_s = 30;
+	size_t k = 1, joined = 0;
+	struct opts o = { .way = WAY_UDP };
+	struct sock *ss;
+	int c, status = 0;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': control = optarg; break;
+		case 'c': addr = optarg; o.way = WAY_UDP; break;
+		case 'P': addr = optarg; o.way = WAY_TCP; break;
+		case 'g': addr = optarg; o.way = WAY_GROUP; break;
+		case 'i': o.iface = optarg; break;
+		case 'k': k = ex_num("sockets", optarg, 1, 1000); break;
 		case 't': timeout_s = ex_num("timeout", optarg, 0, 86400); break;
 		case 'e':
-			expect = ex_num("expect", optarg, 0, UINT64_MAX / 2);
-			have_expect = true;
+			o.expect = ex_num("expect", optarg, 0, UINT64_MAX / 2);
+			o.have_expect = true;
 			break;
-		case 'l': leave_after = ex_num("leave-after", optarg, 1, UINT64_MAX / 2); break;
+		case 'E': o.expect_end = true; break;
+		case 'G': o.allow_gaps = true; break;
+		case 'R': o.rejoin_idle_ns = ex_num("rejoin-idle", optarg, 0, 86400000) * 1000000u;
+			break;
+		case 'l': o.leave_after = ex_num("leave-after", optarg, 1, UINT64_MAX / 2); break;
+		case 'p': o.progress = ex_num("progress", optarg, 1, UINT64_MAX / 2); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -206,143 +613,124 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (ex_parse_addr(control, MD_PORT_DEFAULT, AF_UNSPEC, &ctl, &ctllen) < 0)
+	if (ex_parse_addr(addr, o.way == WAY_UDP ? MD_PORT_DEFAULT : -1, AF_UNSPEC, &o.ctl,
+			  &o.ctllen) < 0)
 		return 2;
-
-	/* Any port (the publisher learns it from the JOIN's source address): on loopback when
-	 * the publisher is on this host's loopback, else on every address, so that a publisher
-	 * on another host (or namespace) reaches the address the JOIN left from. */
-	local.ss_family = ctl.ss_family;
-	if (ctl.ss_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)&ctl)->sin6_addr;
-		((struct sockaddr_in6 *)&local)->sin6_addr =
-			IN6_IS_ADDR_LOOPBACK(a) ? in6addr_loopback : in6addr_any;
-	} else {
-		const uint32_t a = ntohl(((const struct sockaddr_in *)&ctl)->sin_addr.s_addr);
-		((struct sockaddr_in *)&local)->sin_addr.s_addr =
-			htonl((a >> 24) == 127 ? INADDR_LOOPBACK : INADDR_ANY);
-	}
-
-	/* Ticks keep coming while this process is not running; the default receive buffer
-	 * holds only a few hundred of them. */
-	fd = socket(ctl.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || ex_set_rcvbuf(fd, 8 << 20) < 0 ||
-	    bind(fd, (struct sockaddr *)&local, ctllen) < 0) {
-		perror("md-subscriber: socket");
+	ss = calloc(k, sizeof(*ss));
+	if (!ss) {
+		perror("md-subscriber");
 		return 1;
 	}
+	for (size_t i = 0; i < k; i++)
+		ss[i].fd = -1;
+	for (size_t i = 0; i < k && status == 0; i++)
+		if ((ss[i].fd = open_sock(&ss[i], &o, i)) < 0)
+			status = 1;
 
-	uint64_t now = ex_now_ns(CLOCK_MONOTONIC), next_join = now;
+	uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
 	uint64_t deadline = now + timeout_s * 1000000000u;
+	bool said_joined = false;
 
-	while (!done && status == 0) {
+	/* SIGINT or SIGTERM: count what is queued, print the summaries and stop (without END,
+	 * a failure). No SA_RESTART, so that poll returns at once. */
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
+		perror("md-subscriber: sigaction");
+		status = 1;
+	}
+	while (status == 0) {
+		size_t active = 0;
+		bool timers = false;
+
 		now = ex_now_ns(CLOCK_MONOTONIC);
+		if (stop) {
+			for (size_t i = 0; i < k; i++)
+				if (!ss[i].done && (o.way == WAY_TCP ? drain_tcp(&ss[i], &o) :
+							drain_udp(&ss[i], &o, now)) < 0)
+					ss[i].broken = ss[i].done = true;
+			break;
+		}
 		if (now >= deadline)
 			break;
-		if (!acked && now >= next_join) {
-			/* The JOIN or its ACK may be lost, or the publisher may not be up yet;
-			 * the publisher answers a repeated JOIN with the same ACK. */
-			if (sendto(fd, "JOIN", 4, 0, (struct sockaddr *)&ctl, ctllen) < 0) {
-				perror("md-subscriber: sending JOIN");
-				status = 1;
-				break;
+		joined = 0;
+		for (size_t i = 0; i < k; i++) {
+			struct sock *s = &ss[i];
+			bool idle = s->acked && o.rejoin_idle_ns &&
+				    now - s->last_rx >= o.rejoin_idle_ns;
+
+			joined += s->acked;
+			if (s->done)
+				continue;
+			active++;
+			if (o.way != WAY_UDP || (s->acked && !o.rejoin_idle_ns))
+				continue;
+			timers = true;
+			if ((!s->acked || idle) && now >= s->next_join) {
+				/* The JOIN or its ACK may be lost, the publisher may not be up yet,
+				 * or (idle) a relay restarted and forgot us; a server answers a
+				 * repeated JOIN with the same ACK and no second destination. */
+				if (sendto(s->fd, "JOIN", 4, 0, (struct sockaddr *)&o.ctl,
+					   o.ctllen) < 0) {
+					perror("md-subscriber: sending JOIN");
+					status = 1;
+					break;
+				}
+				s->next_join = now + RETRY_NS;
 			}
-			next_join = now + RETRY_NS;
+		}
+		if (!active || status)
+			break;
+		if (joined == k && !said_joined) {
+			/* Scripts wait for this before starting the feed. */
+			printf("joined %zu\n", k);
+			fflush(stdout);
+			said_joined = true;
 		}
 
-		uint64_t wake = acked || deadline < next_join ? deadline : next_join;
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int rc = poll(&pfd, 1, (int)((wake - now + 999999) / 1000000));
+		struct pollfd pfd[k];
+		uint64_t wake = deadline;
+
+		if (timers && now + RETRY_NS / 4 < wake)
+			wake = now + RETRY_NS / 4; /* JOIN retries and leases: 50 ms is fine */
+		for (size_t i = 0; i < k; i++)
+			pfd[i] = (struct pollfd){ .fd = ss[i].done ? -1 : ss[i].fd,
+						  .events = POLLIN };
+		int rc = poll(pfd, k, (int)((wake - now + 999999) / 1000000));
 
 		if (rc < 0 && errno != EINTR) {
 			perror("md-subscriber: poll");
 			status = 1;
 			break;
 		}
-		/* Drain everything queued before looking at the clock again. */
-		while (rc > 0 && !done && status == 0) {
-			struct sockaddr_storage from;
-			socklen_t fromlen = sizeof(from);
-			ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
-					     (struct sockaddr *)&from, &fromlen);
-			struct md_tick t;
-			uint32_t magic;
-
-			if (n < 0) {
-				if (errno == EAGAIN || errno == EINTR)
-					break;
-				perror("md-subscriber: recvfrom");
-				status = 1;
-				break;
-			}
-			if (same_addr(&from, &ctl) && (size_t)n < sizeof(buf)) {
-				buf[n] = '\0';
-				if (sscanf((char *)buf, "ACK %d", &id) == 1) {
-					acked = true;
-				} else if (!strncmp((char *)buf, "ERR", 3)) {
-					fprintf(stderr, "md-subscriber: refused: %s\n", buf);
-					status = 1;
-				}
+		now = ex_now_ns(CLOCK_MONOTONIC);
+		for (size_t i = 0; rc > 0 && i < k && status == 0; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLERR | POLLHUP)))
 				continue;
-			}
-			/* MSG_TRUNC made n the datagram's real length, so a truncated one fails
-			 * the size check rather than passing as a shorter tick. */
-			if ((size_t)n < sizeof(t) || (size_t)n > sizeof(buf)) {
-				f.invalid++;
-				continue;
-			}
-			memcpy(&t, buf, sizeof(t));
-			magic = le32toh(t.magic);
-			if (le32toh(t.size) != (uint64_t)n ||
-			    (magic != MD_MAGIC_TICK && magic != MD_MAGIC_END)) {
-				f.invalid++;
-				continue;
-			}
-			if (magic == MD_MAGIC_END) {
-				end_seq = le64toh(t.seq);
-				ended = done = true;
-				continue;
-			}
-			uint64_t seq = le64toh(t.seq);
-
-			if (!have_expect && f.received == 0 && seq > 0)
-				f.base = f.high = seq - 1; /* joined late: earlier ticks not owed */
-			if (on_tick(&f, seq) < 0) {
-				fprintf(stderr, "md-subscriber: out of memory\n");
-				status = 1;
-			}
-			if (leave_after && f.received >= leave_after)
-				done = true;
+			if ((o.way == WAY_TCP ? drain_tcp(&ss[i], &o) :
+						drain_udp(&ss[i], &o, now)) < 0)
+				ss[i].broken = ss[i].done = true; /* the verdict fails it */
 		}
 	}
 	/* Without a LEAVE, a publisher on connected sockets would learn we are gone only from
 	 * the ICMP errors of its next sends. After END it may have exited already, so the wait
 	 * for its BYE is short. */
-	if (acked)
-		leave(fd, &ctl, ctllen, ended ? 300000000u : 2000000000u);
-	close(fd);
+	if (o.way == WAY_UDP) {
+		bool all_ended = true;
 
-	if (ended && end_seq > f.high) { /* the tail of the feed never arrived */
-		f.gaps++;
-		f.missing += end_seq - f.high;
+		for (size_t i = 0; i < k; i++)
+			all_ended &= ss[i].ended;
+		leave_all(ss, k, &o, all_ended ? 300000000u : 2000000000u);
 	}
-	printf("subscriber %d: received %" PRIu64 ", gaps %" PRIu64 " (missing %" PRIu64
-	       "), duplicates %" PRIu64 ", last seq %" PRIu64 ", reordered %" PRIu64
-	       ", invalid %" PRIu64 "\n",
-	       id, f.received, f.gaps, f.missing, f.dups, f.high, f.reordered, f.invalid);
-	free(f.seen);
-
-	if (!done && status == 0) {
-		fprintf(stderr, "md-subscriber %d: no END within %" PRIu64 " s%s\n", id, timeout_s,
-			acked ? "" : " (never acknowledged)");
-		status = 1;
+	for (size_t i = 0; i < k; i++) {
+		if (ss[i].fd >= 0)
+			close(ss[i].fd);
+		if (ss[i].fd >= 0 && verdict(&ss[i], &o, timeout_s))
+			status = 1;
+		free(ss[i].f.seen);
+		free(ss[i].sbuf);
 	}
-	if (have_expect && (f.received != expect || f.gaps || f.dups || f.invalid ||
-			    (ended && end_seq != expect))) {
-		fprintf(stderr, "md-subscriber %d: expected ticks 1..%" PRIu64 " exactly once%s\n",
-			id, expect, ended && end_seq != expect ? ", END says another count" : "");
-		status = 1;
-	}
+	free(ss);
 	if (fflush(stdout) == EOF)
 		status = 1;
 	return status;

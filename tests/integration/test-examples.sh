@@ -6,6 +6,14 @@
 #       one publisher, three subscribers; each must get every tick exactly once.
 #   test-examples.sh md-churn PUBLISHER SUBSCRIBER BACKEND connected|unconnected
 #       as above, plus one subscriber joining mid-feed and one leaving mid-feed.
+#   test-examples.sh md-tcp PUBLISHER SUBSCRIBER
+#       md-publisher --tcp: two TCP subscribers and one UDP subscriber, every tick once each.
+#   test-examples.sh md-relay PUBLISHER RELAY SUBSCRIBER
+#       publisher -> md-relay (UDP upstream) -> md-relay (TCP upstream), subscribers at every
+#       level: every tick exactly once everywhere, the same sequence numbers end to end.
+#   test-examples.sh md-mcast PUBLISHER SUBSCRIBER ipv4|ipv6
+#       md-publisher --dest GROUP in a private namespace (root; ns_pair_up): three group
+#       members on the publisher's host get every tick once with --mcast-loop 1, none with 0.
 #   test-examples.sh fanout LEGACY RECEIVER SUBSCRIBERS MESSAGES RATE plain|ipv6|identical
 #       legacy-fanout into fanout-receiver, every datagram checked byte for byte.
 #   test-examples.sh md-xdp PUBLISHER SUBSCRIBER connected|unconnected
@@ -158,6 +166,147 @@ md_xdp() {
 	echo "PASS: md-xdp $mode ($count ticks to $want subscribers in another namespace)"
 }
 
+# md-publisher's TCP subscribers: ticks framed by their size field on the stream
+md_tcp() {
+	pub=$1 sub=$2
+	need_exe "$pub" "$sub"
+	count=3000
+	# shellcheck disable=SC2086 # $vg is a word list, or nothing
+	bg $vg "$pub" --control 0 --tcp 0 --subscribers 3 --count "$count" --rate 10000 \
+		--size 100 >"$tmp/publisher" 2>"$tmp/publisher.err"
+	pubpid=$bgpid
+	publisher_port
+	tport=$(sed -n 's/^tcp port \([0-9]*\)$/\1/p' "$tmp/publisher")
+	[ -n "$tport" ] || fail "md-publisher printed no TCP port"
+	bg "$sub" --tcp "127.0.0.1:$tport" --sockets 2 --timeout 60 --expect "$count" \
+		>"$tmp/tcp" 2>&1
+	subs="$bgpid:tcp"
+	bg "$sub" --control "127.0.0.1:$port" --timeout 60 --expect "$count" >"$tmp/udp" 2>&1
+	subs="$subs $bgpid:udp"
+	wait_feed
+	grep -q ", ticks $count, .*, failures 0," "$tmp/publisher" ||
+		{ echo "publisher: not every tick sent without failure" >&2; status=1; }
+	[ "$(grep -c "^tcp [01]: received $count, gaps 0 (missing 0), duplicates 0," "$tmp/tcp")" = 2 ] ||
+		{ echo "TCP subscribers: not every tick once" >&2; status=1; }
+	[ -s "$tmp/publisher.err" ] && ! grep -qv 'publishing to' "$tmp/publisher.err" ||
+		{ echo "publisher: unexpected messages" >&2; status=1; }
+	[ "$status" = 0 ] || fail "md-tcp"
+	echo "PASS: md-tcp ($count ticks to 2 TCP and 1 UDP subscribers)"
+}
+
+# relay_port FILE PID WHAT: the port md-relay (started as PID, stdout in FILE) printed for
+# WHAT ("control" or "tcp").
+relay_port() {
+	wait_line "$1" "^$3 port [0-9]" "$2" 10 || { show "$1" "$1.err"; fail "$1 did not start"; }
+	sed -n "s/^$3 port \\([0-9]*\\)\$/\\1/p" "$1"
+}
+
+# publisher -> relay A (UDP) -> relay B (TCP), subscribers at each level, on loopback
+md_relay() {
+	pub=$1 relay=$2 sub=$3
+	need_exe "$pub" "$relay" "$sub"
+	count=3000
+	# Built leaves first: B waits for its 2 subscribers before connecting to A, A for its
+	# 2 and B before joining the publisher, the publisher for A and its own subscriber.
+	# shellcheck disable=SC2086 # $vg is a word list, or nothing
+	bg $vg "$pub" --control 0 --subscribers 2 --count "$count" --rate 10000 --size 100 \
+		>"$tmp/publisher" 2>"$tmp/publisher.err"
+	pubpid=$bgpid
+	publisher_port
+	# shellcheck disable=SC2086
+	bg $vg "$relay" --upstream "127.0.0.1:$port" --control 0 --tcp 0 --subscribers 3 \
+		>"$tmp/relay-a" 2>"$tmp/relay-a.err"
+	rapid=$bgpid
+	actl=$(relay_port "$tmp/relay-a" "$rapid" control)
+	atcp=$(relay_port "$tmp/relay-a" "$rapid" tcp)
+	# shellcheck disable=SC2086
+	bg $vg "$relay" --upstream-tcp "127.0.0.1:$atcp" --control 0 --subscribers 2 \
+		>"$tmp/relay-b" 2>"$tmp/relay-b.err"
+	rbpid=$bgpid
+	bctl=$(relay_port "$tmp/relay-b" "$rbpid" control)
+	subs=
+	for t in "pub:$port:1" "a:$actl:2" "b:$bctl:2"; do
+		n=${t##*:}
+		p=${t#*:}
+		p=${p%:*}
+		bg "$sub" --control "127.0.0.1:$p" --sockets "$n" --timeout 60 --expect "$count" \
+			>"$tmp/sub-${t%%:*}" 2>&1
+		subs="$subs $bgpid:sub-${t%%:*}"
+	done
+	wait_feed
+	for r in "$rapid:relay-a" "$rbpid:relay-b"; do
+		wait "${r%%:*}" || { echo "${r#*:} exited with $?" >&2; status=1; }
+		show "$tmp/${r#*:}" "$tmp/${r#*:}.err"
+		grep -q "ticks forwarded $count (seq 1\.\.$count), upstream gaps 0 (missing 0), stale 0, invalid 0, .*, end yes, .*, failures 0," \
+			"$tmp/${r#*:}" || { echo "${r#*:}: not every tick forwarded once" >&2; status=1; }
+	done
+	grep -q ", ticks $count, .*, failures 0," "$tmp/publisher" ||
+		{ echo "publisher: not every tick sent without failure" >&2; status=1; }
+	[ "$status" = 0 ] || fail "md-relay"
+	echo "PASS: md-relay ($count ticks, publisher -> relay (UDP) -> relay (TCP), 5 subscribers)"
+}
+
+# md-publisher --dest GROUP: multicast, with the caller's socket options
+md_mcast() {
+	pub=$1 sub=$2 fam=$3
+	need_exe "$pub" "$sub"
+	case $fam in
+	ipv4) group=239.77.0.1:7000 ;;
+	ipv6) group='[ff15::77]:7000' ;;
+	*) fail "unknown family '$fam'" ;;
+	esac
+	# Publisher and members in S, on xs0: what leaves xs0 reaches R, where nobody is in the
+	# group, so a member in S gets a copy only by the loopback that IP_MULTICAST_LOOP /
+	# IPV6_MULTICAST_LOOP asks for.
+	ns_pair_up
+	count=2000
+	for loop in 1 0; do
+		# Members first: they are in the group before the first tick. With loop 0, one
+		# more in R, across the veth: it gets the feed by the wire, which shows that the
+		# ticks and END did go out.
+		# Not by inns (a shell function, so a subshell): $bgpid must be the program,
+		# which gets a SIGTERM below.
+		bg env -u LD_PRELOAD ip netns exec "$nsS" "$sub" --group "$group" --iface xs0 \
+			--sockets 3 --expect "$count" --timeout 60 >"$tmp/members-$loop" 2>&1
+		mpid=$bgpid
+		wait_line "$tmp/members-$loop" '^joined 3$' "$mpid" 10 ||
+			{ show "$tmp/members-$loop"; fail "members did not join the group"; }
+		if [ "$loop" = 0 ]; then
+			bg inns "$nsR" "$sub" --group "$group" --iface xr0 --expect "$count" \
+				--timeout 60 >"$tmp/remote" 2>&1
+			rpid=$bgpid
+			wait_line "$tmp/remote" '^joined 1$' "$rpid" 10 ||
+				{ show "$tmp/remote"; fail "the member in R did not join"; }
+		fi
+		# shellcheck disable=SC2086 # $vg is a word list, or nothing
+		inns "$nsS" $vg "$pub" --control 0 --dest "$group" --mcast-if xs0 --mcast-ttl 1 \
+			--mcast-loop "$loop" --count "$count" --rate 20000 --size 100 \
+			>"$tmp/publisher-$loop" 2>&1 || { show "$tmp/publisher-$loop"; fail "publisher"; }
+		if [ "$loop" = 0 ]; then
+			wait "$rpid" || { show "$tmp/remote"; fail "the member in R missed ticks"; }
+			# A looped copy is queued on the member's socket inside the sender's send
+			# call, so by now every one there could be is there: the members count what
+			# is queued and stop.
+			kill -TERM "$mpid"
+		fi
+		wait "$mpid"
+		mrc=$?
+		show "$tmp/publisher-$loop" "$tmp/members-$loop"
+		grep -q ", ticks $count, destinations accepted $count, failures 0," \
+			"$tmp/publisher-$loop" || fail "publisher: not one destination per tick"
+		if [ "$loop" = 1 ]; then
+			[ "$mrc" = 0 ] && [ "$(grep -c "^member [0-2]: received $count, gaps 0 (missing 0), duplicates 0, last seq $count, reordered 0," "$tmp/members-$loop")" = 3 ] ||
+				fail "--mcast-loop 1: not every tick once at each member"
+		else
+			show "$tmp/remote"
+			[ "$mrc" != 0 ] && [ "$(grep -c "^member [0-2]: received 0," "$tmp/members-$loop")" = 3 ] ||
+				fail "--mcast-loop 0: a member on the sending host got ticks"
+		fi
+	done
+	echo "PASS: md-mcast $fam ($count ticks to one group destination, 3 members by loopback;" \
+		"none without it)"
+}
+
 # --------------------------------------------------------------------------------------------
 # legacy-fanout and fanout-receiver
 
@@ -221,5 +370,14 @@ fanout) [ $# -eq 7 ] || fail "usage: $0 fanout LEGACY RECEIVER N M RATE VARIANT"
 md-xdp) [ $# -eq 4 ] || fail "usage: $0 md-xdp PUBLISHER SUBSCRIBER MODE"
 	shift
 	md_xdp "$@" ;;
-*) fail "usage: $0 md-pubsub|md-churn|md-xdp|fanout ..." ;;
+md-tcp) [ $# -eq 3 ] || fail "usage: $0 md-tcp PUBLISHER SUBSCRIBER"
+	shift
+	md_tcp "$@" ;;
+md-relay) [ $# -eq 4 ] || fail "usage: $0 md-relay PUBLISHER RELAY SUBSCRIBER"
+	shift
+	md_relay "$@" ;;
+md-mcast) [ $# -eq 4 ] || fail "usage: $0 md-mcast PUBLISHER SUBSCRIBER ipv4|ipv6"
+	shift
+	md_mcast "$@" ;;
+*) fail "usage: $0 md-pubsub|md-churn|md-xdp|md-tcp|md-relay|md-mcast|fanout ..." ;;
 esac

@@ -1,0 +1,580 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * md-relay: one node of a fan-out tree. It subscribes upstream, to an md-publisher or another
+ * md-relay (UDP: JOIN/ACK on the control port; or TCP: a connection to the --tcp port), and
+ * republishes every tick through libmultisend to its own subscribers, serving the same
+ * JOIN/LEAVE control protocol, TCP port and fixed (multicast) destinations as md-publisher
+ * (md-serve.h), so subscribers cannot tell a relay from a publisher and relays chain.
+ *
+ * Sequence numbers are end to end: a tick goes on byte for byte as it came (seq, ts_ns and
+ * padding), so a subscriber three hops down checks the publisher's numbering and measures the
+ * publisher's clock. The relay never sends a sequence number twice or backwards: a tick at or
+ * below the last one forwarded (an upstream duplicate, or one that arrives after a later one)
+ * is counted and dropped. A jump forward is an upstream gap: reported on stderr when found,
+ * counted in the exit summary, and passed on as the same jump, which subscribers report in
+ * turn (md-subscriber --allow-gaps). So a tick is either delivered once, in order, or inside
+ * a gap someone reported: never a duplicate, never a silent loss.
+ *
+ * Restarts: the upstream subscription is a lease. On UDP the relay re-sends JOIN while the
+ * feed is quiet (a server answers a repeated JOIN with the same ACK, no second destination);
+ * on TCP it reconnects when the connection ends. A restarted relay starts from the next tick
+ * it receives; its subscribers find it again with their own lease (md-subscriber
+ * --rejoin-idle) and see the ticks they missed as one reported gap.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <multisend.h>
+
+#include "md-proto.h"
+#include "md-serve.h"
+
+#define RETRY_NS 200000000u  /* JOIN, LEAVE and TCP connects are retried every 200 ms */
+#define TICK_NS 50000000     /* the main loop's longest sleep while something is pending */
+#define END_REPEATS 3
+#define END_GAP_NS 10000000  /* 10 ms */
+#define MAX_MSG 65536
+
+struct relay {
+	struct md_serve sv;
+	bool tcp;                      /* upstream by TCP, else UDP */
+	struct sockaddr_storage up;    /* upstream control (UDP) or TCP address */
+	socklen_t uplen;
+	int ufd;                       /* upstream socket, -1 while a TCP one is down */
+	bool connecting;               /* a non-blocking TCP connect in progress */
+	bool acked;                    /* UDP: the upstream answered our JOIN */
+	uint64_t next_try, last_rx, idle_ns;
+	uint8_t *sbuf;                 /* TCP: bytes of an unfinished tick */
+	size_t sfill;
+	uint8_t *buf;                  /* one datagram */
+	uint64_t first, last;          /* first and last sequence number forwarded (0: none) */
+	uint64_t forwarded, gaps, missing, stale, invalid, reconnects, rejoins;
+	bool ended;
+	uint8_t end[sizeof(struct md_tick)]; /* END as it came */
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* One message of n bytes from upstream. Returns 0 or a negative errno that should stop the
+ * relay. */
+static int on_upstream(struct relay *r, const uint8_t *p, size_t n)
+{
+	struct md_tick t;
+	uint32_t magic;
+	uint64_t seq;
+
+	if (n < sizeof(t) || n > MAX_MSG) {
+		r->invalid++;
+		return 0;
+	}
+	memcpy(&t, p, sizeof(t));
+	magic = le32toh(t.magic);
+	if (le32toh(t.size) != (uint64_t)n || (magic != MD_MAGIC_TICK && magic != MD_MAGIC_END)) {
+		r->invalid++;
+		return 0;
+	}
+	seq = le64toh(t.seq);
+	if (magic == MD_MAGIC_END) {
+		memcpy(r->end, p, sizeof(r->end));
+		r->ended = true;
+		return 0;
+	}
+	if (seq == 0 || seq <= r->last) {
+		/* A duplicate, or a tick overtaken by a later one: forwarding it would give
+		 * subscribers a sequence number twice or out of order. Its place is already
+		 * inside a gap that was reported. */
+		r->stale++;
+		return 0;
+	}
+	if (r->last == 0) {
+		r->first = seq;
+		fprintf(stderr, "md-relay: first tick seq %" PRIu64 "\n", seq);
+	} else if (seq > r->last + 1) {
+		r->gaps++;
+		r->missing += seq - r->last - 1;
+		fprintf(stderr, "md-relay: upstream gap %" PRIu64 "..%" PRIu64 " (%" PRIu64
+			" missing)\n", r->last + 1, seq - 1, seq - r->last - 1);
+	}
+	r->last = seq;
+
+	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
+	int rc = md_fanout(&r->sv, &iov, 1, n, "tick");
+
+	if (rc < 0)
+		return rc;
+	r->forwarded++;
+	return 0;
+}
+
+static void upstream_close(struct relay *r, const char *why)
+{
+	if (r->ufd < 0)
+		return;
+	fprintf(stderr, "md-relay: upstream connection %s\n", why);
+	close(r->ufd);
+	r->ufd = -1;
+	r->connecting = false;
+	r->sfill = 0; /* a tick cut by the end of a stream is lost, and found as a gap */
+}
+
+/* Start a TCP connection upstream (non-blocking); poll reports when it is made. */
+static int upstream_connect(struct relay *r)
+{
+	r->ufd = socket(r->up.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (r->ufd < 0)
+		return -errno;
+	/* Failing only leaves a smaller buffer: the upstream's policy copes with a slow
+	 * reader. */
+	(void)ex_set_rcvbuf(r->ufd, 8 << 20);
+	if (connect(r->ufd, (struct sockaddr *)&r->up, r->uplen) < 0 && errno != EINPROGRESS) {
+		close(r->ufd);
+		r->ufd = -1;
+		return 0; /* tried again after RETRY_NS */
+	}
+	r->connecting = true;
+	return 0;
+}
+
+static int read_tcp(struct relay *r)
+{
+	for (;;) {
+		ssize_t n = recv(r->ufd, r->sbuf + r->sfill, 2 * MAX_MSG - r->sfill, MSG_DONTWAIT);
+		size_t off = 0;
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0) {
+			upstream_close(r, n == 0 ? "closed by the upstream" : strerror(errno));
+			return 0;
+		}
+		r->sfill += (size_t)n;
+		while (!r->ended && r->sfill - off >= 8) {
+			uint32_t size;
+
+			memcpy(&size, r->sbuf + off + 4, 4);
+			size = le32toh(size);
+			/* The size field frames the stream; one that cannot be a tick means the
+			 * framing is lost, so the connection starts again from a fresh stream. */
+			if (size < sizeof(struct md_tick) || size > MAX_MSG) {
+				r->invalid++;
+				upstream_close(r, "lost its framing");
+				return 0;
+			}
+			if (r->sfill - off < size)
+				break;
+			int rc = on_upstream(r, r->sbuf + off, size);
+
+			if (rc < 0)
+				return rc;
+			off += size;
+		}
+		memmove(r->sbuf, r->sbuf + off, r->sfill - off);
+		r->sfill -= off;
+		if (r->ended)
+			return 0;
+	}
+}
+
+static int read_udp(struct relay *r, uint64_t now)
+{
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t fromlen = sizeof(from);
+		ssize_t n = recvfrom(r->ufd, r->buf, MAX_MSG, MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &fromlen);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			/* An ICMP error from a JOIN to a server not up yet, say: not fatal. */
+			return 0;
+		}
+		if (md_addr_equal(&from, &r->up) && n < MAX_MSG) {
+			int id;
+
+			r->buf[n] = '\0';
+			if (sscanf((char *)r->buf, "ACK %d", &id) == 1) {
+				if (!r->acked)
+					fprintf(stderr, "md-relay: upstream ACK %d\n", id);
+				if (!r->acked)
+					r->last_rx = now; /* the lease starts now */
+				r->acked = true;
+			} else if (!strncmp((char *)r->buf, "ERR", 3)) {
+				fprintf(stderr, "md-relay: upstream refused: %s\n", r->buf);
+				return -ECONNREFUSED;
+			}
+			continue;
+		}
+		r->last_rx = now;
+		int rc = on_upstream(r, r->buf, (size_t)n);
+
+		if (rc < 0 || r->ended)
+			return rc;
+	}
+}
+
+/* Keep the upstream subscription alive: JOIN until acknowledged and again while the feed is
+ * quiet (UDP), or (re)connect (TCP). */
+static int upstream_tend(struct relay *r, uint64_t now)
+{
+	if (now < r->next_try)
+		return 0;
+	if (r->tcp) {
+		if (r->ufd >= 0)
+			return 0;
+		r->next_try = now + RETRY_NS;
+		return upstream_connect(r);
+	}
+	if (r->acked && now - r->last_rx < r->idle_ns)
+		return 0;
+	if (r->acked)
+		r->rejoins++;
+	r->next_try = now + RETRY_NS;
+	if (sendto(r->ufd, "JOIN", 4, 0, (struct sockaddr *)&r->up, r->uplen) < 0 &&
+	    errno != ECONNREFUSED)
+		fprintf(stderr, "md-relay: sending JOIN: %s\n", strerror(errno));
+	return 0;
+}
+
+static int upstream_open_udp(struct relay *r)
+{
+	struct sockaddr_storage local = { .ss_family = r->up.ss_family };
+
+	/* Any port on the address family of the upstream; the upstream learns it from the
+	 * JOIN. Loopback for a loopback upstream, else every address. */
+	if (r->up.ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)&r->up)->sin6_addr;
+		((struct sockaddr_in6 *)&local)->sin6_addr =
+			IN6_IS_ADDR_LOOPBACK(a) ? in6addr_loopback : in6addr_any;
+	} else {
+		const uint32_t a = ntohl(((const struct sockaddr_in *)&r->up)->sin_addr.s_addr);
+		((struct sockaddr_in *)&local)->sin_addr.s_addr =
+			htonl((a >> 24) == 127 ? INADDR_LOOPBACK : INADDR_ANY);
+	}
+	r->ufd = socket(r->up.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (r->ufd < 0 || ex_set_rcvbuf(r->ufd, 8 << 20) < 0 ||
+	    bind(r->ufd, (struct sockaddr *)&local, r->uplen) < 0) {
+		int rc = -errno;
+
+		perror("md-relay: upstream socket");
+		return rc;
+	}
+	return 0;
+}
+
+/* UDP: LEAVE, retried until BYE or half a second, so that an upstream on connected sockets
+ * does not learn of our exit only from ICMP errors. */
+static void upstream_leave(struct relay *r)
+{
+	uint64_t now = ex_now_ns(CLOCK_MONOTONIC), end = now + 500000000u, next = now;
+
+	for (; r->acked && now < end; now = ex_now_ns(CLOCK_MONOTONIC)) {
+		struct pollfd pfd = { .fd = r->ufd, .events = POLLIN };
+
+		if (now >= next) {
+			if (sendto(r->ufd, "LEAVE", 5, 0, (struct sockaddr *)&r->up, r->uplen) < 0)
+				return;
+			next = now + RETRY_NS / 2;
+		}
+		if (poll(&pfd, 1, (int)((next - now + 999999) / 1000000)) < 0 && errno != EINTR)
+			return;
+		for (;;) {
+			char b[16];
+			struct sockaddr_storage from;
+			socklen_t fromlen = sizeof(from);
+			ssize_t n = recvfrom(r->ufd, b, sizeof(b), MSG_DONTWAIT,
+					     (struct sockaddr *)&from, &fromlen);
+
+			if (n < 0)
+				break;
+			if (n == 3 && !memcmp(b, "BYE", 3) && md_addr_equal(&from, &r->up))
+				return;
+		}
+	}
+}
+
+/* END as it came, a few times (UDP may drop one); stream subscribers get it once. */
+static int send_end(struct relay *r)
+{
+	for (int i = 0; i < END_REPEATS; i++) {
+		struct iovec iov = { .iov_base = r->end, .iov_len = sizeof(r->end) };
+		int rc = md_control_drain(&r->sv);
+
+		if (rc >= 0)
+			rc = md_fanout(&r->sv, &iov, 1, sizeof(r->end), "END");
+		if (rc < 0)
+			return rc;
+		if (i == 0)
+			md_end_streams(&r->sv);
+		if (i + 1 < END_REPEATS) {
+			struct timespec ts = { .tv_nsec = END_GAP_NS };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+/* Relay until upstream END or a signal. Returns 0 or a negative errno (printed). */
+static int run(struct relay *r)
+{
+	int rc = 0;
+
+	while (!stop && !r->ended && rc >= 0) {
+		uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
+		struct pollfd pfd[3] = {
+			{ .fd = r->sv.ctl, .events = POLLIN },
+			{ .fd = r->sv.lis, .events = POLLIN },
+			{ .fd = r->ufd, .events = r->connecting ? POLLOUT : POLLIN },
+		};
+		/* Something is always due soon: a JOIN retry or lease, a reconnect, or a
+		 * stream's backlog to flush. */
+		rc = upstream_tend(r, now);
+		if (rc < 0)
+			break;
+		pfd[2].fd = r->ufd;
+		pfd[2].events = r->connecting ? POLLOUT : POLLIN;
+		if (poll(pfd, 3, TICK_NS / 1000000) < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		now = ex_now_ns(CLOCK_MONOTONIC);
+		rc = md_control_drain(&r->sv);
+		if (rc < 0) {
+			fprintf(stderr, "md-relay: control: %s\n", ms_strerror(rc));
+			break;
+		}
+		if (r->sv.lis >= 0 && ms_group_backlog(r->sv.g) > 0)
+			md_reap_removed(&r->sv, ms_group_flush(r->sv.g, r->sv.slow, r->sv.cap));
+		if (r->ufd < 0 || !(pfd[2].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)))
+			continue;
+		if (r->connecting) {
+			int err = 0;
+			socklen_t len = sizeof(err);
+
+			if (getsockopt(r->ufd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+				err = errno;
+			if (err) {
+				close(r->ufd); /* not up yet: tried again after RETRY_NS */
+				r->ufd = -1;
+				r->connecting = false;
+				continue;
+			}
+			r->connecting = false;
+			if (r->reconnects++ == 0)
+				fprintf(stderr, "md-relay: upstream connected\n");
+			else
+				fprintf(stderr, "md-relay: upstream connected again\n");
+			continue;
+		}
+		rc = r->tcp ? read_tcp(r) : read_udp(r, now);
+	}
+	if (rc < 0)
+		fprintf(stderr, "md-relay: %s\n", ms_strerror(rc));
+	if (r->ended) {
+		int erc = send_end(r);
+
+		if (erc < 0 && rc >= 0)
+			rc = erc;
+	}
+	return rc;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: md-relay --upstream HOST:PORT | --upstream-tcp HOST:PORT [options]\n"
+		"  --upstream HOST:PORT\n"
+		"                    subscribe by UDP at this md-publisher or md-relay control\n"
+		"                    address\n"
+		"  --upstream-tcp HOST:PORT\n"
+		"                    subscribe by TCP at this server's --tcp port\n"
+		"  --rejoin-idle MS  UDP upstream: re-send JOIN while no tick has come for MS ms\n"
+		"                    (default 1000)\n"
+		"  --control PORT    UDP control port for subscribers (default %d; 0 = any,\n"
+		"                    printed)\n"
+		"  --bind ADDR       address of the control socket (default 127.0.0.1)\n"
+		"  --tcp PORT        also take TCP subscribers on this port of ADDR (0 = any,\n"
+		"                    printed)\n"
+		"  --dest HOST:PORT  also send every tick to this address, typically a multicast\n"
+		"                    group (repeatable, up to %d)\n"
+		"  --mcast-ttl N     IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS of --dest\n"
+		"  --mcast-loop 0|1  IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP of --dest\n"
+		"  --mcast-if IF     IP_MULTICAST_IF / IPV6_MULTICAST_IF of --dest\n"
+		"  --backend NAME    auto|loop|sendmmsg|io_uring|xdp (default auto)\n"
+		"  --connected       one connected UDP socket per subscriber\n"
+		"  --subscribers K   subscribe upstream only once K subscribers are in\n"
+		"                    (default 0)\n"
+		"  --join-timeout SEC\n"
+		"                    how long to wait for them (default 10)\n"
+		"  --stats-shm PATH  live counters for multisend-stat (see md-publisher)\n"
+		"  --help\n",
+		MD_PORT_DEFAULT, MD_MAX_FIXED);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "upstream", required_argument, NULL, 'u' },
+		{ "upstream-tcp", required_argument, NULL, 'U' },
+		{ "rejoin-idle", required_argument, NULL, 'R' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "bind", required_argument, NULL, 'b' },
+		{ "tcp", required_argument, NULL, 'P' },
+		{ "dest", required_argument, NULL, 'd' },
+		{ "mcast-ttl", required_argument, NULL, 'L' },
+		{ "mcast-loop", required_argument, NULL, 'O' },
+		{ "mcast-if", required_argument, NULL, 'I' },
+		{ "backend", required_argument, NULL, 'B' },
+		{ "connected", no_argument, NULL, 'C' },
+		{ "subscribers", required_argument, NULL, 'k' },
+		{ "join-timeout", required_argument, NULL, 'j' },
+		{ "stats-shm", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *bind_addr = "127.0.0.1", *upstream = NULL;
+	const char *dests[MD_MAX_FIXED];
+	size_t ndests = 0, want = 0;
+	struct md_mcast_opts mo = { .ttl = -1, .loop = -1 };
+	unsigned port = MD_PORT_DEFAULT, join_timeout = 10;
+	int tcp_port = -1;
+	struct ms_config cfg = { .size = sizeof(cfg) };
+	struct ms_stats st = { .size = sizeof(st) };
+	struct relay r = { .sv = { .name = "md-relay", .ctl = -1, .data = -1, .lis = -1 },
+			   .ufd = -1, .idle_ns = 1000000000u };
+	struct ms_ctx *ctx = NULL;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u': upstream = optarg; r.tcp = false; break;
+		case 'U': upstream = optarg; r.tcp = true; break;
+		case 'R': r.idle_ns = ex_num("rejoin-idle", optarg, 1, 86400000) * 1000000u; break;
+		case 'c': port = (unsigned)ex_num("control", optarg, 0, 65535); break;
+		case 'b': bind_addr = optarg; break;
+		case 'P': tcp_port = (int)ex_num("tcp", optarg, 0, 65535); break;
+		case 'd':
+			if (ndests == MD_MAX_FIXED) {
+				fprintf(stderr, "--dest: at most %d\n", MD_MAX_FIXED);
+				return 2;
+			}
+			dests[ndests++] = optarg;
+			break;
+		case 'L': mo.ttl = (int)ex_num("mcast-ttl", optarg, 0, 255); break;
+		case 'O': mo.loop = (int)ex_num("mcast-loop", optarg, 0, 1); break;
+		case 'I': mo.iface = optarg; break;
+		case 'B': {
+			int b = ms_backend_from_name(optarg);
+			if (b < 0) {
+				fprintf(stderr, "--backend: unknown backend '%s'\n", optarg);
+				return 2;
+			}
+			cfg.backend = (uint32_t)b;
+			break;
+		}
+		case 'C': r.sv.connected = true; break;
+		case 'k': want = ex_num("subscribers", optarg, 0, INT32_MAX); break;
+		case 'j': join_timeout = (unsigned)ex_num("join-timeout", optarg, 0, 86400); break;
+		case 'S': cfg.stats_shm = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !upstream) {
+		if (!upstream)
+			fprintf(stderr, "md-relay: --upstream or --upstream-tcp is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (ex_parse_addr(upstream, -1, AF_UNSPEC, &r.up, &r.uplen) < 0)
+		return 2;
+
+	/* No SA_RESTART: poll ends early and the loop sees `stop`. SIGTERM is how a service
+	 * manager stops a relay: a clean exit with the summary, status 0. */
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
+		perror("md-relay: sigaction");
+		return 1;
+	}
+	r.buf = malloc(MAX_MSG + 1);
+	r.sbuf = malloc(2 * MAX_MSG);
+	if (!r.buf || !r.sbuf) {
+		perror("md-relay");
+		free(r.buf);
+		free(r.sbuf);
+		return 1;
+	}
+	rc = ms_ctx_new(&ctx, &cfg);
+	if (rc < 0) {
+		fprintf(stderr, "md-relay: ms_ctx_new: %s\n", ms_strerror(rc));
+		free(r.buf);
+		free(r.sbuf);
+		return 1;
+	}
+	rc = ms_group_new(ctx, &r.sv.g);
+	if (rc < 0)
+		fprintf(stderr, "md-relay: ms_group_new: %s\n", ms_strerror(rc));
+	if (rc >= 0)
+		rc = md_open(&r.sv, bind_addr, port, tcp_port);
+	for (size_t i = 0; i < ndests && rc >= 0; i++)
+		rc = md_add_fixed(&r.sv, dests[i], &mo);
+	/* Subscribing upstream only once the subscribers are in lets a whole tree be built
+	 * before the first tick, so that nobody misses the start of the feed. */
+	if (rc >= 0)
+		rc = md_wait_for(&r.sv, want, join_timeout, &stop);
+	if (rc >= 0 && !r.tcp)
+		rc = upstream_open_udp(&r);
+
+	uint64_t t0 = ex_now_ns(CLOCK_MONOTONIC);
+
+	if (rc >= 0) {
+		fprintf(stderr, "md-relay: relaying to %zu subscribers\n", r.sv.nsubs);
+		rc = run(&r);
+	}
+	double secs = (double)(ex_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+
+	if (!r.tcp && r.ufd >= 0)
+		upstream_leave(&r);
+	if (ms_ctx_stats(ctx, &st) < 0) {
+		st.dests_accepted = r.sv.accepted;
+		st.dests_failed = r.sv.failures;
+	}
+	printf("md-relay: backend %s, subscribers %zu (joined %" PRIu64 ", left %" PRIu64
+	       ", dropped %" PRIu64 "), ticks forwarded %" PRIu64 " (seq %" PRIu64 "..%" PRIu64
+	       "), upstream gaps %" PRIu64 " (missing %" PRIu64 "), stale %" PRIu64
+	       ", invalid %" PRIu64 ", rejoins %" PRIu64 ", reconnects %" PRIu64
+	       ", end %s, destinations accepted %" PRIu64 ", failures %" PRIu64
+	       ", elapsed %.3f s\n",
+	       ms_backend_name(ms_ctx_backend(ctx)), r.sv.nsubs, r.sv.joined, r.sv.left,
+	       r.sv.dropped, r.forwarded, r.first, r.last, r.gaps, r.missing, r.stale,
+	       r.invalid, r.rejoins, r.reconnects > 0 ? r.reconnects - 1 : 0,
+	       r.ended ? "yes" : "no", st.dests_accepted, st.dests_failed, secs);
+
+	md_close(&r.sv);
+	ms_ctx_free(ctx);
+	if (r.ufd >= 0)
+		close(r.ufd);
+	free(r.buf);
+	free(r.sbuf);
+	if (fflush(stdout) == EOF && rc == 0)
+		rc = -errno;
+	return rc < 0 ? 1 : 0;
+}

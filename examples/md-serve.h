@@ -1,0 +1,613 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The serving side that md-publisher and md-relay share: the JOIN/LEAVE control socket, an
+ * optional TCP listener, fixed destinations (multicast groups), and the group that every tick
+ * goes to through libmultisend. A relay serves exactly what a publisher serves, so subscribers
+ * and relays cannot tell the two apart and relays chain into a tree.
+ *
+ * Destinations:
+ *   - a UDP subscriber, from its JOIN (the datagram's source is its data address); ticks leave
+ *     from one shared unconnected socket, or (connected) from a socket of its own;
+ *   - a TCP subscriber, from an accepted connection: ticks are framed by md_tick.size on the
+ *     stream; the group's slow-consumer policy queues up to 4 MiB for a slow reader and then
+ *     disconnects it, so a stream subscriber never loses a tick silently: it has either every
+ *     tick or a closed connection;
+ *   - a fixed address (--dest), typically an IPv4 or IPv6 multicast group: one destination
+ *     that reaches every member of a segment. TTL, loopback and the outgoing interface are the
+ *     options of its socket (IP_MULTICAST_TTL/LOOP/IF, IPV6_MULTICAST_HOPS/LOOP/IF), set here
+ *     as the caller's socket options; the library sends to the address like any other.
+ *
+ * Everything is static: each program includes it once.
+ */
+#ifndef MD_SERVE_H
+#define MD_SERVE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <multisend.h>
+
+#include "md-proto.h"
+
+#define MD_MAX_LOGGED_FAILURES 10
+#define MD_MAX_FIXED 16
+
+enum md_kind { MD_SUB_UDP, MD_SUB_TCP, MD_SUB_FIXED };
+
+struct md_sub {
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	int fd;   /* its own socket (connected UDP, TCP, a fixed destination's), else -1 */
+	int id;   /* destination id in the group, also the id a UDP subscriber is told */
+	int kind; /* enum md_kind */
+};
+
+/* Socket options for the fixed destinations; -1 (or NULL) leaves the kernel's default. */
+struct md_mcast_opts {
+	int ttl;           /* IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS */
+	int loop;          /* IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP */
+	const char *iface; /* IP_MULTICAST_IF / IPV6_MULTICAST_IF, by interface name */
+};
+
+struct md_serve {
+	const char *name;  /* the program's name, for messages */
+	int ctl;           /* control socket */
+	int data;          /* the shared unconnected data socket, -1 with connected */
+	int lis;           /* TCP listener, or -1 */
+	bool connected;
+	struct ms_group *g;
+	struct md_sub *subs; /* UDP and TCP subscribers, then nothing: fixed ones are apart */
+	size_t nsubs, cap;
+	struct md_sub fixed[MD_MAX_FIXED];
+	size_t nfixed;
+	struct ms_result *res;       /* room for cap + nfixed results */
+	struct ms_slow_result *slow; /* room for cap entries */
+	uint64_t joined, left, dropped;
+	uint64_t failures;  /* per-destination failures seen in ms_result, all phases */
+	uint64_t partial;   /* stream sends the policy queued (whole or in part) */
+	uint64_t logged;
+	uint64_t accepted;  /* sum of ms_sendv's return values over the ticks */
+};
+
+static inline bool md_addr_equal(const struct sockaddr_storage *a,
+				 const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+	}
+	return false;
+}
+
+/* Subscriber tables stay small and JOIN/LEAVE/failures are rare next to ticks, so a linear
+ * search costs less than keeping an index in step with the group's id reuse. */
+static struct md_sub *md_find_addr(struct md_serve *p, const struct sockaddr_storage *a)
+{
+	for (size_t i = 0; i < p->nsubs; i++)
+		if (p->subs[i].kind == MD_SUB_UDP && md_addr_equal(&p->subs[i].addr, a))
+			return &p->subs[i];
+	return NULL;
+}
+
+static struct md_sub *md_find_id(struct md_serve *p, int id)
+{
+	for (size_t i = 0; i < p->nsubs; i++)
+		if (p->subs[i].id == id)
+			return &p->subs[i];
+	return NULL;
+}
+
+static void md_reply(struct md_serve *p, const struct sockaddr_storage *to, socklen_t tolen,
+		     const char *msg)
+{
+	/* A lost reply is like any lost UDP datagram: the subscriber retries its JOIN. So a
+	 * failure here is reported and not fatal, and the server never blocks on it. */
+	if (sendto(p->ctl, msg, strlen(msg), MSG_DONTWAIT, (const struct sockaddr *)to, tolen) < 0)
+		fprintf(stderr, "%s: control reply: %s\n", p->name, strerror(errno));
+}
+
+/* Forget s, which the group no longer holds, and close its own socket. Only now may the
+ * socket be closed (multisend.h). */
+static void md_forget(struct md_serve *p, struct md_sub *s)
+{
+	if (s->fd >= 0 && close(s->fd) < 0)
+		fprintf(stderr, "%s: close: %s\n", p->name, strerror(errno));
+	*s = p->subs[--p->nsubs];
+}
+
+static int md_remove_sub(struct md_serve *p, struct md_sub *s)
+{
+	int rc = ms_group_remove(p->g, s->id);
+
+	if (rc < 0) {
+		fprintf(stderr, "%s: ms_group_remove(%d): %s\n", p->name, s->id, ms_strerror(rc));
+		return rc;
+	}
+	md_forget(p, s);
+	return 0;
+}
+
+static int md_grow(struct md_serve *p)
+{
+	size_t cap = p->cap ? 2 * p->cap : 16;
+	struct md_sub *ns = realloc(p->subs, cap * sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	p->subs = ns;
+	struct ms_result *nr = realloc(p->res, (cap + MD_MAX_FIXED) * sizeof(*nr));
+
+	if (!nr)
+		return -ENOMEM;
+	p->res = nr;
+	struct ms_slow_result *sl = realloc(p->slow, cap * sizeof(*sl));
+
+	if (!sl)
+		return -ENOMEM;
+	p->slow = sl;
+	p->cap = cap;
+	return 0;
+}
+
+/* Add the subscriber of ss (UDP: its data address) or of fd (TCP: an accepted connection,
+ * which the table owns from here on, also on failure). Returns its id or a negative errno. */
+static int md_add(struct md_serve *p, int kind, const struct sockaddr_storage *ss,
+		  socklen_t sslen, int fd)
+{
+	struct md_sub *s;
+	int rc;
+
+	if (p->nsubs == p->cap && (rc = md_grow(p)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	s = &p->subs[p->nsubs];
+	*s = (struct md_sub){ .addrlen = sslen, .fd = fd, .kind = kind };
+	memcpy(&s->addr, ss, sslen);
+
+	struct ms_dest d = { .fd = fd };
+
+	if (kind == MD_SUB_UDP && p->connected) {
+		/* One socket per subscriber: the kernel caches the route, so each send skips
+		 * the lookup an unconnected sendto pays, and ICMP errors come back per peer. */
+		s->fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (s->fd < 0)
+			return -errno;
+		if (connect(s->fd, (const struct sockaddr *)ss, sslen) < 0) {
+			rc = -errno;
+			close(s->fd);
+			return rc;
+		}
+		d.fd = s->fd;
+	} else if (kind == MD_SUB_UDP) {
+		d = (struct ms_dest){ .fd = p->data, .addr = (const struct sockaddr *)&s->addr,
+				      .addrlen = sslen };
+	}
+	rc = ms_group_add(p->g, &d);
+	if (rc < 0) {
+		if (s->fd >= 0)
+			close(s->fd);
+		return rc;
+	}
+	s->id = rc;
+	p->nsubs++;
+	p->joined++;
+	return rc;
+}
+
+static int md_join(struct md_serve *p, const struct sockaddr_storage *from, socklen_t fromlen)
+{
+	struct md_sub *s = md_find_addr(p, from);
+	char msg[32];
+	int id;
+
+	/* A repeated JOIN: its ACK was lost, or the subscriber renews its lease (it re-sends
+	 * JOIN when the feed goes quiet, to find a restarted server). Same ACK, no second
+	 * destination: a subscriber must never get a tick twice. */
+	id = s ? s->id : md_add(p, MD_SUB_UDP, from, fromlen, -1);
+	if (id < 0)
+		return id;
+	snprintf(msg, sizeof(msg), "ACK %d", id);
+	md_reply(p, from, fromlen, msg);
+	return 0;
+}
+
+/* Take every pending connection on the TCP listener. Returns 0 or a negative errno that
+ * should stop the server. */
+static int md_accept(struct md_serve *p)
+{
+	for (;;) {
+		struct sockaddr_storage from;
+		socklen_t fromlen = sizeof(from);
+		int one = 1, fd = accept4(p->lis, (struct sockaddr *)&from, &fromlen, SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return -errno;
+		}
+		/* Ticks are small and latency is the point: no Nagle delay. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		int rc = md_add(p, MD_SUB_TCP, &from, fromlen, fd);
+
+		if (rc < 0)
+			fprintf(stderr, "%s: TCP subscriber refused: %s\n", p->name,
+				ms_strerror(rc));
+	}
+}
+
+/* Handle every pending control datagram and connection. A non-blocking recvfrom that finds
+ * nothing is one system call, the same as poll with a zero timeout, and saves the recvfrom
+ * poll would need after it. Returns 0 or a negative errno that should stop the server. */
+static int md_control_drain(struct md_serve *p)
+{
+	if (p->lis >= 0) {
+		int rc = md_accept(p);
+
+		if (rc < 0)
+			return rc;
+	}
+	for (;;) {
+		char buf[64];
+		struct sockaddr_storage from;
+		socklen_t fromlen = sizeof(from);
+		ssize_t n = recvfrom(p->ctl, buf, sizeof(buf) - 1, MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fromlen);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+			n--; /* so that `echo JOIN | nc -u` works too */
+		buf[n] = '\0';
+
+		if (!strcmp(buf, "JOIN")) {
+			int rc = md_join(p, &from, fromlen);
+
+			if (rc < 0) {
+				char msg[96];
+
+				fprintf(stderr, "%s: JOIN refused: %s\n", p->name, ms_strerror(rc));
+				snprintf(msg, sizeof(msg), "ERR %s", ms_strerror(rc));
+				md_reply(p, &from, fromlen, msg);
+			}
+		} else if (!strcmp(buf, "LEAVE")) {
+			struct md_sub *s = md_find_addr(p, &from);
+
+			if (s) {
+				int rc = md_remove_sub(p, s);
+
+				if (rc < 0)
+					return rc;
+				p->left++;
+			}
+			md_reply(p, &from, fromlen, "BYE");
+		} else {
+			md_reply(p, &from, fromlen, "ERR unknown command");
+		}
+	}
+}
+
+/* Forget the stream subscribers the slow-consumer policy removed in the last call (a full
+ * backlog, or a stream that failed): the group no longer holds them, so their sockets can
+ * be closed. */
+static void md_reap_removed(struct md_serve *p, int n)
+{
+
+	for (int i = 0; i < n && (size_t)i < p->cap; i++) {
+		struct md_sub *s;
+
+		if (!(p->slow[i].flags & MS_RES_REMOVED) || !(s = md_find_id(p, p->slow[i].id)))
+			continue;
+		fprintf(stderr, "%s: TCP subscriber %d removed: %s\n", p->name, s->id,
+			p->slow[i].status < 0 ? ms_strerror(p->slow[i].status) : "too slow");
+		md_forget(p, s);
+		p->dropped++;
+	}
+}
+
+/* Account for the destinations of the last send (n results) that did not take the whole
+ * message. A connected UDP socket whose peer is gone reports ECONNREFUSED on every later
+ * send, so that subscriber is dropped, as a LEAVE would have done; a stream the policy queued
+ * is not a failure. */
+static int md_check_results(struct md_serve *p, size_t n, size_t len, const char *what)
+{
+	int gone[64]; /* more in one call are dropped on a later call */
+	size_t ngone = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int st = p->res[i].status;
+
+		if (st >= 0 && (size_t)st == len)
+			continue;
+		if (st >= 0) {
+			p->partial++;
+			continue;
+		}
+		p->failures++;
+		if (p->logged++ < MD_MAX_LOGGED_FAILURES)
+			fprintf(stderr, "%s: %s to destination %d: %s\n", p->name, what,
+				p->res[i].id, ms_strerror(st));
+		if (st == -ECONNREFUSED && ngone < sizeof(gone) / sizeof(gone[0]))
+			gone[ngone++] = p->res[i].id;
+	}
+	if (p->lis >= 0)
+		md_reap_removed(p, ms_group_slow_results(p->g, p->slow, p->cap));
+	/* Removal reorders the group, so it waits until res has been read. */
+	for (size_t i = 0; i < ngone; i++) {
+		struct md_sub *s = md_find_id(p, gone[i]);
+		int rc;
+
+		if (!s || s->kind != MD_SUB_UDP)
+			continue;
+		rc = md_remove_sub(p, s);
+		if (rc < 0)
+			return rc;
+		fprintf(stderr, "%s: destination %d refuses datagrams: dropped it\n", p->name,
+			gone[i]);
+		p->dropped++;
+	}
+	return 0;
+}
+
+/* One message (iov) to every destination. Returns 0 or a negative errno that should stop the
+ * server, after printing it. */
+static int md_fanout(struct md_serve *p, const struct iovec *iov, int iovcnt, size_t len,
+		     const char *what)
+{
+	size_t n = ms_group_size(p->g); /* the entries ms_sendv fills in p->res */
+	int rc;
+
+	/* ms_sendv writes what a stream's backlog holds first, before the new message. */
+	rc = ms_sendv(p->g, iov, iovcnt, 0, p->res);
+	if (rc < 0) {
+		fprintf(stderr, "%s: ms_sendv: %s\n", p->name, ms_strerror(rc));
+		/* Not a bad argument, so the backend itself failed and every result carries
+		 * its error. Stop: the next message would fail the same way. */
+		if (rc != -EINVAL)
+			(void)md_check_results(p, n, len, what);
+		return rc;
+	}
+	if (!strcmp(what, "tick"))
+		p->accepted += (uint64_t)rc;
+	if ((size_t)rc != n || ms_group_size(p->g) != n)
+		return md_check_results(p, n, len, what);
+	return 0;
+}
+
+/* A fixed destination (--dest): its own unconnected socket, so that each one carries its own
+ * options whatever the family of the control socket. */
+static int md_add_fixed(struct md_serve *p, const char *addr, const struct md_mcast_opts *o)
+{
+	struct md_sub *s;
+	struct ms_dest d;
+	unsigned ifindex = 0;
+	int rc, fd;
+
+	if (p->nfixed == MD_MAX_FIXED) {
+		fprintf(stderr, "%s: at most %d --dest\n", p->name, MD_MAX_FIXED);
+		return -EINVAL;
+	}
+	s = &p->fixed[p->nfixed];
+	*s = (struct md_sub){ .fd = -1, .kind = MD_SUB_FIXED };
+	if (ex_parse_addr(addr, -1, AF_UNSPEC, &s->addr, &s->addrlen) < 0)
+		return -EINVAL;
+	if (o->iface && !(ifindex = if_nametoindex(o->iface))) {
+		rc = -errno;
+		fprintf(stderr, "%s: --mcast-if %s: %s\n", p->name, o->iface, strerror(errno));
+		return rc;
+	}
+	fd = socket(s->addr.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	s->fd = fd;
+	rc = 0;
+	if (s->addr.ss_family == AF_INET6) {
+		int idx = (int)ifindex;
+
+		if ((o->ttl >= 0 && setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, &o->ttl,
+					       sizeof(o->ttl)) < 0) ||
+		    (o->loop >= 0 && setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, &o->loop,
+						sizeof(o->loop)) < 0) ||
+		    (ifindex && setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &idx,
+					   sizeof(idx)) < 0))
+			rc = -errno;
+	} else {
+		struct ip_mreqn mr = { .imr_ifindex = (int)ifindex };
+
+		if ((o->ttl >= 0 && setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &o->ttl,
+					       sizeof(o->ttl)) < 0) ||
+		    (o->loop >= 0 && setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &o->loop,
+						sizeof(o->loop)) < 0) ||
+		    (ifindex && setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mr, sizeof(mr)) < 0))
+			rc = -errno;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "%s: --dest %s: socket options: %s\n", p->name, addr,
+			strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	d = (struct ms_dest){ .fd = fd, .addr = (const struct sockaddr *)&s->addr,
+			      .addrlen = s->addrlen };
+	rc = ms_group_add(p->g, &d);
+	if (rc < 0) {
+		fprintf(stderr, "%s: --dest %s: ms_group_add: %s\n", p->name, addr,
+			ms_strerror(rc));
+		close(fd);
+		return rc;
+	}
+	s->id = rc;
+	p->nfixed++;
+	return 0;
+}
+
+/* Control socket on addr (port 0: any, printed for scripts), without connected the one socket
+ * all UDP ticks leave from, and with tcp_port >= 0 a TCP listener on the same address
+ * (0: any, printed). */
+static int md_open(struct md_serve *p, const char *addr, unsigned port, int tcp_port)
+{
+	struct sockaddr_storage local;
+	socklen_t len;
+	int rc;
+
+	if (ex_parse_addr(addr, (int)port, AF_UNSPEC, &local, &len) < 0)
+		return -EINVAL;
+	if (!p->cap && (rc = md_grow(p)) < 0) /* res has room for the fixed destinations */
+		return rc;
+	p->ctl = socket(local.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (p->ctl < 0 || bind(p->ctl, (struct sockaddr *)&local, len) < 0 ||
+	    getsockname(p->ctl, (struct sockaddr *)&local, &len) < 0) {
+		rc = -errno;
+		fprintf(stderr, "%s: control socket on %s port %u: %s\n", p->name, addr, port,
+			strerror(-rc));
+		return rc;
+	}
+	/* Ticks leave from their own socket, so a JOIN retry or a reply never queues behind
+	 * the feed. Same family as the control socket: it can reach every address a JOIN can
+	 * come from. */
+	if (!p->connected) {
+		p->data = socket(local.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (p->data < 0) {
+			rc = -errno;
+			fprintf(stderr, "%s: data socket: %s\n", p->name, strerror(-rc));
+			return rc;
+		}
+	}
+	printf("control port %u\n", ex_port(&local));
+	if (tcp_port >= 0) {
+		struct ms_slow_config sc = { .size = sizeof(sc), .policy = MS_SLOW_QUEUE,
+					     .overflow = MS_SLOW_DISCONNECT };
+		int one = 1;
+
+		/* A stream is framed only as long as every message goes whole: the policy
+		 * completes what a full socket took part of, and disconnects a reader that
+		 * falls 4 MiB behind instead of blocking the whole fan-out on it. */
+		rc = ms_group_set_slow(p->g, &sc);
+		if (rc < 0) {
+			fprintf(stderr, "%s: ms_group_set_slow: %s\n", p->name, ms_strerror(rc));
+			return rc;
+		}
+		ex_set_port(&local, (uint16_t)tcp_port);
+		p->lis = socket(local.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		/* SO_REUSEADDR: a restarted server gets its port back while the connections of
+		 * the one before are in TIME_WAIT. */
+		if (p->lis < 0 ||
+		    setsockopt(p->lis, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		    bind(p->lis, (struct sockaddr *)&local, len) < 0 || listen(p->lis, 128) < 0 ||
+		    getsockname(p->lis, (struct sockaddr *)&local, &len) < 0) {
+			rc = -errno;
+			fprintf(stderr, "%s: TCP listener on %s port %d: %s\n", p->name, addr,
+				tcp_port, strerror(-rc));
+			return rc;
+		}
+		printf("tcp port %u\n", ex_port(&local));
+	}
+	return fflush(stdout) == EOF ? -errno : 0;
+}
+
+/* Serve the control socket until want subscribers have joined (or connected). */
+static int md_wait_for(struct md_serve *p, size_t want, unsigned timeout_s,
+		       const volatile sig_atomic_t *stop)
+{
+	uint64_t deadline = ex_now_ns(CLOCK_MONOTONIC) + (uint64_t)timeout_s * 1000000000u;
+
+	while (p->nsubs < want && !*stop) {
+		uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
+		struct pollfd pfd[2] = { { .fd = p->ctl, .events = POLLIN },
+					 { .fd = p->lis, .events = POLLIN } };
+		int rc;
+
+		if (now >= deadline) {
+			fprintf(stderr, "%s: %zu of %zu subscribers joined within %u s\n", p->name,
+				p->nsubs, want, timeout_s);
+			return -ETIMEDOUT;
+		}
+		rc = poll(pfd, p->lis >= 0 ? 2 : 1, (int)((deadline - now + 999999) / 1000000));
+		if (rc < 0 && errno != EINTR)
+			rc = -errno;
+		else
+			rc = md_control_drain(p);
+		if (rc < 0) {
+			fprintf(stderr, "%s: control: %s\n", p->name, ms_strerror(rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Before the server exits: give the stream subscribers what their backlogs still hold (END
+ * among it), for at most budget_ns. */
+static void md_flush_backlogs(struct md_serve *p, uint64_t budget_ns)
+{
+	uint64_t end = ex_now_ns(CLOCK_MONOTONIC) + budget_ns;
+
+	while (p->lis >= 0 && ms_group_backlog(p->g) > 0 && ex_now_ns(CLOCK_MONOTONIC) < end) {
+		struct timespec ts = { .tv_nsec = 1000000 };
+
+		md_reap_removed(p, ms_group_flush(p->g, p->slow, p->cap));
+		if (ms_group_backlog(p->g) > 0)
+			nanosleep(&ts, NULL);
+	}
+}
+
+/* After END has gone out once: a stream delivers it (or breaks), so stream subscribers get it
+ * once, from their backlogs first, and are then let go; repeating END on them would only
+ * find closed connections. */
+static void md_end_streams(struct md_serve *p)
+{
+	md_flush_backlogs(p, 2000000000u);
+	for (size_t i = 0; i < p->nsubs;)
+		if (p->subs[i].kind != MD_SUB_TCP || md_remove_sub(p, &p->subs[i]) < 0)
+			i++;
+}
+
+static void md_close(struct md_serve *p)
+{
+	while (p->nsubs > 0)
+		if (md_remove_sub(p, &p->subs[0]) < 0)
+			break;
+	ms_group_free(p->g);
+	p->g = NULL;
+	for (size_t i = 0; i < p->nfixed; i++)
+		close(p->fixed[i].fd);
+	free(p->subs);
+	free(p->res);
+	free(p->slow);
+	if (p->lis >= 0)
+		close(p->lis);
+	if (p->data >= 0)
+		close(p->data);
+	if (p->ctl >= 0)
+		close(p->ctl);
+}
+
+#endif /* MD_SERVE_H */
