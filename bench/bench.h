@@ -334,6 +334,10 @@ struct opts {
 	double p99_bound_us; /* 0: none */
 	uint64_t subscribers;
 	unsigned relay_cores;
+	/* Capacity with IP multicast: the subscribers spread over this many network segments,
+	 * each reached by one group address (0: not asked), plus unicast more reached one by
+	 * one. */
+	uint64_t segments, unicast;
 	/* Kernel transmit timestamps: the "+ts" variants sample one fan-out in ts_sample (0: no
 	 * such variant). ts_compare: each library backend also runs without them, interleaved
 	 * (otherwise the "+ts" variants replace the plain ones). */
@@ -525,6 +529,8 @@ struct cap_row {
 	bool verified;           /* n_max was measured at the rate, not only modelled */
 	double p99_us;           /* measured p99 at n_max (verified) */
 	uint64_t preempted;      /* the sending thread's involuntary switches in that measurement */
+	double spread;           /* CPU/dest min-max over rounds / median, median over the sweep */
+	bool tied;               /* within the noise of the largest N (recommend.h) */
 	char note[160];
 };
 
@@ -535,7 +541,18 @@ struct capacity {
 	struct cap_row row[V_COUNT];
 	unsigned nrows;
 	int best; /* index into row, -1: none */
-	char sentence[768];
+	char rule[320];        /* why best was chosen (recommend.h), "" when none */
+	/* --subscribers M with unicast alone: cores of the best backend, or relay hosts of
+	 * relay_cores cores in a one-level tree (0: not asked or no best). */
+	uint64_t cores, relays;
+	unsigned relay_cores;
+	/* --segments S (--unicast U): S group addresses + U unicast = mc_dests destinations per
+	 * message; cores of the best backend for that, and the share of one core it uses (from
+	 * the fit, at the rate). */
+	uint64_t mc_dests, mc_cores;
+	double mc_share;
+	char sentence[1024];
+	char multicast[512];   /* the multicast answer, "" when not asked */
 };
 
 /* --timeline: one variant at one configuration over the whole run and each half. */
@@ -566,6 +583,7 @@ struct env_info {
 	bool hypervisor;
 	char loadavg[64];
 	char date[32];
+	char host[65];
 	char lib_version[32];
 	uint64_t nofile;
 };

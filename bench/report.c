@@ -1365,8 +1365,8 @@ static void text_capacity(FILE *f, const struct session *s)
 		fprintf(f, "p99 bound %.0f us\n", c->bound_us);
 	else
 		fprintf(f, "no latency bound (--p99-bound)\n");
-	fprintf(f, "  %-*s %10s %9s %7s %9s %9s %10s %12s %8s\n", bw, "backend", "a ns/call",
-		"b ns/dest", "fit dev", "N by CPU", "N by p99", "N per core", "p99 at N us",
+	fprintf(f, "  %-*s %10s %9s %7s %7s %9s %9s %10s %12s %8s\n", bw, "backend", "a ns/call",
+		"b ns/dest", "fit dev", "noise", "N by CPU", "N by p99", "N per core", "p99 at N us",
 		"preempt");
 	for (unsigned i = 0; i < c->nrows; i++) {
 		const struct cap_row *r = &c->row[i];
@@ -1380,25 +1380,31 @@ static void text_capacity(FILE *f, const struct session *s)
 			snprintf(p99, sizeof(p99), "%.1f%s", r->p99_us, r->verified ? "" : "?");
 		else
 			snprintf(p99, sizeof(p99), "-");
-		fprintf(f, "  %-*s %10.0f %9.0f %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8" PRIu64
-			   "%s\n",
-			bw, variant_name(r->v), r->a, r->b, r->dev * 100, r->n_cpu, nl, r->n_max, p99,
-			r->preempted, (int)i == c->best ? "  <- recommended" : "");
+		fprintf(f, "  %-*s %10.0f %9.0f %6.1f%% %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8"
+			   PRIu64 "%s\n",
+			bw, variant_name(r->v), r->a, r->b, r->dev * 100, r->spread * 100, r->n_cpu, nl,
+			r->n_max, p99, r->preempted,
+			(int)i == c->best ? "  <- recommended" : r->tied ? "  (tied)" : "");
 		if (r->note[0])
 			fprintf(f, "  %-*s %s\n", bw, "", r->note);
 	}
 	fprintf(f, "  a, b: process CPU per fan-out = a + b x N, fitted over the sweep above (an a "
 		   "below 0 is noise around 0);\n  "
+		   "noise: the backend's CPU per destination min-max over rounds / median (the "
+		   "median over the sweep);\n  "
 		   "N by CPU = (budget x 1e9 / rate - a) / b;\n  N by p99 from the same fit of "
 		   "wall time; N per core is then measured at the rate (latency mode) and stepped "
 		   "down until p99 meets the bound\n  (? = the last step was not measured); preempt = "
 		   "involuntary context switches of the sending thread\n  during that measurement: "
-		   "other work on this machine, which shows in the tail.\n");
+		   "other work on this machine, which shows in the tail.\n  tied: N per core within "
+		   "the noise of the largest; among tied backends a stated rule chooses (below).\n");
 	if (s->o->sink == SINK_LOOPBACK)
 		fprintf(f, "  The loopback sink charges the receive path to the sending CPU too, so "
 			   "these N are conservative; --sink netns-drop (root) measures the sender "
 			   "alone.\n");
 	fprintf(f, "\n%s\n", c->sentence);
+	if (c->multicast[0])
+		fprintf(f, "\n%s.\n", c->multicast);
 }
 
 void json_capacity(FILE *f, const struct session *s)
@@ -1414,8 +1420,28 @@ void json_capacity(FILE *f, const struct session *s)
 	json_str(f, sink_name(s->o->sink));
 	fputs(",\"recommended\":", f);
 	json_str(f, c->best >= 0 ? variant_name(c->row[c->best].v) : "");
+	fputs(",\"rule\":", f);
+	json_str(f, c->rule);
 	fputs(",\"answer\":", f);
 	json_str(f, c->sentence);
+	/* The unicast answer's numbers (--subscribers), and the multicast one (--segments). */
+	if (c->cores)
+		fprintf(f, ",\"unicast_answer\":{\"cores\":%" PRIu64 ",\"relay_hosts\":%" PRIu64
+			   ",\"relay_host_cores\":%u}",
+			c->cores, c->relays, c->relay_cores);
+	else
+		fputs(",\"unicast_answer\":null", f);
+	if (s->o->segments) {
+		fprintf(f, ",\"multicast\":{\"segments\":%" PRIu64 ",\"unicast\":%" PRIu64
+			   ",\"dests_per_message\":%" PRIu64 ",\"cores\":%" PRIu64 ",\"core_share\":",
+			s->o->segments, s->o->unicast, c->mc_dests, c->mc_cores);
+		json_num(f, c->mc_cores ? round(c->mc_share * 1000) / 1000 : NAN);
+		fputs(",\"answer\":", f);
+		json_str(f, c->multicast);
+		fputc('}', f);
+	} else {
+		fputs(",\"multicast\":null", f);
+	}
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < c->nrows; i++) {
 		const struct cap_row *r = &c->row[i];
@@ -1428,6 +1454,9 @@ void json_capacity(FILE *f, const struct session *s)
 		json_num(f, round(r->b * 10) / 10);
 		fputs(",\"fit_max_rel_dev\":", f);
 		json_num(f, round(r->dev * 1000) / 1000);
+		fputs(",\"noise\":", f);
+		json_num(f, round(r->spread * 1000) / 1000);
+		fprintf(f, ",\"tied\":%s", r->tied ? "true" : "false");
 		fputs(",\"wall_a_ns\":", f);
 		json_num(f, round(r->aw));
 		fputs(",\"wall_b_ns\":", f);
