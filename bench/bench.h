@@ -507,6 +507,11 @@ struct result {
 struct lat_result {
 	enum variant_id v;
 	uint64_t n, size, rate;
+	/* The rate asked for when it was above what the host can sustain and rate is the cap
+	 * (0: not capped); the fan-outs per second the fastest backend (host_rate) and this one
+	 * (backend_rate) sustained flat out at this configuration, measured before the runs. */
+	uint64_t requested_rate;
+	double host_rate, backend_rate;
 	unsigned rounds;
 	double achieved; /* fan-outs per second actually started */
 	struct hist lat; /* ns from scheduled start to return */
@@ -625,6 +630,14 @@ struct session {
 	char progress_label[128];
 	bool progress_shown;
 	bool output_failed; /* writing the table, JSON or CSV failed: the run was stopped */
+	uint64_t mode_started_ns; /* when the current mode began (the progress line's time left) */
+	/* Everything written to table, also kept here (main.c's tee), so that the --report page
+	 * carries every table and warning line the terminal showed, word for word. */
+	FILE *transcript;
+	char *transcript_buf;
+	size_t transcript_len;
+	/* Why the run ended early, for a report of what finished ("" when it did not). */
+	char cut_short[128];
 };
 
 /* cli.c: 0 to run, 1 to exit successfully (--help, --version), -EINVAL for bad usage. */
@@ -737,7 +750,10 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len);
 void json_send_options(FILE *f, const struct opts *o);
 const char *mode_name(unsigned mode);
 
-/* charts.c */
+/* charts.c: the --report directory made and a first index.html written before anything is
+ * measured (a directory that cannot be written is found before the run, not after it); then
+ * the report itself. 0 or -errno, the reason on stderr. */
+int report_dir_prepare(const struct session *s);
 int report_dir_write(struct session *s);
 
 #endif

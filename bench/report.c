@@ -1278,13 +1278,27 @@ void report_latency(struct session *s, const struct lat_result *l)
 		fprintf(f, " %7.1f%c", hist_percentile(&l->lat, levels[i]) / 1000.0, thin ? '*' : ' ');
 	}
 	fprintf(f, " %7.1f  %7" PRIu64 "\n", l->lat.max / 1000.0, l->preempted);
-	if (l->achieved < 0.98 * (double)l->rate)
+	/* Why the calls fell behind: the backend's own flat-out rate (measured before the runs)
+	 * says whether it could keep up at all; only then are preemptions the reason. */
+	if (l->achieved < 0.98 * (double)l->rate) {
+		char why[192];
+
+		if (l->backend_rate > 0 && (double)l->rate > 0.95 * l->backend_rate)
+			snprintf(why, sizeof(why), "this backend sustained %.0f/s flat out here: it "
+						   "cannot keep up at this rate",
+				 l->backend_rate);
+		else if (l->preempted > 100)
+			snprintf(why, sizeof(why), "the sending thread was preempted %" PRIu64 " times: "
+						   "other work on this machine",
+				 l->preempted);
+		else
+			snprintf(why, sizeof(why), "bursts of slow calls: it sustained %.0f/s flat "
+						   "out, and was preempted %" PRIu64 " times",
+				 l->backend_rate, l->preempted);
 		fprintf(f, "        ! achieved %.0f/s of %" PRIu64 "/s offered: the calls fell behind "
 			   "the schedule (%s), so latencies grew through the run\n",
-			l->achieved, l->rate,
-			l->preempted > 100 ? "the sending thread was preempted: other work on this "
-					     "machine"
-					   : "the backend cannot keep up at this rate");
+			l->achieved, l->rate, why);
+	}
 	if (s->json)
 		json_latency(s->json, s, l);
 	if (s->csv)
@@ -1318,6 +1332,13 @@ void json_latency(FILE *f, const struct session *s, const struct lat_result *l)
 	json_str(f, s->o->connected ? "connected" : "unconnected");
 	fputs(",\"achieved_rate\":", f);
 	json_num(f, round(l->achieved));
+	/* The rate asked for when it was capped (null: not capped), and the flat-out rates. */
+	fputs(",\"requested_rate\":", f);
+	json_num(f, l->requested_rate ? (double)l->requested_rate : NAN);
+	fputs(",\"host_max_rate\":", f);
+	json_num(f, l->host_rate > 0 ? round(l->host_rate) : NAN);
+	fputs(",\"backend_max_rate\":", f);
+	json_num(f, l->backend_rate > 0 ? round(l->backend_rate) : NAN);
 	fprintf(f, ",\"rounds\":%u,\"samples\":%" PRIu64, l->rounds, l->lat.total);
 	/* How many samples lie beyond each percentile: how much to trust it. */
 	fputs(",\"samples_beyond\":{", f);
