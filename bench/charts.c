@@ -625,7 +625,7 @@ static unsigned html_warnings(FILE *f, const char *t)
 				if (ctx) {
 					fputs("<code>", f);
 					html_strn(f, ctx, ctx_n);
-					fputs("</code>", f);
+					fputs("</code>\n", f);
 				}
 				fputs("<pre class=\"warn\">", f);
 				html_strn(f, p, n);

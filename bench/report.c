@@ -281,6 +281,8 @@ void json_env(FILE *f, const struct session *s)
 	json_str(f, e->lib_version);
 	fputs(",\"kernel\":", f);
 	json_str(f, e->kernel);
+	fputs(",\"host\":", f);
+	json_str(f, e->host);
 	fputs(",\"cpu_model\":", f);
 	json_str(f, e->cpu_model);
 	fprintf(f, ",\"cores_online\":%ld,\"cores_usable\":%ld,\"virtual_machine\":%s",
