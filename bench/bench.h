@@ -534,7 +534,9 @@ struct cap_row {
 	bool verified;           /* n_max was measured at the rate, not only modelled */
 	double p99_us;           /* measured p99 at n_max (verified) */
 	uint64_t preempted;      /* the sending thread's involuntary switches in that measurement */
-	double spread;           /* CPU/dest min-max over rounds / median, median over the sweep */
+	/* The row's noise: the larger of its CPU/dest min-max over rounds / median (the median
+	 * over the sweep) and the fit's deviation dev: how far apart two N must be to differ. */
+	double spread;
 	bool tied;               /* within the noise of the largest N (recommend.h) */
 	char note[160];
 };

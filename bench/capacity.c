@@ -365,7 +365,9 @@ int run_capacity(struct session *s)
 		row->bw = fw.b;
 		row->n_cpu = n_within(fc.a, fc.b, c->budget * 1e9 / (double)c->rate);
 		row->n_lat = c->bound_us > 0 ? n_within(fw.a, fw.b, c->bound_us * 1000) : UINT64_MAX;
-		row->spread = row_spread(s, act[k], c->size);
+		/* N comes from the fit: it is as uncertain as the points are spread and as far as
+		 * the fit strays from them. */
+		row->spread = fmax(row_spread(s, act[k], c->size), fc.dev);
 		c->nrows++;
 	}
 	/* One unit per backend for the progress line's time left: each is measured at its

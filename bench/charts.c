@@ -698,8 +698,8 @@ static void html_capacity(FILE *f, const struct session *s, struct dir *d)
 		fputs("</td></tr>\n", f);
 	}
 	fputs("</table>\n<p>a, b: process CPU per fan-out = a + b &times; N, fitted over the sweep; "
-	      "noise: the backend's CPU per destination min-max over rounds / median (the median "
-	      "over the sweep); N by CPU = (budget &times; 1e9 / rate &minus; a) / b; N by p99 from "
+	      "noise: the larger of the backend's CPU per destination min-max over rounds / median "
+	      "(the median over the sweep) and its fit dev; N by CPU = (budget &times; 1e9 / rate &minus; a) / b; N by p99 from "
 	      "the same fit of wall time; N per core measured at the rate and stepped down until "
 	      "p99 meets the bound (? = the last step was not measured); preempt: involuntary "
 	      "context switches of the sending thread during that measurement; tied: within the "

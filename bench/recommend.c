@@ -71,19 +71,21 @@ const char *rec_rule_text(const struct rec_result *r, char *buf, size_t len)
 		break;
 	case REC_MOST:
 		snprintf(buf, len, "it serves the most subscribers, by more than this run's noise "
-				   "(the backends' CPU min-max spread over rounds)");
+				   "(each backend's noise: its CPU min-max spread over rounds or its fit's "
+				   "deviation, the larger)");
 		break;
 	case REC_TIE_P99:
-		snprintf(buf, len, "%u backends are within this run's noise (%.0f%%, their CPU "
-				   "min-max spread over rounds) of the largest N, which one run cannot "
-				   "tell apart; of those, the rule takes the lowest measured p99 at its N",
+		snprintf(buf, len, "%u backends are within this run's noise (%.0f%%: CPU min-max "
+				   "spread over rounds or fit deviation, the larger) of the largest N, "
+				   "which one run cannot tell apart; of those, the rule takes the lowest "
+				   "measured p99 at its N",
 			 r->ntied, r->noise * 100);
 		break;
 	case REC_TIE_SIMPLE:
-		snprintf(buf, len, "%u backends are within this run's noise (%.0f%%, their CPU "
-				   "min-max spread over rounds) of the largest N, which one run cannot "
-				   "tell apart; of those, the rule takes the simplest (loop < sendmmsg < "
-				   "io_uring < xdp < auto)",
+		snprintf(buf, len, "%u backends are within this run's noise (%.0f%%: CPU min-max "
+				   "spread over rounds or fit deviation, the larger) of the largest N, "
+				   "which one run cannot tell apart; of those, the rule takes the simplest "
+				   "(loop < sendmmsg < io_uring < xdp < auto)",
 			 r->ntied, r->noise * 100);
 		break;
 	}

@@ -5,9 +5,9 @@
  *
  * Backends whose N per core lie within the run's own noise of the largest are tied: one run
  * cannot tell them apart, and picking the largest of them would change from run to run. Two
- * N are within noise when they differ by no more than the larger of the two backends' spread
- * (their CPU per destination's min-max over rounds, relative to the median, as measured in
- * this run). Among tied backends the rule is fixed and said: with a p99 bound, the lowest
+ * N are within noise when they differ by no more than the larger of the two backends' noise
+ * (capacity.c: the larger of the CPU per destination's min-max over rounds relative to the
+ * median, and the fit's largest relative deviation, both from this run). Among tied backends the rule is fixed and said: with a p99 bound, the lowest
  * measured p99 at its N (a backend without a measured p99 comes after those with one); without
  * a bound, the simplest backend (loop < sendmmsg < io_uring < xdp < auto). A remaining tie
  * goes to the simpler, then to the earlier row.
@@ -21,7 +21,7 @@
 
 struct rec_row {
 	uint64_t n;          /* N per core; 0: cannot serve one subscriber */
-	double spread;       /* relative min-max spread over rounds (0.1 = 10%) */
+	double spread;       /* relative uncertainty of n: the run's own noise (0.1 = 10%) */
 	double p99_us;       /* measured p99 at n; meaningful when measured */
 	bool measured;
 	bool eligible;       /* may be recommended (a library backend) */

@@ -1413,8 +1413,8 @@ static void text_capacity(FILE *f, const struct session *s)
 	}
 	fprintf(f, "  a, b: process CPU per fan-out = a + b x N, fitted over the sweep above (an a "
 		   "below 0 is noise around 0);\n  "
-		   "noise: the backend's CPU per destination min-max over rounds / median (the "
-		   "median over the sweep);\n  "
+		   "noise: the larger of the backend's CPU per destination min-max over rounds / "
+		   "median (the median over the sweep) and its fit dev;\n  "
 		   "N by CPU = (budget x 1e9 / rate - a) / b;\n  N by p99 from the same fit of "
 		   "wall time; N per core is then measured at the rate (latency mode) and stepped "
 		   "down until p99 meets the bound\n  (? = the last step was not measured); preempt = "
