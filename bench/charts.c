@@ -699,7 +699,8 @@ static void html_capacity(FILE *f, const struct session *s, struct dir *d)
 	}
 	fputs("</table>\n<p>a, b: process CPU per fan-out = a + b &times; N, fitted over the sweep; "
 	      "noise: the larger of the backend's CPU per destination min-max over rounds / median "
-	      "(the median over the sweep) and its fit dev; N by CPU = (budget &times; 1e9 / rate &minus; a) / b; N by p99 from "
+	      "(the median over the sweep) and its fit dev; N by CPU = (budget &times; 1e9 / "
+	      "rate &minus; a) / b; N by p99 from "
 	      "the same fit of wall time; N per core measured at the rate and stepped down until "
 	      "p99 meets the bound (? = the last step was not measured); preempt: involuntary "
 	      "context switches of the sending thread during that measurement; tied: within the "
@@ -836,7 +837,8 @@ static const char html_head[] =
 	"2px 8px;text-align:right}td.l{text-align:left}tr.best{background:#e6f4e6;font-weight:"
 	"bold}td.thin{color:#a00}img{max-width:100%;border:1px solid #ddd;margin:1em 0}"
 	"p.answer{font-size:110%}p.cut{background:#fde0dc;border:1px solid #c00;padding:.5em 1em}"
-	"ol.warn li{margin:.3em 0}ol.warn pre{margin:0;padding:.2em .5em;background:#fff4e0}"
+	"ol.warn li{margin:.3em 0}ol.warn code{white-space:pre}ol.warn pre{margin:0;padding:.2em "
+	".5em;background:#fff4e0}"
 	"</style></head><body>\n<h1>multisend-bench report</h1>\n";
 
 static int write_index(struct session *s, struct dir *d, bool charts)

@@ -7,10 +7,11 @@
  * cannot tell them apart, and picking the largest of them would change from run to run. Two
  * N are within noise when they differ by no more than the larger of the two backends' noise
  * (capacity.c: the larger of the CPU per destination's min-max over rounds relative to the
- * median, and the fit's largest relative deviation, both from this run). Among tied backends the rule is fixed and said: with a p99 bound, the lowest
- * measured p99 at its N (a backend without a measured p99 comes after those with one); without
- * a bound, the simplest backend (loop < sendmmsg < io_uring < xdp < auto). A remaining tie
- * goes to the simpler, then to the earlier row.
+ * median, and the fit's largest relative deviation, both from this run). Among tied backends
+ * the rule is fixed and said: with a p99 bound, the lowest measured p99 at its N (a backend
+ * without a measured p99 comes after those with one); without a bound, the simplest backend
+ * (loop < sendmmsg < io_uring < xdp < auto). A remaining tie goes to the simpler, then to the
+ * earlier row.
  */
 #ifndef BENCH_RECOMMEND_H
 #define BENCH_RECOMMEND_H
