@@ -334,6 +334,10 @@ struct opts {
 	double p99_bound_us; /* 0: none */
 	uint64_t subscribers;
 	unsigned relay_cores;
+	/* Capacity with IP multicast: the subscribers spread over this many network segments,
+	 * each reached by one group address (0: not asked), plus unicast more reached one by
+	 * one. */
+	uint64_t segments, unicast;
 	/* Kernel transmit timestamps: the "+ts" variants sample one fan-out in ts_sample (0: no
 	 * such variant). ts_compare: each library backend also runs without them, interleaved
 	 * (otherwise the "+ts" variants replace the plain ones). */
@@ -503,6 +507,11 @@ struct result {
 struct lat_result {
 	enum variant_id v;
 	uint64_t n, size, rate;
+	/* The rate asked for when it was above what the host can sustain and rate is the cap
+	 * (0: not capped); the fan-outs per second the fastest backend (host_rate) and this one
+	 * (backend_rate) sustained flat out at this configuration, measured before the runs. */
+	uint64_t requested_rate;
+	double host_rate, backend_rate;
 	unsigned rounds;
 	double achieved; /* fan-outs per second actually started */
 	struct hist lat; /* ns from scheduled start to return */
@@ -525,6 +534,10 @@ struct cap_row {
 	bool verified;           /* n_max was measured at the rate, not only modelled */
 	double p99_us;           /* measured p99 at n_max (verified) */
 	uint64_t preempted;      /* the sending thread's involuntary switches in that measurement */
+	/* The row's noise: the larger of its CPU/dest min-max over rounds / median (the median
+	 * over the sweep) and the fit's deviation dev: how far apart two N must be to differ. */
+	double spread;
+	bool tied;               /* within the noise of the largest N (recommend.h) */
 	char note[160];
 };
 
@@ -535,7 +548,18 @@ struct capacity {
 	struct cap_row row[V_COUNT];
 	unsigned nrows;
 	int best; /* index into row, -1: none */
-	char sentence[768];
+	char rule[320];        /* why best was chosen (recommend.h), "" when none */
+	/* --subscribers M with unicast alone: cores of the best backend, or relay hosts of
+	 * relay_cores cores in a one-level tree (0: not asked or no best). */
+	uint64_t cores, relays;
+	unsigned relay_cores;
+	/* --segments S (--unicast U): S group addresses + U unicast = mc_dests destinations per
+	 * message; cores of the best backend for that, and the share of one core it uses (from
+	 * the fit, at the rate). */
+	uint64_t mc_dests, mc_cores;
+	double mc_share;
+	char sentence[1024];
+	char multicast[512];   /* the multicast answer, "" when not asked */
 };
 
 /* --timeline: one variant at one configuration over the whole run and each half. */
@@ -566,6 +590,7 @@ struct env_info {
 	bool hypervisor;
 	char loadavg[64];
 	char date[32];
+	char host[65];
 	char lib_version[32];
 	uint64_t nofile;
 };
@@ -607,6 +632,14 @@ struct session {
 	char progress_label[128];
 	bool progress_shown;
 	bool output_failed; /* writing the table, JSON or CSV failed: the run was stopped */
+	uint64_t mode_started_ns; /* when the current mode began (the progress line's time left) */
+	/* Everything written to table, also kept here (main.c's tee), so that the --report page
+	 * carries every table and warning line the terminal showed, word for word. */
+	FILE *transcript;
+	char *transcript_buf;
+	size_t transcript_len;
+	/* Why the run ended early, for a report of what finished ("" when it did not). */
+	char cut_short[128];
 };
 
 /* cli.c: 0 to run, 1 to exit successfully (--help, --version), -EINVAL for bad usage. */
@@ -719,7 +752,10 @@ const char *send_options_desc(const struct opts *o, char *buf, size_t len);
 void json_send_options(FILE *f, const struct opts *o);
 const char *mode_name(unsigned mode);
 
-/* charts.c */
+/* charts.c: the --report directory made and a first index.html written before anything is
+ * measured (a directory that cannot be written is found before the run, not after it); then
+ * the report itself. 0 or -errno, the reason on stderr. */
+int report_dir_prepare(const struct session *s);
 int report_dir_write(struct session *s);
 
 #endif

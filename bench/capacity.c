@@ -12,13 +12,17 @@
  *    the model limit is N_lat = (bound - a_wall) / b_wall.
  * 3. Measure, do not trust the model alone: run the latency mode at the candidate N and R
  *    and, while its p99 is over the bound, step N down and measure again.
- * 4. The recommended backend serves the most subscribers; larger audiences need
- *    ceil(M / N) cores, or relay hosts in a one-level tree.
+ * 4. The recommended backend serves the most subscribers, unless others are within this run's
+ *    noise of it: then a stated rule chooses among them (recommend.h), so that the answer does
+ *    not change from run to run with the noise. Larger audiences need ceil(M / N) cores, or
+ *    relay hosts in a one-level tree; with IP multicast (--segments S) a group address per
+ *    segment is one destination, so S (+ --unicast U) destinations per message.
  */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
+#include "recommend.h"
 #include "run.h"
 
 struct fit {
@@ -118,27 +122,100 @@ static void verify_row(struct session *s, struct cap_row *row, uint64_t cand, do
 	}
 }
 
+/* The rule's order among tied backends (recommend.h): the plain library backends from the
+ * simplest, then their variants ("+ts", "+wK"...) in the same order. */
+static unsigned simplicity(enum variant_id v)
+{
+	unsigned extra = v != variant_base(v) ? 10 : 0;
+
+	switch (variant_base(v)) {
+	case V_LOOP:
+		return extra;
+	case V_SENDMMSG:
+		return 1 + extra;
+	case V_IO_URING:
+		return 2 + extra;
+	case V_XDP:
+		return 3 + extra;
+	default:
+		return 4 + extra;
+	}
+}
+
+#define APPEND(...)                                                                             \
+	do {                                                                                    \
+		int w_ = snprintf(p, left, __VA_ARGS__);                                        \
+		if (w_ > 0)                                                                     \
+			p += (size_t)w_ < left ? (size_t)w_ : left - 1,                         \
+			left -= (size_t)w_ < left ? (size_t)w_ : left - 1;                      \
+	} while (0)
+
+/* --segments S: S group addresses, one per segment, reach every subscriber of that segment
+ * with one send; the sender pays one destination for each (the network makes the copies),
+ * plus one for each --unicast subscriber. */
+static void answer_multicast(struct session *s)
+{
+	struct capacity *c = &s->cap;
+	const struct opts *o = s->o;
+	char *p = c->multicast;
+	size_t left = sizeof(c->multicast);
+
+	if (!o->segments)
+		return;
+	c->mc_dests = o->segments + o->unicast;
+	APPEND("With IP multicast: %llu group address%s (one per segment)",
+	       (unsigned long long)o->segments, o->segments == 1 ? "" : "es");
+	if (o->unicast)
+		APPEND(" + %llu unicast", (unsigned long long)o->unicast);
+	APPEND(" = %llu destination%s per message", (unsigned long long)c->mc_dests,
+	       c->mc_dests == 1 ? "" : "s");
+	if (o->subscribers)
+		APPEND(" instead of %llu", (unsigned long long)o->subscribers);
+	if (c->best < 0) {
+		APPEND(", but no backend met the budget%s here, so no core count follows",
+		       c->bound_us > 0 ? " and bound" : "");
+		return;
+	}
+	const struct cap_row *b = &c->row[c->best];
+	const double a = b->a > 0 ? b->a : 0;
+
+	c->mc_cores = (c->mc_dests + b->n_max - 1) / b->n_max;
+	c->mc_share = (double)c->rate * (a + b->b * (double)c->mc_dests) / 1e9;
+	if (c->mc_cores <= 1)
+		APPEND(": one core with %s, using about %.0f%% of it at %llu msg/s (from its fit)",
+		       variant_name(b->v), c->mc_share * 100, (unsigned long long)c->rate);
+	else
+		APPEND(": %llu cores with %s (%llu per core)", (unsigned long long)c->mc_cores,
+		       variant_name(b->v), (unsigned long long)b->n_max);
+	APPEND("; a group address costs the sender one destination, the network copies it to "
+	       "every member of its segment");
+}
+
 static void answer(struct session *s)
 {
 	struct capacity *c = &s->cap;
 	char *p = c->sentence;
 	size_t left = sizeof(c->sentence);
-	int w;
+	struct rec_row rr[V_COUNT];
+	struct rec_result rec;
 
-	c->best = -1;
 	/* The recommendation is a library backend; the hand-written baselines are yardsticks. */
-	for (unsigned i = 0; i < c->nrows; i++)
-		if (c->row[i].n_max && !variant_is_raw(c->row[i].v) &&
-		    (c->best < 0 || c->row[i].n_max > c->row[c->best].n_max ||
-		     (c->row[i].n_max == c->row[c->best].n_max && c->row[i].b < c->row[c->best].b)))
-			c->best = (int)i;
-	w = snprintf(p, left, "At %llu msg/s of %llu B, within %.0f%% of one core",
-		     (unsigned long long)c->rate, (unsigned long long)c->size, c->budget * 100);
-	p += w, left -= (size_t)w;
-	if (c->bound_us > 0) {
-		w = snprintf(p, left, " and p99 <= %.0f us", c->bound_us);
-		p += w, left -= (size_t)w;
+	for (unsigned i = 0; i < c->nrows; i++) {
+		const struct cap_row *r = &c->row[i];
+
+		rr[i] = (struct rec_row){ .n = r->n_max, .spread = r->spread, .p99_us = r->p99_us,
+					  .measured = r->verified, .eligible = !variant_is_raw(r->v),
+					  .simplicity = simplicity(r->v) };
 	}
+	recommend(rr, c->nrows, c->bound_us > 0, &rec);
+	c->best = rec.best;
+	for (unsigned i = 0; i < c->nrows; i++)
+		c->row[i].tied = rec.tied[i];
+	rec_rule_text(&rec, c->rule, sizeof(c->rule));
+	APPEND("At %llu msg/s of %llu B, within %.0f%% of one core", (unsigned long long)c->rate,
+	       (unsigned long long)c->size, c->budget * 100);
+	if (c->bound_us > 0)
+		APPEND(" and p99 <= %.0f us", c->bound_us);
 	if (c->best < 0) {
 		/* Say what limited it: the CPU budget, or a tail set by other work on the host. */
 		const struct cap_row *cpu = NULL;
@@ -152,49 +229,36 @@ static void answer(struct session *s)
 				cpu = r;
 		}
 		if (!cpu)
-			snprintf(p, left, ", no backend can serve even one subscriber: the rate alone "
-					  "exceeds the CPU budget.");
+			APPEND(", no backend can serve even one subscriber: the rate alone exceeds the "
+			       "CPU budget.");
 		else
-			snprintf(p, left,
-				 ", the CPU budget alone would allow %llu subscribers per core (%s), but "
-				 "the measured p99 stayed above the bound down to one subscriber%s: "
-				 "this host cannot meet the bound as it is; measure on a quiet machine "
-				 "or an isolated core (--cpu).",
-				 (unsigned long long)cpu->n_cpu, variant_name(cpu->v),
-				 pre > 10 ? ", because other work on the host kept preempting the "
-					    "sending thread"
-					  : "");
+			APPEND(", the CPU budget alone would allow %llu subscribers per core (%s), but "
+			       "the measured p99 stayed above the bound down to one subscriber%s: "
+			       "this host cannot meet the bound as it is; measure on a quiet machine "
+			       "or an isolated core (--cpu).",
+			       (unsigned long long)cpu->n_cpu, variant_name(cpu->v),
+			       pre > 10 ? ", because other work on the host kept preempting the "
+					  "sending thread"
+					: "");
+		answer_multicast(s);
 		return;
 	}
 	const struct cap_row *b = &c->row[c->best];
 
-	w = snprintf(p, left, ", one core serves at most %llu subscribers with %s (recommended",
-		     (unsigned long long)b->n_max, variant_name(b->v));
-	p += w, left -= (size_t)w;
-	const char *close = NULL;
-
+	APPEND(", one core serves at most %llu subscribers with %s (recommended",
+	       (unsigned long long)b->n_max, variant_name(b->v));
 	for (unsigned i = 0, first = 1; i < c->nrows; i++) {
 		const struct cap_row *r = &c->row[i];
 
 		if ((int)i == c->best)
 			continue;
-		w = snprintf(p, left, "%s%s %llu", first ? "; " : ", ", variant_name(r->v),
-			     (unsigned long long)r->n_max);
-		p += w, left -= (size_t)w;
+		APPEND("%s%s %llu%s", first ? "; " : ", ", variant_name(r->v),
+		       (unsigned long long)r->n_max, r->tied ? " (tied)" : "");
 		first = 0;
-		/* Say so when a runner-up is within what one run can resolve. */
-		if (!close && !variant_is_raw(r->v) && (double)r->n_max >= 0.95 * (double)b->n_max)
-			close = variant_name(r->v);
 	}
-	if (close)
-		w = snprintf(p, left, "; %s is within 5%%, closer than one run can tell apart)", close);
-	else
-		w = snprintf(p, left, ")");
-	p += w, left -= (size_t)w;
-	if (b->verified) {
-		w = snprintf(p, left, ", with a measured p99 of %.0f us at that load", b->p99_us);
-		p += w, left -= (size_t)w;
-	}
+	APPEND(")");
+	if (b->verified)
+		APPEND(", with a measured p99 of %.0f us at that load", b->p99_us);
 	uint64_t m = s->o->subscribers;
 
 	if (m) {
@@ -203,26 +267,53 @@ static void answer(struct session *s)
 		uint64_t per_relay = (uint64_t)rc * b->n_max;
 		uint64_t relays = (m + per_relay - 1) / per_relay;
 
+		c->cores = cores;
+		c->relay_cores = rc;
 		if (cores <= 1)
-			w = snprintf(p, left, "; %llu subscribers fit on one core",
-				     (unsigned long long)m);
-		else if (relays <= b->n_max)
-			w = snprintf(p, left,
-				     "; %llu subscribers need %llu such cores, or, in a one-level tree, "
-				     "one publisher core feeding %llu relay host%s of %u core%s each",
-				     (unsigned long long)m, (unsigned long long)cores,
-				     (unsigned long long)relays, relays == 1 ? "" : "s", rc,
-				     rc == 1 ? "" : "s");
-		else
-			w = snprintf(p, left,
-				     "; %llu subscribers need %llu such cores; a one-level tree would "
-				     "need %llu relay hosts of %u cores, more than one publisher core "
-				     "can feed (%llu), so it takes a second level of relays",
-				     (unsigned long long)m, (unsigned long long)cores,
-				     (unsigned long long)relays, rc, (unsigned long long)b->n_max);
-		p += w, left -= (size_t)w;
+			APPEND("; %llu subscribers fit on one core", (unsigned long long)m);
+		else if (relays <= b->n_max) {
+			c->relays = relays;
+			APPEND("; %llu subscribers need %llu such cores, or, in a one-level tree, one "
+			       "publisher core feeding %llu relay host%s of %u core%s each",
+			       (unsigned long long)m, (unsigned long long)cores,
+			       (unsigned long long)relays, relays == 1 ? "" : "s", rc,
+			       rc == 1 ? "" : "s");
+		} else {
+			c->relays = relays;
+			APPEND("; %llu subscribers need %llu such cores; a one-level tree would need "
+			       "%llu relay hosts of %u cores, more than one publisher core can feed "
+			       "(%llu), so it takes a second level of relays",
+			       (unsigned long long)m, (unsigned long long)cores,
+			       (unsigned long long)relays, rc, (unsigned long long)b->n_max);
+		}
 	}
-	snprintf(p, left, ".");
+	APPEND(". Why %s: %s%s.", variant_name(b->v), c->rule,
+	       rec.rule == REC_TIE_SIMPLE && c->bound_us <= 0
+		       ? "; give --p99-bound to choose among them by tail latency instead"
+		       : "");
+	answer_multicast(s);
+}
+
+/* The backend's noise: its CPU per destination's min-max over rounds relative to the median,
+ * at each fan-out of the sweep; the median of those (one noisy fan-out does not set it). */
+static double row_spread(const struct session *s, enum variant_id v, uint64_t size)
+{
+	double sp[MAX_LIST];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < s->nres && n < MAX_LIST; i++) {
+		const struct result *r = &s->res[i];
+
+		if (r->mode == MODE_CAPACITY && r->v == v && r->size == size &&
+		    r->cpu_proc.median > 0)
+			sp[n++] = (r->cpu_proc.max - r->cpu_proc.min) / r->cpu_proc.median;
+	}
+	if (!n)
+		return 0;
+	struct summary sm;
+
+	summarize(sp, n, &sm);
+	return sm.median;
 }
 
 int run_capacity(struct session *s)
@@ -274,20 +365,25 @@ int run_capacity(struct session *s)
 		row->bw = fw.b;
 		row->n_cpu = n_within(fc.a, fc.b, c->budget * 1e9 / (double)c->rate);
 		row->n_lat = c->bound_us > 0 ? n_within(fw.a, fw.b, c->bound_us * 1000) : UINT64_MAX;
+		/* N comes from the fit: it is as uncertain as the points are spread and as far as
+		 * the fit strays from them. */
+		row->spread = fmax(row_spread(s, act[k], c->size), fc.dev);
 		c->nrows++;
 	}
-	progress_plan(s, 0);
+	/* One unit per backend for the progress line's time left: each is measured at its
+	 * candidate (a few steps down at most). */
+	progress_plan(s, c->nrows);
 	for (unsigned i = 0; i < c->nrows && !stopped(s); i++) {
 		struct cap_row *row = &c->row[i];
 		uint64_t cand = row->n_cpu < row->n_lat ? row->n_cpu : row->n_lat;
 
-		if (!cand) {
+		if (!cand)
 			snprintf(row->note, sizeof(row->note), "%s",
 				 row->n_cpu ? "the p99 bound is below one destination's time"
 					    : "the rate alone exceeds the CPU budget");
-			continue;
-		}
-		verify_row(s, row, cand, c->bound_us * 1000);
+		else
+			verify_row(s, row, cand, c->bound_us * 1000);
+		progress_step(s, 1, "capacity: %s measured", variant_name(row->v));
 	}
 	if (stopped(s))
 		return -EINTR;

@@ -81,6 +81,11 @@ static void usage(FILE *f)
 	      "                         scheduled start, in microseconds (default: none)\n"
 	      "      --subscribers N    also say how many cores or relay hosts N subscribers need\n"
 	      "      --relay-cores N    cores per relay host (default: this host's)\n"
+	      "      --segments S       also answer with IP multicast: the subscribers are spread\n"
+	      "                         over S network segments, each reached by one group address\n"
+	      "                         (one destination per segment and message)\n"
+	      "      --unicast U        with --segments: U more subscribers reached by unicast (not\n"
+	      "                         on a multicast segment); default 0\n"
 	      "\n"
 	      "Kernel transmit timestamps (the library's SO_TIMESTAMPING sampling; off by default):\n"
 	      "      --ts-sample K      every library backend runs as \"BACKEND+ts/K\": one fan-out in\n"
@@ -341,6 +346,8 @@ enum {
 	OPT_P99,
 	OPT_SUBS,
 	OPT_RELAY,
+	OPT_SEGMENTS,
+	OPT_UNICAST,
 	OPT_NO_PROGRESS,
 	OPT_VERIFY_PAYLOAD,
 	OPT_TS_SAMPLE,
@@ -391,6 +398,8 @@ static const struct option long_opts[] = {
 	{ "p99-bound", required_argument, NULL, OPT_P99 },
 	{ "subscribers", required_argument, NULL, OPT_SUBS },
 	{ "relay-cores", required_argument, NULL, OPT_RELAY },
+	{ "segments", required_argument, NULL, OPT_SEGMENTS },
+	{ "unicast", required_argument, NULL, OPT_UNICAST },
 	{ "json", required_argument, NULL, 'J' },
 	{ "csv", required_argument, NULL, OPT_CSV },
 	{ "report", required_argument, NULL, OPT_REPORT },
@@ -433,7 +442,7 @@ int parse_args(int argc, char **argv, struct opts *o)
 {
 	uint64_t u;
 	int c, n;
-	bool auto_warmup_given = false, mode_given = false;
+	bool auto_warmup_given = false, mode_given = false, unicast_given = false;
 
 	memset(o, 0, sizeof(*o));
 	o->modes = MODE_COMPARE;
@@ -552,6 +561,17 @@ int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_u64(optarg, 1, 4096, &u))
 				return bad("--relay-cores: expected 1..4096, got '%s'", optarg);
 			o->relay_cores = (unsigned)u;
+			break;
+		case OPT_SEGMENTS:
+			o->cg_conflict = "--segments";
+			if (parse_u64(optarg, 1, UINT64_C(1) << 40, &o->segments))
+				return bad("--segments: expected a positive count, got '%s'", optarg);
+			break;
+		case OPT_UNICAST:
+			o->cg_conflict = "--unicast";
+			unicast_given = true;
+			if (parse_u64(optarg, 0, UINT64_C(1) << 40, &o->unicast))
+				return bad("--unicast: expected a count (0 or more), got '%s'", optarg);
 			break;
 		case 'J':
 			o->json = optarg;
@@ -775,6 +795,19 @@ int parse_args(int argc, char **argv, struct opts *o)
 		want_auto |= o->order[i] == V_AUTO;
 	if (auto_warmup_given && !want_auto)
 		return bad("--auto-warmup needs auto in --backends%s", "");
+	if (unicast_given && !o->segments)
+		return bad("--unicast counts the subscribers beside --segments' groups: it needs "
+			   "--segments S%s",
+			   "");
+	if (o->segments && !(o->modes & MODE_CAPACITY))
+		return bad("--segments answers in the capacity mode: it needs --mode capacity (or "
+			   "all)%s",
+			   "");
+	if (o->segments && o->subscribers && o->segments + o->unicast > o->subscribers)
+		return bad("--segments S and --unicast U: S + U destinations for fewer "
+			   "--subscribers; each segment and each unicast subscriber holds at "
+			   "least one subscriber%s",
+			   "");
 	if (o->load_from_given && !o->bg_load)
 		return bad("--load-from needs --background-load K (K = 1..64)%s", "");
 	if (o->timeline > 0) {

@@ -87,9 +87,11 @@ void env_collect(struct env_info *e)
 	struct rlimit rl;
 
 	memset(e, 0, sizeof(*e));
-	if (!uname(&u))
+	if (!uname(&u)) {
 		snprintf(e->kernel, sizeof(e->kernel), "%s %s %s %s", u.sysname, u.release, u.version,
 			 u.machine);
+		snprintf(e->host, sizeof(e->host), "%s", u.nodename);
+	}
 	cpu_info(e);
 	e->cores_online = sysconf(_SC_NPROCESSORS_ONLN);
 	e->cores_allowed = sched_getaffinity(0, sizeof(set), &set) ? e->cores_online

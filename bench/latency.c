@@ -117,6 +117,20 @@ static unsigned lat_rounds(const struct session *s)
 
 /* The offered rates for one configuration: given, or fractions of what the baseline (else the
  * fastest backend) sustains flat out, so that the list spans light to heavy load. */
+/* Down to two significant digits: a cap that stays below what it caps. */
+static uint64_t round2_down(double x)
+{
+	if (x < 1)
+		return 1;
+	double p = pow(10, floor(log10(x)) - 1);
+
+	return (uint64_t)(floor(x / p) * p);
+}
+
+/* Share of the host's flat-out rate an offered rate is capped at: at the flat-out rate itself
+ * every call waits for the one before it and the queue grows for the whole run. */
+#define RATE_CAP_SHARE 0.9
+
 static unsigned pick_rates(const struct session *s, const double *est, const enum variant_id *act,
 			   unsigned nv, uint64_t *rates)
 {
@@ -162,6 +176,44 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 			return (int)est[i];
 	}
 	unsigned nr = pick_rates(s, est, act, nv, rates);
+	uint64_t requested[MAX_LIST] = { 0 };
+	double host_rate = 0;
+	unsigned fastest = 0;
+
+	/* An offered rate the host cannot sustain measures a queue growing through the run (and
+	 * takes as long as the host needs, not the planned time): capped below what the fastest
+	 * backend sustained flat out here, and said so. */
+	for (unsigned i = 0; i < nv; i++)
+		if (est[i] > 0 && 1e9 / est[i] > host_rate) {
+			host_rate = 1e9 / est[i];
+			fastest = i;
+		}
+	const uint64_t cap = round2_down(host_rate * RATE_CAP_SHARE);
+
+	for (unsigned q = 0; q < nr; q++) {
+		if (host_rate <= 0 || rates[q] <= cap)
+			continue;
+		report_note(s, "offered %llu/s capped to %llu/s at fan-out %llu, %llu B: the host "
+			       "measured at most %.0f fan-outs/s flat out (%s, %.1f us per call); at or "
+			       "above that the queue grows through the run, which measures the queue",
+			    (unsigned long long)rates[q], (unsigned long long)cap,
+			    (unsigned long long)r->n, (unsigned long long)r->size, host_rate,
+			    variant_name(act[fastest]), est[fastest] / 1000);
+		requested[q] = rates[q];
+		rates[q] = cap;
+	}
+	/* Two rates capped to the same: measured once. */
+	for (unsigned q = 0; q < nr; q++)
+		for (unsigned k = 0; k < q; k++)
+			if (rates[k] == rates[q]) {
+				memmove(&rates[q], &rates[q + 1], (nr - q - 1) * sizeof(*rates));
+				memmove(&requested[q], &requested[q + 1],
+					(nr - q - 1) * sizeof(*requested));
+				nr--;
+				q--;
+				progress_step(s, nv * rounds, "latency: a capped rate measured once");
+				break;
+			}
 
 	for (unsigned q = 0; q < nr && !err; q++) {
 		struct lat_result l[V_COUNT];
@@ -171,9 +223,13 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 
 		if (calls < 100)
 			calls = 100;
-		for (; made < nv; made++)
+		for (; made < nv; made++) {
 			if ((err = lat_init(&l[made], act[made], r, rates[q], rounds)))
 				break;
+			l[made].requested_rate = requested[q];
+			l[made].host_rate = host_rate;
+			l[made].backend_rate = est[made] > 0 ? 1e9 / est[made] : 0;
+		}
 		/* A short warm-up at the rate itself, not recorded. */
 		for (unsigned i = 0; i < nv && !err; i++) {
 			err = lat_run(s, r, act[i], rates[q], calls / 10 + 10, &l[i], &elapsed[i]);

@@ -19,6 +19,7 @@
 #include "bench.h"
 #include "netns.h"
 #include "sink.h"
+#include "workload.h"
 
 #define EXIT_USAGE 2
 
@@ -65,6 +66,7 @@ static void next_mode(struct session *s)
 	if (s->work_total > 0)
 		s->mode_index++;
 	s->work_total = s->work_done = 0;
+	s->mode_started_ns = now_ns();
 	pthread_mutex_unlock(&s->out_lock);
 }
 
@@ -198,23 +200,78 @@ static double expected_seconds(const struct opts *o)
 	return t;
 }
 
+/* Time left: the current mode's planned work still to do at the time per unit it has taken so
+ * far, plus the modes still to come at their budgets, scaled by how far the run so far has
+ * been from its own budgets (a mode that overran says the machine is slower than planned).
+ * The percentage is elapsed over elapsed + left: the same estimate, never a share of modes. */
 static void draw_progress(struct session *s)
 {
 	pthread_mutex_lock(&s->out_lock);
 	if (s->work_total > 0 && s->work_done > 0 && s->nmodes) {
-		double in_mode = s->work_done / s->work_total;
-		double frac = (s->mode_index + (in_mode > 1 ? 1 : in_mode)) / s->nmodes;
-		double el = (double)(now_ns() - s->started_ns) / 1e9;
-		double left = frac > 0.01 ? el * (1 - frac) / frac : 0;
+		const uint64_t now = now_ns();
+		double el = (double)(now - s->started_ns) / 1e9;
+		double mode_el = (double)(now - s->mode_started_ns) / 1e9;
+		double per_mode = planned_seconds(s->o) / s->nmodes;
+		double left_mode = (s->work_total - s->work_done) * mode_el / s->work_done;
 
-		if (frac > 1)
-			frac = 1;
+		if (left_mode < 0)
+			left_mode = 0;
+		double corr = (el + left_mode) / ((s->mode_index + 1) * per_mode);
+
+		corr = corr < 0.25 ? 0.25 : corr > 50 ? 50 : corr;
+		double left = left_mode + (s->nmodes - s->mode_index - 1) * per_mode * corr;
+		double frac = el / (el + left);
+
 		fprintf(stderr, "\r\033[K[%3.0f%%] %.60s", frac * 100, s->progress_label);
 		if (left >= 1)
 			fprintf(stderr, "  ~%.0f s left", left);
 		s->progress_shown = true;
 	}
 	pthread_mutex_unlock(&s->out_lock);
+}
+
+/* The table goes to its terminal or file and into a memory stream for the --report page. */
+struct tee {
+	FILE *out, *copy;
+};
+
+static ssize_t tee_write(void *cookie, const char *buf, size_t n)
+{
+	struct tee *t = cookie;
+
+	if (t->copy)
+		fwrite(buf, 1, n, t->copy);
+	/* A failure here is the table's: ferror on the tee, which out_end checks. */
+	if (fwrite(buf, 1, n, t->out) != n || fflush(t->out))
+		return -1;
+	return (ssize_t)n;
+}
+
+/* Fan-outs the user asked for that no rig can be set up for: said before the run; when that is
+ * every one of them, nothing would be measured and the run is refused. */
+static int check_fanouts(const struct session *s)
+{
+	const struct opts *o = s->o;
+	unsigned bad = 0;
+
+	for (unsigned i = 0; i < o->nfanouts; i++) {
+		uint64_t need = rig_fds_needed(s, o->fanouts[i]);
+
+		if (need <= s->env.nofile)
+			continue;
+		fprintf(stderr, "multisend-bench: --fanout %llu needs about %llu file descriptors, "
+				"RLIMIT_NOFILE allows %llu (raise the hard limit, e.g. ulimit -Hn)%s\n",
+			(unsigned long long)o->fanouts[i], (unsigned long long)need,
+			(unsigned long long)s->env.nofile,
+			o->nfanouts > 1 ? ": it will be skipped" : "");
+		bad++;
+	}
+	if (o->nfanouts && bad == o->nfanouts) {
+		fprintf(stderr, "multisend-bench: no --fanout can be set up on this host: nothing "
+				"to measure\n");
+		return -EMFILE;
+	}
+	return 0;
 }
 
 static void raise_nofile(void)
@@ -332,6 +389,23 @@ int main(int argc, char **argv)
 		}
 		csv_header(s.csv);
 	}
+	/* Every output checked before the run: a report directory that cannot be written, or
+	 * fan-outs this host cannot set up, refuse the run now, not after minutes of it. */
+	if ((o.report && report_dir_prepare(&s)) || check_fanouts(&s)) {
+		status = 1;
+		goto out_files;
+	}
+	/* The table through a tee: the report page carries what the terminal showed. */
+	struct tee tee = { .out = s.table };
+
+	if (o.report && (s.transcript = open_memstream(&s.transcript_buf, &s.transcript_len))) {
+		cookie_io_functions_t io = { .write = tee_write };
+		FILE *t;
+
+		tee.copy = s.transcript;
+		if ((t = fopencookie(&tee, "w", io)))
+			s.table = t;
+	}
 
 	/* --background-load: processes forked now, before any thread or namespace exists (they
 	 * are the bench's children, never its threads), stopped until set working. Their own
@@ -385,6 +459,7 @@ int main(int argc, char **argv)
 	w.s = &s;
 	w.ns = s.ns ? &ns : NULL;
 	s.started_ns = now_ns();
+	s.mode_started_ns = s.started_ns;
 	if (s.load && s.load_at_s == 0)
 		load_set(s.load, true);
 	if ((rc = pthread_create(&tid, NULL, worker_main, &w))) {
@@ -417,22 +492,42 @@ int main(int argc, char **argv)
 	if (s.load)
 		load_set(s.load, false);
 	loadavg_now(s.loadavg_end, sizeof(s.loadavg_end));
+	const bool measured = s.nres || s.ntl || s.nlat || s.cap.done;
+
 	if (!sig && !w.err && s.nres)
 		report_legend(&s);
-	if (!sig && (s.nres || s.ntl || s.nlat || s.cap.done))
+	if (!sig && measured)
 		report_end(&s);
-	if (sig)
+	if (sig) {
 		fprintf(stderr, "multisend-bench: interrupted by %s; stopped%s\n", strsignal(sig),
 			s.ns ? ", removing the namespace" : "");
-	else if (s.output_failed)
+		snprintf(s.cut_short, sizeof(s.cut_short), "interrupted by %s", strsignal(sig));
+	} else if (s.output_failed) {
 		fprintf(stderr, "multisend-bench: writing the output failed (%s); stopped\n",
 			"closed pipe or full disk");
-	else if (w.err)
+	} else if (w.err) {
 		status = 1;
-	else if (o.report && report_dir_write(&s))
+		snprintf(s.cut_short, sizeof(s.cut_short), "stopped by a failure (%s)",
+			 strerror(w.err < 0 ? -w.err : w.err));
+	} else if (!measured && !o.cg_child) {
+		/* Every configuration skipped: a run that measured nothing has not succeeded. (A
+		 * --callgrind child's measurement is the line its parent reads, not a result.) */
+		fprintf(stderr, "multisend-bench: nothing was measured: every configuration was "
+				"skipped (the reasons are above)\n");
 		status = 1;
-	else if (o.report)
-		fprintf(s.table, "\nreport written to %s/index.html\n", o.report);
+		snprintf(s.cut_short, sizeof(s.cut_short), "nothing was measured: every "
+							   "configuration was skipped");
+	}
+	/* A report of what finished, however the run ended (not when the disk is the trouble). */
+	if (o.report && !s.output_failed) {
+		if (report_dir_write(&s))
+			status = 1;
+		else if (s.cut_short[0])
+			fprintf(stderr, "multisend-bench: %s; %s/index.html holds what finished\n",
+				s.cut_short, o.report);
+		else
+			fprintf(s.table, "\nreport written to %s/index.html\n", o.report);
+	}
 
 out_ns:
 	/* Every load process killed and reaped, whatever happened above. */
@@ -448,6 +543,11 @@ out_ns:
 		}
 	}
 out_files:
+	if (s.table != stdout && s.table != stderr && fclose(s.table) && !status)
+		status = 1;
+	if (s.transcript)
+		fclose(s.transcript);
+	free(s.transcript_buf);
 	if (s.csv && fclose(s.csv)) {
 		fprintf(stderr, "multisend-bench: --csv %s: %s\n", o.csv, strerror(errno));
 		status = 1;

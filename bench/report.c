@@ -281,6 +281,8 @@ void json_env(FILE *f, const struct session *s)
 	json_str(f, e->lib_version);
 	fputs(",\"kernel\":", f);
 	json_str(f, e->kernel);
+	fputs(",\"host\":", f);
+	json_str(f, e->host);
 	fputs(",\"cpu_model\":", f);
 	json_str(f, e->cpu_model);
 	fprintf(f, ",\"cores_online\":%ld,\"cores_usable\":%ld,\"virtual_machine\":%s",
@@ -1278,13 +1280,27 @@ void report_latency(struct session *s, const struct lat_result *l)
 		fprintf(f, " %7.1f%c", hist_percentile(&l->lat, levels[i]) / 1000.0, thin ? '*' : ' ');
 	}
 	fprintf(f, " %7.1f  %7" PRIu64 "\n", l->lat.max / 1000.0, l->preempted);
-	if (l->achieved < 0.98 * (double)l->rate)
+	/* Why the calls fell behind: the backend's own flat-out rate (measured before the runs)
+	 * says whether it could keep up at all; only then are preemptions the reason. */
+	if (l->achieved < 0.98 * (double)l->rate) {
+		char why[192];
+
+		if (l->backend_rate > 0 && (double)l->rate > 0.95 * l->backend_rate)
+			snprintf(why, sizeof(why), "this backend sustained %.0f/s flat out here: it "
+						   "cannot keep up at this rate",
+				 l->backend_rate);
+		else if (l->preempted > 100)
+			snprintf(why, sizeof(why), "the sending thread was preempted %" PRIu64 " times: "
+						   "other work on this machine",
+				 l->preempted);
+		else
+			snprintf(why, sizeof(why), "bursts of slow calls: it sustained %.0f/s flat "
+						   "out, and was preempted %" PRIu64 " times",
+				 l->backend_rate, l->preempted);
 		fprintf(f, "        ! achieved %.0f/s of %" PRIu64 "/s offered: the calls fell behind "
 			   "the schedule (%s), so latencies grew through the run\n",
-			l->achieved, l->rate,
-			l->preempted > 100 ? "the sending thread was preempted: other work on this "
-					     "machine"
-					   : "the backend cannot keep up at this rate");
+			l->achieved, l->rate, why);
+	}
 	if (s->json)
 		json_latency(s->json, s, l);
 	if (s->csv)
@@ -1318,6 +1334,13 @@ void json_latency(FILE *f, const struct session *s, const struct lat_result *l)
 	json_str(f, s->o->connected ? "connected" : "unconnected");
 	fputs(",\"achieved_rate\":", f);
 	json_num(f, round(l->achieved));
+	/* The rate asked for when it was capped (null: not capped), and the flat-out rates. */
+	fputs(",\"requested_rate\":", f);
+	json_num(f, l->requested_rate ? (double)l->requested_rate : NAN);
+	fputs(",\"host_max_rate\":", f);
+	json_num(f, l->host_rate > 0 ? round(l->host_rate) : NAN);
+	fputs(",\"backend_max_rate\":", f);
+	json_num(f, l->backend_rate > 0 ? round(l->backend_rate) : NAN);
 	fprintf(f, ",\"rounds\":%u,\"samples\":%" PRIu64, l->rounds, l->lat.total);
 	/* How many samples lie beyond each percentile: how much to trust it. */
 	fputs(",\"samples_beyond\":{", f);
@@ -1365,8 +1388,8 @@ static void text_capacity(FILE *f, const struct session *s)
 		fprintf(f, "p99 bound %.0f us\n", c->bound_us);
 	else
 		fprintf(f, "no latency bound (--p99-bound)\n");
-	fprintf(f, "  %-*s %10s %9s %7s %9s %9s %10s %12s %8s\n", bw, "backend", "a ns/call",
-		"b ns/dest", "fit dev", "N by CPU", "N by p99", "N per core", "p99 at N us",
+	fprintf(f, "  %-*s %10s %9s %7s %7s %9s %9s %10s %12s %8s\n", bw, "backend", "a ns/call",
+		"b ns/dest", "fit dev", "noise", "N by CPU", "N by p99", "N per core", "p99 at N us",
 		"preempt");
 	for (unsigned i = 0; i < c->nrows; i++) {
 		const struct cap_row *r = &c->row[i];
@@ -1380,25 +1403,31 @@ static void text_capacity(FILE *f, const struct session *s)
 			snprintf(p99, sizeof(p99), "%.1f%s", r->p99_us, r->verified ? "" : "?");
 		else
 			snprintf(p99, sizeof(p99), "-");
-		fprintf(f, "  %-*s %10.0f %9.0f %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8" PRIu64
-			   "%s\n",
-			bw, variant_name(r->v), r->a, r->b, r->dev * 100, r->n_cpu, nl, r->n_max, p99,
-			r->preempted, (int)i == c->best ? "  <- recommended" : "");
+		fprintf(f, "  %-*s %10.0f %9.0f %6.1f%% %6.1f%% %9" PRIu64 " %9s %10" PRIu64 " %12s %8"
+			   PRIu64 "%s\n",
+			bw, variant_name(r->v), r->a, r->b, r->dev * 100, r->spread * 100, r->n_cpu, nl,
+			r->n_max, p99, r->preempted,
+			(int)i == c->best ? "  <- recommended" : r->tied ? "  (tied)" : "");
 		if (r->note[0])
 			fprintf(f, "  %-*s %s\n", bw, "", r->note);
 	}
 	fprintf(f, "  a, b: process CPU per fan-out = a + b x N, fitted over the sweep above (an a "
 		   "below 0 is noise around 0);\n  "
+		   "noise: the larger of the backend's CPU per destination min-max over rounds / "
+		   "median (the median over the sweep) and its fit dev;\n  "
 		   "N by CPU = (budget x 1e9 / rate - a) / b;\n  N by p99 from the same fit of "
 		   "wall time; N per core is then measured at the rate (latency mode) and stepped "
 		   "down until p99 meets the bound\n  (? = the last step was not measured); preempt = "
 		   "involuntary context switches of the sending thread\n  during that measurement: "
-		   "other work on this machine, which shows in the tail.\n");
+		   "other work on this machine, which shows in the tail.\n  tied: N per core within "
+		   "the noise of the largest; among tied backends a stated rule chooses (below).\n");
 	if (s->o->sink == SINK_LOOPBACK)
 		fprintf(f, "  The loopback sink charges the receive path to the sending CPU too, so "
 			   "these N are conservative; --sink netns-drop (root) measures the sender "
 			   "alone.\n");
 	fprintf(f, "\n%s\n", c->sentence);
+	if (c->multicast[0])
+		fprintf(f, "\n%s.\n", c->multicast);
 }
 
 void json_capacity(FILE *f, const struct session *s)
@@ -1414,8 +1443,28 @@ void json_capacity(FILE *f, const struct session *s)
 	json_str(f, sink_name(s->o->sink));
 	fputs(",\"recommended\":", f);
 	json_str(f, c->best >= 0 ? variant_name(c->row[c->best].v) : "");
+	fputs(",\"rule\":", f);
+	json_str(f, c->rule);
 	fputs(",\"answer\":", f);
 	json_str(f, c->sentence);
+	/* The unicast answer's numbers (--subscribers), and the multicast one (--segments). */
+	if (c->cores)
+		fprintf(f, ",\"unicast_answer\":{\"cores\":%" PRIu64 ",\"relay_hosts\":%" PRIu64
+			   ",\"relay_host_cores\":%u}",
+			c->cores, c->relays, c->relay_cores);
+	else
+		fputs(",\"unicast_answer\":null", f);
+	if (s->o->segments) {
+		fprintf(f, ",\"multicast\":{\"segments\":%" PRIu64 ",\"unicast\":%" PRIu64
+			   ",\"dests_per_message\":%" PRIu64 ",\"cores\":%" PRIu64 ",\"core_share\":",
+			s->o->segments, s->o->unicast, c->mc_dests, c->mc_cores);
+		json_num(f, c->mc_cores ? round(c->mc_share * 1000) / 1000 : NAN);
+		fputs(",\"answer\":", f);
+		json_str(f, c->multicast);
+		fputc('}', f);
+	} else {
+		fputs(",\"multicast\":null", f);
+	}
 	fputs(",\"backends\":[", f);
 	for (unsigned i = 0; i < c->nrows; i++) {
 		const struct cap_row *r = &c->row[i];
@@ -1428,6 +1477,9 @@ void json_capacity(FILE *f, const struct session *s)
 		json_num(f, round(r->b * 10) / 10);
 		fputs(",\"fit_max_rel_dev\":", f);
 		json_num(f, round(r->dev * 1000) / 1000);
+		fputs(",\"noise\":", f);
+		json_num(f, round(r->spread * 1000) / 1000);
+		fprintf(f, ",\"tied\":%s", r->tied ? "true" : "false");
 		fputs(",\"wall_a_ns\":", f);
 		json_num(f, round(r->aw));
 		fputs(",\"wall_b_ns\":", f);

@@ -7,8 +7,22 @@ usage: smoke.py TEST BENCH
                 present, figures positive, the table on stderr; then --ts-compare: the +ts
                 variants' ratios to their plain backend, timestamp counters and histograms
                 consistent, the skew histogram printed (--ts-hist) and in the CSV
-  report        --quick --mode all --report DIR: the files exist and parse; charts when
-                gnuplot is installed
+  report        --quick --mode all --report DIR (with --subscribers, --segments, --unicast):
+                the files exist and parse; charts when gnuplot is installed, each with the
+                run's host and date at its foot; the page carries every warning line the
+                terminal printed (the same set) and the whole table, the capacity answer and
+                its table first (one recommended backend, its rule stated), the multicast
+                answer (S + U destinations per message, the cores for them), every
+                percentile with fewer than 10 samples beyond marked (table and spectrum data)
+  preflight     a --report directory that cannot be made, a --report path under a regular
+                file, and --fanout 1000000 (RLIMIT_NOFILE lowered): exit 1 with the reason,
+                before anything is measured (no row, no JSON result, the report not made)
+  sigint-report SIGINT once the first result row is on stdout: exit 130, and the --report
+                directory holds that row (runs.jsonl, summary.csv, index.html marked
+                incomplete)
+  ratecap       --mode latency --rate 1000,50m: the rate no host sustains is capped below
+                what the fastest backend measured flat out (said on stdout, requested_rate
+                in the JSON), the sustainable one kept as given
   usage         bad flags exit 2 with a message; --help documents every flag
   deliver       --sink deliver: sent = received + kernel drops, nothing unaccounted (also
                 with --ts-compare, whose +ts variants send from their own sockets)
@@ -86,6 +100,7 @@ Exit 77 = skipped.
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -291,10 +306,24 @@ def t_json(bench):
         shutil.rmtree(d)
 
 
+def html_text(html):
+    """The page's text as the terminal had it: tags gone, entities decoded."""
+    import html as h
+    return h.unescape(re.sub(r"<[^>]*>", "", html))
+
+
+def warning_lines(text):
+    """The terminal's warning lines: '! ...' under a row, and skipped configurations."""
+    return {ln.strip() for ln in text.splitlines()
+            if ln.strip().startswith("! ") or ln.strip().startswith("skipped ")}
+
+
 def t_report(bench):
     d = tempfile.mkdtemp(prefix="msbench-report-")
     try:
-        rc, out, err = run(bench, "--quick", "--mode", "all", "--report", d, timeout=180)
+        rc, out, err = run(bench, "--quick", "--mode", "all", "--report", d,
+                           "--subscribers", "100000", "--segments", "40", "--unicast", "10",
+                           timeout=180)
         check(rc == 0, f"exit status {rc}; stderr:\n{err}")
         files = set(os.listdir(d))
         print("report files:", sorted(files))
@@ -306,9 +335,62 @@ def t_report(bench):
         check({"env", "result", "latency", "capacity"} <= types, f"runs.jsonl types {types}")
         check_results(objs, modes=("sweep", "capacity"))
         cap = [o for o in objs if o.get("type") == "capacity"]
+        index = open(os.path.join(d, "index.html")).read()
+        text = html_text(index)
         if cap:
-            check(cap[0]["answer"].startswith("At "), "capacity answer missing")
-            check(cap[0]["backends"], "capacity table empty")
+            c = cap[0]
+            check(c["answer"].startswith("At "), "capacity answer missing")
+            check(c["backends"], "capacity table empty")
+            rec = [b for b in c["backends"] if b["backend"] == c["recommended"]]
+            if c["recommended"]:
+                check(len(rec) == 1, f"recommended {c['recommended']!r} not in the table")
+                check(c["rule"] and c["rule"] in c["answer"], "the rule is not in the answer")
+                # Every tied backend is within the noise of the largest N (recommend.h).
+                top = max(b["n_per_core"] for b in c["backends"]
+                          if not b["backend"].startswith("raw-"))
+                for b in c["backends"]:
+                    if b["tied"]:
+                        noise = max(b["noise"], max(x["noise"] for x in c["backends"]
+                                                    if x["n_per_core"] == top))
+                        check(top - b["n_per_core"] <= noise * top + 1,
+                              f"{b['backend']} tied at {b['n_per_core']} of {top}, noise {noise}")
+            m = c.get("multicast")
+            check(m and m["segments"] == 40 and m["unicast"] == 10 and
+                  m["dests_per_message"] == 50, f"multicast object {m}")
+            if m and rec and rec[0]["n_per_core"]:
+                want = -(-50 // rec[0]["n_per_core"])
+                check(m["cores"] == want, f"multicast cores {m['cores']}, expected {want}")
+                check("With IP multicast" in m["answer"] and m["answer"] in text,
+                      "the multicast answer is not on the page")
+            u = c.get("unicast_answer")
+            if rec and rec[0]["n_per_core"]:
+                check(u and u["cores"] == -(-100000 // rec[0]["n_per_core"]),
+                      f"unicast answer {u}")
+            # The answer, then its table, come before everything else on the page.
+            a = index.find("<h2>Capacity</h2>")
+            check(0 <= a < index.find("<h2>Warnings") < index.find("<h2>Environment"),
+                  "the capacity answer is not first")
+            check('<table class="capacity">' in index, "no capacity table on the page")
+            check(index.count("<td>recommended</td>") == (1 if c["recommended"] else 0),
+                  "not exactly one recommended row")
+            check(c["answer"] in text, "the capacity answer is not on the page")
+        # Every warning line the terminal printed is on the page, and no other.
+        term = warning_lines(out)
+        page_warn = index[index.find("<h2>Warnings"):index.find("<h2>Environment")]
+        page = warning_lines(html_text(page_warn))
+        check(term == page, f"warnings: terminal only {sorted(term - page)[:3]}, page only "
+              f"{sorted(page - term)[:3]}")
+        print(f"{len(term)} warning lines on the terminal and the page")
+        # The whole table, word for word (fit lines, capacity table, preempt column).
+        check(out.strip() and html_text(index).find(out.strip().splitlines()[0]) >= 0,
+              "the terminal's first line is not on the page")
+        for ln in out.splitlines():
+            if ln.strip() and not ln.startswith("report written"):
+                check(ln in text, f"terminal line not on the page: {ln[:80]!r}")
+                break
+        check(all(ln in text for ln in out.splitlines()
+                  if ln.strip() and not ln.startswith("report written")),
+              "a terminal line is missing from the page")
         with open(os.path.join(d, "summary.csv")) as f:
             rows = f.read().splitlines()
         check(len(rows) > 1, "summary.csv has no rows")
@@ -322,24 +404,62 @@ def t_report(bench):
         check(len(hgrms) == len(lat), f"{len(hgrms)} .hgrm files for {len(lat)} latency results")
         for h in hgrms:
             with open(os.path.join(d, h)) as f:
-                text = f.read()
-            check(text.startswith("       Value     Percentile TotalCount 1/(1-Percentile)"),
+                text_h = f.read()
+            check(text_h.startswith("       Value     Percentile TotalCount 1/(1-Percentile)"),
                   f"{h}: not HdrHistogram's header")
-            check("#[Mean" in text and "#[Max" in text, f"{h}: no footer")
+            check("#[Mean" in text_h and "#[Max" in text_h, f"{h}: no footer")
         for o in lat:
             check(o["samples"] > 0 and o["latency_us"]["p50"] > 0, "latency without samples")
             check(o["latency_us"]["p50"] <= o["latency_us"]["p99"] <= o["latency_us"]["max"],
                   "latency percentiles out of order")
+        # Low-sample percentiles marked: a latency row's cells on the page carry * exactly
+        # where fewer than 10 samples lie beyond, as samples_beyond says.
+        rows_html = re.findall(r"<tr><td>(\d+)</td><td>(\d+)</td><td>(\d+)[^<]*</td><td>([^<]+)"
+                               r"</td><td>[^<]*</td><td>(\d+)</td>((?:<td[^>]*>[^<]*</td>){5})",
+                               index)
+        check(len(rows_html) == len(lat), f"{len(rows_html)} latency rows on the page for "
+              f"{len(lat)} results")
+        thin_seen = 0
+        for n, size, rate, backend, samples, cells in rows_html:
+            o = [x for x in lat if str(x["fanout"]) == n and str(x["rate"]) == rate and
+                 x["backend"] == backend]
+            if not check(len(o) == 1, f"latency row {backend} {n} {rate} not in the JSON"):
+                continue
+            marks = ["*" in c for c in re.findall(r"<td[^>]*>([^<]*)</td>", cells)]
+            for k, lvl in enumerate(("p50", "p90", "p99", "p99.9", "p99.99")):
+                q = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9, "p99.99": 99.99}[lvl]
+                thin = o[0]["samples"] * (1 - q / 100) < 10
+                thin_seen += thin
+                check(marks[k] == thin, f"{backend} {n} {rate} {lvl}: marked {marks[k]}, "
+                      f"{o[0]['samples']} samples")
+        check(thin_seen, "no thin percentile in a --quick run: the marking went untested")
         if shutil.which("gnuplot"):
             svgs = [f for f in files if f.endswith(".svg")]
-            for want in ("throughput-s", "cpu-per-dest-s"):
+            for want in ("throughput-s", "cpu-per-dest-s", "capacity-s"):
                 check(any(f.startswith(want) for f in svgs), f"no {want}*.svg chart")
             check(any(f.startswith("latency-spectrum-") for f in svgs), "no spectrum chart")
             check(any(f.startswith("latency-vs-rate-") for f in svgs), "no latency-vs-rate chart")
-            index = open(os.path.join(d, "index.html")).read()
-            for s in svgs:
-                check(open(os.path.join(d, s)).read(200).find("<svg") >= 0, f"{s} is not SVG")
-                check(s in index, f"index.html does not show {s}")
+            env = [o for o in objs if o.get("type") == "env"][0]
+            for sv in svgs:
+                body = open(os.path.join(d, sv)).read()
+                check(body.find("<svg") >= 0, f"{sv} is not SVG")
+                check(sv in index, f"index.html does not show {sv}")
+                check(env["start"] in body, f"{sv} does not carry the run's date")
+                check(env["host"] and f"host {env['host']}," in body,
+                      f"{sv} does not carry the host name")
+            # The throughput zig-zag is the last chart; the capacity chart is with the answer.
+            imgs = re.findall(r'<img src="([^"]+)"', index)
+            check(imgs and imgs[0].startswith("capacity-"), f"first chart {imgs[:1]}")
+            tp = [i for i, x in enumerate(imgs) if x.startswith("throughput-")]
+            check(tp and tp[0] > max(i for i, x in enumerate(imgs)
+                                     if not x.startswith("throughput-")),
+                  f"throughput charts not last: {imgs}")
+            # The spectrum's low-sample part is drawn apart (column 4 of its data).
+            for sp in [f for f in os.listdir(os.path.join(d, "data")) if f.startswith("spectrum-")]:
+                pts = [ln.split() for ln in open(os.path.join(d, "data", sp))
+                       if not ln.startswith("#")]
+                check(pts and all(len(p) == 4 for p in pts), f"{sp}: not 4 columns")
+                check(any(p[3] == "1" for p in pts), f"{sp}: no low-sample point marked")
         else:
             print("gnuplot not installed: charts not checked")
     finally:
@@ -347,6 +467,103 @@ def t_report(bench):
             shutil.rmtree(d)
         else:
             print("report kept in", d)
+
+
+def lowered_nofile():
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+
+
+def t_preflight(bench):
+    d = tempfile.mkdtemp(prefix="msbench-preflight-")
+    try:
+        plain = os.path.join(d, "file")
+        open(plain, "w").close()
+        for args, what in ((["--report", "/nonexistent/msbench/dir"], "/nonexistent/msbench/dir"),
+                           (["--report", os.path.join(plain, "sub")], "Not a directory"),
+                           (["--fanout", "1000000"], "--fanout 1000000 needs about")):
+            p = subprocess.run([bench, "--quick", "--mode", "all", "--json", "-", *args],
+                               capture_output=True, text=True, timeout=60,
+                               preexec_fn=lowered_nofile)
+            check(p.returncode == 1, f"{args}: exit {p.returncode}, expected 1")
+            check(what in p.stderr, f"{args}: message lacks {what!r}: {p.stderr.strip()}")
+            # Nothing measured: not one JSON line (not even the environment's), no row.
+            check(p.stdout == "", f"{args}: measured before refusing: {p.stdout[:200]!r}")
+        check(not os.path.exists(os.path.join(plain, "sub")), "made something under a file")
+        # A list with one fan-out that can be set up: said, and the run goes on.
+        p = subprocess.run([bench, "--quick", "--fanout", "1000000,4", "--json", "-",
+                            "--backends", "raw-sendto"], capture_output=True, text=True,
+                           timeout=60, preexec_fn=lowered_nofile)
+        check(p.returncode == 0, f"1000000,4: exit {p.returncode}: {p.stderr}")
+        check("it will be skipped" in p.stderr, "the impossible fan-out was not announced")
+        res = [o for o in parse_lines(p.stdout) if o.get("type") == "result"]
+        check(res and all(o["fanout"] == 4 for o in res), "fan-out 4 not measured alone")
+    finally:
+        shutil.rmtree(d)
+
+
+def t_sigint_report(bench):
+    d = tempfile.mkdtemp(prefix="msbench-sigint-")
+    try:
+        rep = os.path.join(d, "rep")
+        p = subprocess.Popen([bench, "--fanout", "1,16", "--size", "64", "--duration", "60",
+                              "--backends", "raw-sendto,loop", "--report", rep, "--no-progress"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = None
+        deadline = time.time() + 100  # a bound on a slow machine, not a timing
+        for line in p.stdout:
+            m = re.match(r"\s*(\d+)\s+64\s+(raw-sendto|loop)\s", line)
+            if m:
+                first = (int(m.group(1)), m.group(2))
+                break
+            if time.time() > deadline:
+                break
+        check(first, "no result row appeared")
+        p.send_signal(signal.SIGINT)
+        try:
+            rest, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, err = p.communicate()
+            check(False, "did not stop within 60 s of SIGINT")
+        check(p.returncode == 130, f"exit status {p.returncode}, expected 130; stderr:\n{err}")
+        check("holds what finished" in err, f"no word of the partial report: {err}")
+        with open(os.path.join(rep, "runs.jsonl")) as f:
+            objs = parse_lines(f.read())
+        res = [(o["fanout"], o["backend"]) for o in objs if o.get("type") == "result"]
+        check(first in res, f"the row {first} seen on stdout is not in runs.jsonl: {res}")
+        rows = open(os.path.join(rep, "summary.csv")).read().splitlines()
+        check(len(rows) - 1 == len(res), f"summary.csv: {len(rows) - 1} rows for {len(res)}")
+        index = open(os.path.join(rep, "index.html")).read()
+        check("This report is incomplete: interrupted by" in index, "not marked incomplete")
+        check(f"<td>{first[0]}</td><td>64</td><td>{first[1]}</td>" in index,
+              f"the row {first} is not on the page")
+    finally:
+        if not failures:
+            shutil.rmtree(d)
+        else:
+            print("kept", d)
+
+
+def t_ratecap(bench):
+    rc, out, err = run(bench, "--mode", "latency", "--quick", "--fanout", "16",
+                       "--backends", "raw-sendto,loop", "--rate", "1000,50m", "--json", "-",
+                       timeout=120)
+    check(rc == 0, f"exit {rc}: {err}")
+    lat = [o for o in parse_lines(out) if o.get("type") == "latency"]
+    check(len(lat) == 4, f"{len(lat)} latency results, expected 2 rates x 2 backends")
+    capped = [o for o in lat if o["requested_rate"] is not None]
+    kept = [o for o in lat if o["requested_rate"] is None]
+    check(len(capped) == 2 and all(o["requested_rate"] == 50000000 for o in capped),
+          f"capped: {[(o['backend'], o['rate'], o['requested_rate']) for o in capped]}")
+    check(len(kept) == 2 and all(o["rate"] == 1000 for o in kept),
+          f"kept: {[(o['backend'], o['rate']) for o in kept]}")
+    for o in capped:
+        check(o["host_max_rate"] and o["rate"] <= 0.9 * o["host_max_rate"] + 1,
+              f"{o['backend']}: capped to {o['rate']}, the host sustained {o['host_max_rate']}")
+        check(o["host_max_rate"] >= o["backend_max_rate"] > 0, f"{o['backend']}: flat-out rates")
+    check("offered 50000000/s capped to" in err and "flat out" in err,
+          f"the cap was not said: {err[-600:]}")
 
 
 def t_usage(bench):
@@ -424,7 +641,14 @@ def t_usage(bench):
                         "exclude each other"),
                        (["--callgrind", "--timeline", "5"], "no use there"),
                        (["--timeline", "5", "--csv", "/tmp/x.csv"], "not to --csv"),
-                       (["--timeline", "5", "--report", "/tmp/x"], "not to --report")):
+                       (["--timeline", "5", "--report", "/tmp/x"], "not to --report"),
+                       (["--unicast", "5"], "needs --segments"),
+                       (["--segments", "4"], "--mode capacity"),
+                       (["--mode", "capacity", "--segments", "0"], "--segments"),
+                       (["--mode", "capacity", "--segments", "2", "--unicast", "x"], "--unicast"),
+                       (["--mode", "capacity", "--segments", "10", "--subscribers", "5"],
+                        "fewer"),
+                       (["--callgrind", "--segments", "4"], "no use there")):
         rc, out, err = run(bench, *args)
         check(rc == 2, f"{args}: exit {rc}, expected 2")
         check(what in err, f"{args}: message lacks {what!r}: {err.strip()}")
@@ -441,7 +665,7 @@ def t_usage(bench):
                  "--compare-offload", "--compare-workers", "--offload-kib", "--spin-us",
                  "--cpus", "--callgrind", "--callgrind-out", "raw-sendmmsg", "raw-io_uring",
                  "--zc-min", "--compare-zc", "--mtu", "--tcp", "auto", "--auto-warmup",
-                 "--background-load", "--load-from", "--timeline",
+                 "--background-load", "--load-from", "--timeline", "--segments", "--unicast",
                  "loopback", "netns-drop", "deliver", "compare", "sweep", "latency", "capacity"):
         check(flag in out, f"--help does not mention {flag}")
     rc, out, err = run(bench, "--version")
@@ -1690,7 +1914,8 @@ def main():
              "variants": t_variants, "connect": t_connect, "offload": t_offload,
              "workers": t_workers, "zc": t_zc, "tcp": t_tcp,
              "auto": t_auto, "load": t_load, "timeline": t_timeline, "xdp": t_xdp,
-             "callgrind": t_callgrind}
+             "callgrind": t_callgrind, "preflight": t_preflight,
+             "sigint-report": t_sigint_report, "ratecap": t_ratecap}
     rc = tests[sys.argv[1]](sys.argv[2])
     if rc == SKIP:
         return SKIP
