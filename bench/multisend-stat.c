@@ -436,7 +436,7 @@ static void refresh(struct source *s, char *why, size_t whylen)
 /* ---- metrics ------------------------------------------------------------------------------ */
 
 /* At most this many files found in PID_DIR are exported by one scrape. */
-#define DISCOVER_MAX 1024
+#define DISCOVER_MAX 256
 
 static int by_name(const struct dirent **a, const struct dirent **b)
 {

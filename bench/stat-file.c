@@ -483,6 +483,19 @@ static size_t fit(const char *s, unsigned cols)
 	return i;
 }
 
+/* A string cut at a byte count: without the cut character's first bytes at its end. */
+static void utf8_trim(char *s)
+{
+	size_t n = strlen(s), i = n;
+	uint32_t cp;
+
+	while (i > 0 && n - i < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i > 0 && (unsigned char)s[i - 1] >= 0xc0 &&
+	    !utf8_len((const unsigned char *)s + i - 1, n - i + 1, &cp))
+		s[i - 1] = '\0';
+}
+
 /* The lines of one page: written while there is room; the last one is held back, to be
  * replaced by "N more lines" when more come than fit. */
 struct page {
@@ -501,7 +514,8 @@ static void vline(struct page *p, const char *fmt, va_list ap)
 		p->lost++;
 		return;
 	}
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (vsnprintf(buf, sizeof(buf), fmt, ap) >= (int)sizeof(buf))
+		utf8_trim(buf);
 	buf[fit(buf, scr_cols)] = '\0';
 	if (--p->left) {
 		fprintf(p->out, "%s\n", buf);
@@ -789,7 +803,8 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
  * it, as both formats want a family's lines together), every histogram likewise, and three
  * of this program's own about the files and slots. A family's type and unit come from the
  * counter's name: the file says nothing of either. */
-enum fam_kind { FAM_COUNTER, FAM_GAUGE, FAM_HIST, FAM_ALIVE, FAM_START, FAM_SLOT_LIVE };
+enum fam_kind { FAM_COUNTER, FAM_GAUGE, FAM_HIST, FAM_ALIVE, FAM_VERIFIED, FAM_START,
+		FAM_SLOT_LIVE };
 
 #define FAM_NAME 96
 struct family {
@@ -959,12 +974,14 @@ static void family_head(FILE *out, const struct family *f, bool om)
 {
 	static const char *const type[] = { [FAM_COUNTER] = "counter", [FAM_GAUGE] = "gauge",
 					    [FAM_HIST] = "histogram", [FAM_ALIVE] = "gauge",
+					    [FAM_VERIFIED] = "gauge",
 					    [FAM_START] = "gauge", [FAM_SLOT_LIVE] = "gauge" };
 	static const char *const help[] = {
 		[FAM_COUNTER] = "libmultisend live counter",
 		[FAM_GAUGE] = "libmultisend live value",
 		[FAM_HIST] = "libmultisend histogram, in seconds",
 		[FAM_ALIVE] = "1 while the live-counter file has a live owner (its publisher)",
+		[FAM_VERIFIED] = "1 when /proc shows the process the file names, as its maker",
 		[FAM_START] = "when the publisher set up its live-counter file",
 		[FAM_SLOT_LIVE] = "1 while the slot's context is live, 0 once it is closed",
 	};
@@ -1007,6 +1024,7 @@ void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om)
 	bool secs;
 
 	add_family(&fam, &nfam, &cap, "multisend_publisher_alive", FAM_ALIVE, false);
+	add_family(&fam, &nfam, &cap, "multisend_publisher_pid_verified", FAM_VERIFIED, false);
 	add_family(&fam, &nfam, &cap, "multisend_publisher_start_time_seconds", FAM_START, true);
 	add_family(&fam, &nfam, &cap, "multisend_slot_live", FAM_SLOT_LIVE, false);
 	for (size_t i = 0; i < n; i++) {
@@ -1035,11 +1053,13 @@ void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om)
 			const struct source *src = s[i];
 			if (src->problem)
 				continue;
-			if (F->kind == FAM_ALIVE || F->kind == FAM_START) {
+			if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED || F->kind == FAM_START) {
 				fputs(F->name, out);
 				labels(out, src, -1, NULL);
 				if (F->kind == FAM_ALIVE)
 					value(out, !src->owner_gone, false);
+				else if (F->kind == FAM_VERIFIED)
+					value(out, src->pid_verified, false);
 				else
 					value(out, src->start_ns, true);
 				continue;

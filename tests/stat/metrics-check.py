@@ -82,6 +82,7 @@ def check_live(fams, path, pid, count):
     expect("pid label", {x["pid"] for x in labels}, {pid})
     expect("program label", {x["program"] for x in labels}, {"md-publisher"})
     expect("alive", one(s, "multisend_publisher_alive", None), 1)
+    expect("pid_verified", one(s, "multisend_publisher_pid_verified", None), 1)
     expect("slot_live", one(s, "multisend_slot_live"), 1)
     f = one(s, "multisend_fanouts_total")
     if not 0 < f <= count:
@@ -94,6 +95,7 @@ def check_live(fams, path, pid, count):
 def check_final(fams, path, js, count, subs, size, accepted, om):
     s = of_file(fams, path)
     expect("alive (publisher gone)", one(s, "multisend_publisher_alive", None), 0)
+    expect("pid_verified (publisher gone)", one(s, "multisend_publisher_pid_verified", None), 0)
     expect("slot_live (slot closed)", one(s, "multisend_slot_live"), 0)
     # What the publisher itself reported (its counters as of the last tick): every tick to
     # every subscriber. After the ticks it sends END (examples/md-publisher.c) 1 to 3 times,
