@@ -912,6 +912,27 @@ static void print_json(const struct source *s, uint64_t now_real)
 	exit(EXIT_FAILURE);
 }
 
+/* How the publisher of a file that is done ended, on stderr (once). */
+static void say_done(struct source *s)
+{
+	char ep[4 * PATH_MAX], en[4 * sizeof(s->program)];
+
+	stat_escape(ep, sizeof(ep), s->path, false);
+	stat_escape(en, sizeof(en), s->program, false);
+	if (s->unclosed)
+		fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) is gone, "
+			"leaving %u slot(s) open: it did not exit cleanly\n",
+			ep, s->pid, en, s->unclosed);
+	else if (owner_of(s->pid, s->pid_start, s->uid, &(uid_t){ 0 }) == OWNER_OK)
+		/* The process runs on, done with the file (its lock is gone). */
+		fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has closed "
+			"all its slots and let the file go\n", ep, s->pid, en);
+	else
+		fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has exited "
+			"and closed all its slots\n", ep, s->pid, en);
+	s->said_done = true;
+}
+
 /* The terminal's size: the kernel's, else LINES and COLUMNS, else 80 x 24 (at least 8 x 40). */
 static void screen_size(unsigned *rows, unsigned *cols)
 {
@@ -1161,6 +1182,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	uint64_t next = clock_ns(CLOCK_MONOTONIC);
+	size_t shown = n; /* files on the screen */
 	for (uint64_t round = 0; !stop && (!count || round < count); round++) {
 		bool all_done = true;
 
@@ -1179,7 +1201,10 @@ int main(int argc, char **argv)
 			/* The title, then each file its share of the rest, but the last line: the
 			 * cursor stays there, so that nothing scrolls. A line as wide as the
 			 * terminal would wrap on some: one column less. */
-			unsigned per = (rows - 2) / (unsigned)(n < rows ? n : rows);
+			/* Each file gets 3 lines at least; those past the room are counted on a
+			 * last line instead. */
+			shown = (rows - 2) / 3 < n ? (rows - 3) / 3 : n;
+			unsigned per = (rows - 2 - (shown < n)) / (unsigned)shown;
 			stat_screen_setup(per, cols - 1, pick_list ? pick : NULL, npick);
 			/* home and clear: redraw in place */
 			printf("\033[H\033[2J");
@@ -1189,28 +1214,17 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < n; i++) {
 			struct source *s = &src[i];
 			refresh(s, why[i], sizeof(why[i]));
-			if (screen)
+			if (screen && i < shown)
 				stat_screen(stdout, s, now_real);
-			else
+			else if (screen && i == shown)
+				stat_screen_line(stdout, "... %zu more files: a taller terminal", n - shown);
+			else if (!screen)
 				print_json(s, now_real);
-			if (!s->problem && s->done && !s->said_done) {
-				char ep[4 * PATH_MAX], en[4 * sizeof(s->program)];
-				stat_escape(ep, sizeof(ep), s->path, false);
-				stat_escape(en, sizeof(en), s->program, false);
-				if (s->unclosed)
-					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) is gone, "
-						"leaving %u slot(s) open: it did not exit cleanly\n",
-						ep, s->pid, en, s->unclosed);
-				else if (owner_of(s->pid, s->pid_start, s->uid, &(uid_t){ 0 }) ==
-					 OWNER_OK)
-					/* The process runs on, done with the file (its lock is gone). */
-					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has closed "
-						"all its slots and let the file go\n", ep, s->pid, en);
-				else
-					fprintf(stderr, ME ": %s: publisher %" PRId32 " (%s) has exited "
-						"and closed all its slots\n", ep, s->pid, en);
-				s->said_done = true;
-			}
+			/* On the screen, the file's line says EXITED; the words go to stderr
+			 * once the screen is done with (the same terminal: they would push it
+			 * out of shape). */
+			if (!s->problem && s->done && !s->said_done && !screen)
+				say_done(s);
 			all_done &= !s->problem && s->done;
 		}
 		if (fflush(stdout) == EOF) {
@@ -1221,6 +1235,9 @@ int main(int argc, char **argv)
 		if (all_done && !count)
 			break;
 	}
+	for (size_t i = 0; screen && i < n; i++)
+		if (!src[i].problem && src[i].done && !src[i].said_done)
+			say_done(&src[i]);
 out:
 	for (size_t i = 0; src && i < n; i++) {
 		detach(&src[i]);

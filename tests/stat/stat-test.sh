@@ -892,6 +892,32 @@ bad = open(d + "/screen-bad").read()
 assert "exit=2" in bad and "no slot has a counter 'nosuch'; there are: fanouts dests_attempted" in bad, bad
 PY
 	finish_md
+	# Once the publisher is gone: it stops by itself, and says so after the screen, not in it;
+	# and more files than fit (the same one 12 times): "N more files".
+	script -qec "stty rows 24 cols 80; $stat --interval 100 $file" /dev/null \
+		>"$tmp/screen-end" 2>&1 || { show "$tmp/screen-end"; fail "multisend-stat at the end"; }
+	script -qec "stty rows 24 cols 80; $stat --interval 100 --count 1 $(for i in 1 2 3 4 5 6 \
+		7 8 9 10 11 12; do printf '%s ' "$file"; done)" /dev/null >"$tmp/screen-many" 2>&1 ||
+		{ show "$tmp/screen-many"; fail "multisend-stat with 12 files"; }
+	python3 - "$tmp" "$pubpid" <<'PY' || fail "the screen at the end"
+import sys
+d, pid = sys.argv[1:]
+for name, n in (("screen-end", 1), ("screen-many", 12)):
+    raw = open(d + "/" + name, "rb").read().decode("utf-8").replace("\r", "")
+    frames = raw.split("\x1b[H\x1b[2J")[1:]
+    assert len(frames) == 1, (name, len(frames))
+    msg = "publisher %s (md-publisher) has exited and closed all its slots" % pid
+    lines = frames[0].split("\n")
+    assert lines[-1] == "", (name, lines[-1])
+    lines = lines[:-1]
+    assert all(l.endswith(msg) for l in lines[-n:]), (name, lines[-n:])
+    assert not any(l.endswith(msg) for l in lines[:-n]), (name, lines)
+    lines = lines[:-n]
+    assert len(lines) <= 23 and all(len(l) <= 79 for l in lines), (name, lines)
+    assert "EXITED" in lines[1], lines[1]
+    print("\n".join("  %s | %s" % (name, l) for l in lines[-3:]))
+assert lines[-1] == "... 5 more files: a taller terminal", lines
+PY
 	echo "PASS: the screen fits 80 x 24 (and 60 x 12), with rates, chosen counters, per-interval percentiles"
 }
 
