@@ -831,6 +831,67 @@ metrics_test() { # PUBLISHER SUBSCRIBER STAT
 	echo "PASS: --openmetrics and --listen export md-publisher's counters and histograms exactly"
 }
 
+metrics_shim_test() { # SHIM LEGACY RECEIVER STAT
+	shim=$1 legacy=$2 recv=$3 stat=$4
+	need_exe "$shim" "$legacy" "$recv" "$stat"
+	py=/usr/bin/python3
+	[ -x "$py" ] || skip "no /usr/bin/python3"
+	"$py" -c 'import prometheus_client' 2>/dev/null ||
+		skip "python3-prometheus-client is not installed (scripts/install-deps)"
+	n=8 m=500 size=64
+	# A receiver on n ports from a random base (tried again when one is taken), which checks
+	# every datagram and exits 0 once each port has all m.
+	tries=0
+	while :; do
+		tries=$((tries + 1))
+		r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+		base=$((10000 + r % 20000))
+		bg "$recv" --listen "127.0.0.1:$base" --subscribers "$n" --messages "$m" \
+			--idle-timeout 10 --size "$size" --identical >"$tmp/receiver" 2>"$tmp/receiver.err"
+		recvpid=$bgpid
+		wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 && break
+		wait "$recvpid"
+		[ $? = 3 ] && [ "$tries" -lt 20 ] && continue
+		show "$tmp/receiver.err"
+		fail "fanout-receiver did not start"
+	done
+	shim_preload "$shim"
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=batch \
+		MULTISEND_STATS="$tmp/report.json" MULTISEND_STATS_SHM="$tmp/shim-%p" \
+		"$legacy" --dest "127.0.0.1:$base" --subscribers "$n" --messages "$m" --rate 0 \
+		--size "$size" --identical >"$tmp/legacy" 2>&1 ||
+		{ show "$tmp/legacy"; fail "legacy-fanout: exit $?"; }
+	wait "$recvpid" || { show "$tmp/receiver" "$tmp/receiver.err"; fail "receiver: exit $?"; }
+	set -- "$tmp"/shim-*
+	[ $# = 1 ] && [ -s "$1" ] || fail "the shim made no live-counter file: $*"
+	file=$1
+	"$stat" --openmetrics "$file" >"$tmp/shim.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+	"$py" - "$tmp/shim.om" "$file" "$tmp/report.json" "$n" "$m" "$size" <<'PY' ||
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+text, path, report = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+n, m, size = (int(x) for x in sys.argv[4:7])
+fams = {f.name: f for f in om(text)}
+got = {s.name: s.value for f in fams.values() for s in f.samples
+       if s.labels.get("file") == path and s.labels.get("context") == "shim"}
+t = json.loads(open(report).read().splitlines()[0])["total"]
+# What the receiver got, byte for byte: n x m datagrams of size bytes.
+for k, want in (("calls", n * m), ("datagrams", n * m), ("bytes", n * m * size)):
+    assert got["multisend_%s_total" % k] == want == t[k], (k, got.get(k), want, t[k])
+# And every total of the shim's own exit report that the slot has.
+for k in ("batched", "passed_through", "errors", "errors_at_flush", "syscalls", "fanout_runs",
+          "fanout_destinations", "sendmmsg", "single_sends_at_flush"):
+    assert got["multisend_%s_total" % k] == t[k], (k, got["multisend_%s_total" % k], t[k])
+assert got["multisend_batched_total"] > 0, "nothing was batched"
+assert got["multisend_slot_live"] == 0, "the shim's slot is still live"
+print("  shim: " + ", ".join("%s %d" % (k[10:-6], got[k]) for k in sorted(got)
+                              if k.endswith("_total") and got[k]))
+PY
+		{ show "$tmp/report.json"; fail "the shim's metrics"; }
+	echo "PASS: the shim's slot in --openmetrics equals its exit report and what was received"
+}
+
 screen_test() { # PUBLISHER SUBSCRIBER STAT
 	pub=$1 sub=$2 stat=$3
 	need python3 script stty
@@ -946,7 +1007,9 @@ pidns) [ $# -eq 3 ] || fail "usage: $0 pidns LIVEEDGE STAT"
 	pidns_test "$2" "$3" ;;
 metrics) [ $# -eq 4 ] || fail "usage: $0 metrics PUBLISHER SUBSCRIBER STAT"
 	metrics_test "$2" "$3" "$4" ;;
+metrics-shim) [ $# -eq 5 ] || fail "usage: $0 metrics-shim SHIM LEGACY RECEIVER STAT"
+	metrics_shim_test "$2" "$3" "$4" "$5" ;;
 screen) [ $# -eq 4 ] || fail "usage: $0 screen PUBLISHER SUBSCRIBER STAT"
 	screen_test "$2" "$3" "$4" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|screen ..." ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen ..." ;;
 esac
