@@ -89,7 +89,8 @@ static uint64_t clock_ns(clockid_t c)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: " ME " [--interval MS] [--count N] [--json] [--counters A,B,...] FILE|PID...\n"
+		"usage: " ME " [--interval MS] [--count N] [--json] [--counters A,B,...]\n"
+		"       FILE|PID...\n"
 		"       " ME " --openmetrics [FILE|PID...]\n"
 		"       " ME " --listen [ADDR:]PORT [FILE|PID...]\n"
 		"\n"
@@ -112,14 +113,14 @@ static void usage(FILE *f)
 		"                 is redrawn every interval, sized to the terminal)\n"
 		"  --counters A,B,...  the screen shows these counters, in this order (default:\n"
 		"                 the non-zero ones)\n"
-		"  --openmetrics  print every counter and histogram once, in the OpenMetrics text\n"
-		"                 format, and exit; with no FILE|PID, of every live-counter file in\n"
-		"                 " PID_DIR " that has a live publisher\n"
-		"  --listen [ADDR:]PORT  serve the same at http://ADDR:PORT/metrics (OpenMetrics\n"
-		"                 when the request's Accept asks for it, else Prometheus text 0.0.4),\n"
-		"                 read afresh for every request; ADDR defaults to 127.0.0.1 ([::1]\n"
-		"                 for IPv6); PORT 0 takes a free port; the address is printed on\n"
-		"                 stderr\n"
+		"  --openmetrics  print every counter and histogram once, in the OpenMetrics\n"
+		"                 text format, and exit; with no FILE|PID, of every live-counter\n"
+		"                 file in " PID_DIR " that has a live publisher\n"
+		"  --listen [ADDR:]PORT  serve the same at http://ADDR:PORT/metrics\n"
+		"                 (OpenMetrics when the request's Accept asks for it, else\n"
+		"                 Prometheus text 0.0.4), read afresh for every request; ADDR\n"
+		"                 defaults to 127.0.0.1 ([::1] for IPv6); PORT 0 takes a free\n"
+		"                 port; the address is printed on stderr\n"
 		"  --version      the versions of this program's format and of the library\n"
 		"  --help\n"
 		"\n"
@@ -495,7 +496,8 @@ static size_t discover(struct source ***out)
 		bool match = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 			     (size_t)st.st_size == MS_SHM_FILE_SIZE &&
 			     pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-			     h.magic == MS_SHM_MAGIC && h.version == MS_SHM_VERSION && write_locked(fd);
+			     h.magic == MS_SHM_MAGIC && h.version == MS_SHM_VERSION &&
+			     write_locked(fd);
 		close(fd);
 		if (!match)
 			goto next;
@@ -710,7 +712,8 @@ static int listen_on(const char *arg)
 		host[end - arg - 1] = '\0';
 		snprintf(port, sizeof(port), "%s", end + 2);
 	} else if ((colon = strrchr(arg, ':')) && colon > arg &&
-		   (size_t)(colon - arg) < sizeof(host) && !memchr(arg, ':', (size_t)(colon - arg))) {
+		   (size_t)(colon - arg) < sizeof(host) &&
+		   !memchr(arg, ':', (size_t)(colon - arg))) {
 		memcpy(host, arg, (size_t)(colon - arg));
 		host[colon - arg] = '\0';
 		snprintf(port, sizeof(port), "%s", colon + 1);
@@ -795,8 +798,8 @@ static int serve(int lfd, struct source *src, size_t n)
 			if (c->deadline < wake)
 				wake = c->deadline;
 			map[np] = i;
-			pfd[np++] = (struct pollfd){ .fd = c->fd,
-						     .events = c->state == C_WRITE ? POLLOUT : POLLIN };
+			pfd[np].fd = c->fd;
+			pfd[np++].events = c->state == C_WRITE ? POLLOUT : POLLIN;
 		}
 		int timeout = (int)((wake - now) / 1000000u) + 1;
 		int rc = poll(pfd, np, timeout);
@@ -839,9 +842,10 @@ static int serve(int lfd, struct source *src, size_t n)
 				}
 				c->sent += (size_t)w;
 				if (c->sent == c->len) {
-					/* Done: read what the client still sends until it closes, so
-					 * that closing does not reset the connection under the
-					 * response (it may have sent a body we never read). */
+					/* Done: read what the client still sends until it
+					 * closes, so that closing does not reset the connection
+					 * under the response (it may have sent a body we never
+					 * read). */
 					shutdown(c->fd, SHUT_WR);
 					free(c->resp);
 					c->resp = NULL;
@@ -957,6 +961,23 @@ static void screen_size(unsigned *rows, unsigned *cols)
 		*cols = 40;
 }
 
+/* name on stderr after a space, unless it is among the *n in *said already (to which it is
+ * added; out of memory, it is said again). */
+static void say_name(const char *name, const char ***said, size_t *n)
+{
+	char e[4 * MS_SHM_NAME + 1];
+
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*said)[i], name))
+			return;
+	const char **more = realloc(*said, (*n + 1) * sizeof(*more));
+	if (more) {
+		more[(*n)++] = name;
+		*said = more;
+	}
+	fprintf(stderr, " %s", stat_escape(e, sizeof(e), name, false));
+}
+
 /* --counters names none of the slots has: an error, with the names there are. Slots that are
  * not there yet cannot be asked: with none at all, the names are taken on trust. */
 static int check_pick(const struct source *src, size_t n, const char *const *pick, size_t npick)
@@ -982,27 +1003,15 @@ static int check_pick(const struct source *src, size_t n, const char *const *pic
 		fprintf(stderr, ME ": --counters: no slot has a counter '%s'; there are:",
 			stat_escape(e, sizeof(e), pick[p], false));
 		/* every name once, in the order the slots have them */
+		const char **said = NULL;
+		size_t nsaid = 0;
 		for (size_t i = 0; i < n; i++)
 			for (uint32_t j = 0; j < src[i].used; j++) {
 				const struct slot_view *v = &src[i].slots[j];
-				for (unsigned k = 0; v->named && k < v->ncounters; k++) {
-					bool seen = false;
-					for (size_t i2 = 0; i2 <= i && !seen; i2++)
-						for (uint32_t j2 = 0; j2 < src[i2].used && !seen; j2++) {
-							const struct slot_view *w = &src[i2].slots[j2];
-							if (i2 == i && j2 == j)
-								break;
-							for (unsigned k2 = 0; k2 < w->ncounters; k2++)
-								seen |= !strcmp(w->counter_name[k2],
-										v->counter_name[k]);
-						}
-					for (unsigned k2 = 0; k2 < k && !seen; k2++)
-						seen = !strcmp(v->counter_name[k2], v->counter_name[k]);
-					if (!seen)
-						fprintf(stderr, " %s", stat_escape(e, sizeof(e),
-								v->counter_name[k], false));
-				}
+				for (unsigned k = 0; v->named && k < v->ncounters; k++)
+					say_name(v->counter_name[k], &said, &nsaid);
 			}
+		free(said);
 		fprintf(stderr, "\n");
 		return -1;
 	}
@@ -1067,8 +1076,9 @@ int main(int argc, char **argv)
 				if (e)
 					*e++ = '\0';
 				if (!*p || npick == MS_SHM_COUNTERS) {
-					fprintf(stderr, ME ": --counters wants 1 to %u counter names, "
-						"comma-separated, none empty\n", MS_SHM_COUNTERS);
+					fprintf(stderr, ME ": --counters wants 1 to %u counter "
+						"names, comma-separated, none empty\n",
+						MS_SHM_COUNTERS);
 					return EXIT_FORMAT;
 				}
 				pick[npick++] = p;
@@ -1209,7 +1219,8 @@ int main(int argc, char **argv)
 			/* home and clear: redraw in place */
 			printf("\033[H\033[2J");
 			stat_screen_line(stdout, ME "  libmultisend %s  %s  every %" PRIu64
-					 " ms  (Ctrl-C quits)", ms_version_string(), when, interval_ms);
+					 " ms  (Ctrl-C quits)", ms_version_string(), when,
+					 interval_ms);
 		}
 		for (size_t i = 0; i < n; i++) {
 			struct source *s = &src[i];
@@ -1217,7 +1228,8 @@ int main(int argc, char **argv)
 			if (screen && i < shown)
 				stat_screen(stdout, s, now_real);
 			else if (screen && i == shown)
-				stat_screen_line(stdout, "... %zu more files: a taller terminal", n - shown);
+				stat_screen_line(stdout, "... %zu more files: a taller terminal",
+						 n - shown);
 			else if (!screen)
 				print_json(s, now_real);
 			/* On the screen, the file's line says EXITED; the words go to stderr

@@ -443,9 +443,10 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 			static struct ms_hist d;
 			if (interval_hist(v, k, &d))
 				fprintf(out, ",\"interval\":{\"count\":%" PRIu64 ",\"p50\":%" PRIu64
-				       ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"p999\":%" PRIu64 "}}",
-				       d.count, ms_hist_quantile(&d, 0.5), ms_hist_quantile(&d, 0.9),
-				       ms_hist_quantile(&d, 0.99), ms_hist_quantile(&d, 0.999));
+				       ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"p999\":%"
+				       PRIu64 "}}", d.count, ms_hist_quantile(&d, 0.5),
+				       ms_hist_quantile(&d, 0.9), ms_hist_quantile(&d, 0.99),
+				       ms_hist_quantile(&d, 0.999));
 			else
 				fprintf(out, ",\"interval\":null}");
 		}
@@ -726,7 +727,8 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 		unsigned share = nslot ? left / nslot : 0;
 		for (uint32_t i = 0; i < s->used; i++) {
 			unsigned want = need[i] - give[i];
-			unsigned g = pass ? (want < left ? want : left) : (want < share ? want : share);
+			unsigned cap = pass ? left : share;
+			unsigned g = want < cap ? want : cap;
 			give[i] += g;
 			left -= g;
 		}
@@ -757,12 +759,13 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 				if (j < shown)
 					cell(one, sizeof(one), v, idx[i][j], namew[i]);
 				else if (j == shown && shown < nidx[i])
-					snprintf(one, sizeof(one), "... %u more: --counters a,b,...",
+					snprintf(one, sizeof(one),
+						 "... %u more: --counters a,b,...",
 						 nidx[i] - shown);
 				else
 					break;
-				o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s", c ? "  " : "",
-						      one);
+				o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s",
+						      c ? "  " : "", one);
 				if (o >= sizeof(buf))
 					break;
 			}
@@ -775,8 +778,8 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 			if (!hh->count)
 				continue;
 			if (!hdr)
-				line(&p, " %-16s %7s %7s %7s %7s | %7s %7s %7s", "histogram", "count",
-				     "p50", "p99", "max", "interval", "p50", "p99");
+				line(&p, " %-16s %7s %7s %7s %7s | %7s %7s %7s", "histogram",
+				     "count", "p50", "p99", "max", "interval", "p50", "p99");
 			hdr = true;
 			bool di = interval_hist(v, k, &d);
 			char name[80];
@@ -1053,7 +1056,8 @@ void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om)
 			const struct source *src = s[i];
 			if (src->problem)
 				continue;
-			if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED || F->kind == FAM_START) {
+			if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED ||
+			    F->kind == FAM_START) {
 				fputs(F->name, out);
 				labels(out, src, -1, NULL);
 				if (F->kind == FAM_ALIVE)
