@@ -896,7 +896,9 @@ screen_test() { # PUBLISHER SUBSCRIBER STAT
 	pub=$1 sub=$2 stat=$3
 	need python3 script stty
 	need_exe "$pub" "$sub" "$stat"
-	start_md "$pub" "$sub" 25000 5000 --ts-sample 16
+	# Up to 20 s, stopped once the screens are taken (the publisher must be sending while
+	# they are: rates are asserted; how fast the screens come is not).
+	start_md "$pub" "$sub" 100000 5000 --ts-sample 16
 	# The terminal's size set on script's own terminal, as a user's would be.
 	# (no quotes to keep: the paths are the build's and mktemp's)
 	for v in "24 80 3" "12 60 2" "24 80 2 dests_failed,fanouts,bytes"; do
@@ -952,7 +954,14 @@ assert [c[2] for c in cells] == ["dests_failed", "fanouts", "bytes"], cells
 bad = open(d + "/screen-bad").read()
 assert "exit=2" in bad and "no slot has a counter 'nosuch'; there are: fanouts dests_attempted" in bad, bad
 PY
-	finish_md
+	# Stopped: it frees its context (the slot closed) and exits 1, saying so.
+	kill -INT "$pubpid"
+	wait "$pubpid"
+	rc=$?
+	grep -q '^md-publisher: interrupted after [0-9]* ticks' "$tmp/publisher.err" && [ "$rc" = 1 ] ||
+		{ show "$tmp/publisher.err"; fail "md-publisher interrupted: exit $rc"; }
+	kill "$subpid" 2>/dev/null
+	wait "$subpid"
 	# Once the publisher is gone: it stops by itself, and says so after the screen, not in it;
 	# and more files than fit (the same one 12 times): "N more files".
 	script -qec "stty rows 24 cols 80; $stat --interval 100 $file" /dev/null \
