@@ -682,9 +682,11 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 		return;
 	}
 	uint64_t up = now_real > s->start_ns ? (now_real - s->start_ns) / 1000000000u : 0;
-	line(&p, "%s: pid %" PRId32 " (%s), up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64 "%s",
-	     tx(s->path), s->pid, tx(s->program), up / 3600, up / 60 % 60, up % 60,
-	     s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc");
+	/* what matters most first: the line may be cut at the terminal's width */
+	line(&p, "%s: pid %" PRId32 " (%s)%s, up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64 ", lib %s",
+	     tx(s->path), s->pid, tx(s->program),
+	     s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc",
+	     up / 3600, up / 60 % 60, up % 60, tx(s->lib_version));
 
 	/* What each slot needs: its line, its histograms (a header and one line each with
 	 * samples), and its counters (rows of ncol); the counters get the rows left over,
