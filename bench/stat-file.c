@@ -7,7 +7,9 @@
  */
 #include <inttypes.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stat-file.h"
@@ -307,16 +309,20 @@ int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned t
 		if (state == MS_SHM_LIVE)
 			unclosed++;
 		uint64_t keep[MS_SHM_COUNTERS];
+		static struct ms_hist keep_hist[MS_SHM_HISTS]; /* big: not on the stack */
 		memcpy(keep, v->counter, sizeof(keep));
+		memcpy(keep_hist, v->hist, v->nhists * sizeof(keep_hist[0]));
 		if (!read_values(src, v, tries)) {
 			v->stale = true;
 			s->stale++;
 			memcpy(v->counter, keep, sizeof(keep));
+			memcpy(v->hist, keep_hist, v->nhists * sizeof(keep_hist[0]));
 			continue;
 		}
 		v->stale = false;
 		if (v->have) {
 			memcpy(v->prev, keep, sizeof(keep));
+			memcpy(v->prev_hist, keep_hist, v->nhists * sizeof(keep_hist[0]));
 			v->prev_read_ns = v->read_ns;
 			v->have_prev = true;
 		}
@@ -334,6 +340,43 @@ static double rate(const struct slot_view *v, unsigned k)
 	if (!v->have_prev || v->read_ns <= v->prev_read_ns || v->counter[k] < v->prev[k])
 		return -1;
 	return (double)(v->counter[k] - v->prev[k]) * 1e9 / (double)(v->read_ns - v->prev_read_ns);
+}
+
+/* The histogram of the values recorded between the last two reads of the slot: the buckets'
+ * differences. Its own min and max are not in the file: the ends of its first and last
+ * non-empty buckets, within the whole histogram's. false when there is none: no earlier read,
+ * no new value, or a count that went down (never, but for a damaged file). */
+static bool interval_hist(const struct slot_view *v, unsigned k, struct ms_hist *d)
+{
+	const struct ms_hist *a = &v->prev_hist[k], *b = &v->hist[k];
+	unsigned first = MS_HIST_BUCKETS, last = 0;
+	uint64_t lo, hi, n = 0;
+
+	if (!v->have_prev || b->count <= a->count)
+		return false;
+	memset(d, 0, sizeof(*d));
+	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++) {
+		if (b->bucket[i] < a->bucket[i])
+			return false;
+		d->bucket[i] = b->bucket[i] - a->bucket[i];
+		if (d->bucket[i]) {
+			if (first == MS_HIST_BUCKETS)
+				first = i;
+			last = i;
+			n += d->bucket[i];
+		}
+	}
+	if (!n)
+		return false;
+	d->count = b->count - a->count;
+	d->sum_ns = b->sum_ns >= a->sum_ns ? b->sum_ns - a->sum_ns : 0;
+	ms_hist_bucket_range(first, &lo, &hi);
+	d->min_ns = lo > b->min_ns ? lo : b->min_ns;
+	ms_hist_bucket_range(last, &lo, &hi);
+	d->max_ns = hi < b->max_ns ? hi : b->max_ns;
+	if (d->min_ns > d->max_ns)
+		d->min_ns = d->max_ns;
+	return true;
 }
 
 static const char *state_name(uint32_t st)
@@ -392,10 +435,20 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 			json_str(out, v->hist_name[k]);
 			fprintf(out, ":{\"count\":%" PRIu64 ",\"mean\":%.1f,\"min\":%" PRIu64
 			       ",\"p50\":%" PRIu64 ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64
-			       ",\"p999\":%" PRIu64 ",\"max\":%" PRIu64 "}",
+			       ",\"p999\":%" PRIu64 ",\"max\":%" PRIu64,
 			       hh->count, hh->count ? (double)hh->sum_ns / (double)hh->count : 0.0,
 			       hh->min_ns, ms_hist_quantile(hh, 0.5), ms_hist_quantile(hh, 0.9),
 			       ms_hist_quantile(hh, 0.99), ms_hist_quantile(hh, 0.999), hh->max_ns);
+			/* Added in schema 1 (a new member): the values since the previous read. */
+			static struct ms_hist d;
+			if (interval_hist(v, k, &d))
+				fprintf(out, ",\"interval\":{\"count\":%" PRIu64 ",\"p50\":%" PRIu64
+				       ",\"p90\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"p999\":%"
+				       PRIu64 "}}", d.count, ms_hist_quantile(&d, 0.5),
+				       ms_hist_quantile(&d, 0.9), ms_hist_quantile(&d, 0.99),
+				       ms_hist_quantile(&d, 0.999));
+			else
+				fprintf(out, ",\"interval\":null}");
 		}
 		fprintf(out, "}}");
 		sep = ",";
@@ -404,6 +457,108 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 }
 
 /* ---- the screen ------------------------------------------------------------------------- */
+
+/* The page one source gets (stat_screen_setup): lines and columns, and the counters chosen. */
+static unsigned scr_rows = 22, scr_cols = 79;
+static const char *const *scr_pick;
+static size_t scr_npick;
+
+void stat_screen_setup(unsigned rows, unsigned cols, const char *const *counters, size_t n)
+{
+	scr_rows = rows < 3 ? 3 : rows;
+	scr_cols = cols < 20 ? 20 : cols;
+	scr_pick = counters;
+	scr_npick = counters ? n : 0;
+}
+
+/* The bytes of s that make up its first `cols` characters (s is UTF-8 or escaped ASCII; a
+ * character counts one column). */
+static size_t fit(const char *s, unsigned cols)
+{
+	size_t i = 0;
+	for (unsigned c = 0; s[i] && c < cols; c++) {
+		i++;
+		while (((unsigned char)s[i] & 0xc0) == 0x80)
+			i++;
+	}
+	return i;
+}
+
+/* A string cut at a byte count: without the cut character's first bytes at its end. */
+static void utf8_trim(char *s)
+{
+	size_t n = strlen(s), i = n;
+	uint32_t cp;
+
+	while (i > 0 && n - i < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+		i--;
+	if (i > 0 && (unsigned char)s[i - 1] >= 0xc0 &&
+	    !utf8_len((const unsigned char *)s + i - 1, n - i + 1, &cp))
+		s[i - 1] = '\0';
+}
+
+/* The lines of one page: written while there is room; the last one is held back, to be
+ * replaced by "N more lines" when more come than fit. */
+struct page {
+	FILE *out;
+	unsigned left; /* lines that may still be written */
+	unsigned lost; /* lines that did not fit (after the held one) */
+	bool held;
+	char last[1024];
+};
+
+static void vline(struct page *p, const char *fmt, va_list ap)
+{
+	char buf[sizeof(p->last)];
+
+	if (!p->left) {
+		p->lost++;
+		return;
+	}
+	if (vsnprintf(buf, sizeof(buf), fmt, ap) >= (int)sizeof(buf))
+		utf8_trim(buf);
+	buf[fit(buf, scr_cols)] = '\0';
+	if (--p->left) {
+		fprintf(p->out, "%s\n", buf);
+		return;
+	}
+	memcpy(p->last, buf, sizeof(buf));
+	p->held = true;
+}
+
+static void line(struct page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(struct page *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vline(p, fmt, ap);
+	va_end(ap);
+}
+
+static void page_end(struct page *p)
+{
+	char buf[64];
+
+	if (!p->held)
+		return;
+	if (p->lost) {
+		snprintf(buf, sizeof(buf), "... %u more lines: a taller terminal", p->lost + 1);
+		buf[fit(buf, scr_cols)] = '\0';
+		fprintf(p->out, "%s\n", buf);
+	} else {
+		fprintf(p->out, "%s\n", p->last);
+	}
+}
+
+void stat_screen_line(FILE *out, const char *fmt, ...)
+{
+	struct page p = { .out = out, .left = 1 };
+	va_list ap;
+	va_start(ap, fmt);
+	vline(&p, fmt, ap);
+	va_end(ap);
+	page_end(&p);
+}
 
 /* "812ns", "12.4us", "3.10ms", "1.25s": nanoseconds for a column. */
 static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
@@ -419,58 +574,534 @@ static const char *fmt_ns(char *buf, size_t len, uint64_t ns)
 	return buf;
 }
 
+/* v with an SI prefix and three significant digits: "812", "1.23 k", "45.6 M" (unit after the
+ * prefix: "1.23 MB/s"). Below 1000, whole numbers stay whole ("812 /s"). */
+static const char *fmt_si(char *buf, size_t len, double v, const char *unit)
+{
+	static const char pre[] = " kMGTPE";
+	unsigned k = 0;
+
+	while (v >= 999.5 && k + 1 < sizeof(pre) - 1) {
+		v /= 1000;
+		k++;
+	}
+	const char *sp = *unit || k ? " " : "";
+	char p[2] = { pre[k], '\0' };
+	if (!k)
+		p[0] = '\0';
+	if (!k && v == (double)(uint64_t)v)
+		snprintf(buf, len, "%.0f%s%s%s", v, sp, p, unit);
+	else if (v < 9.995)
+		snprintf(buf, len, "%.2f%s%s%s", v, sp, p, unit);
+	else if (v < 99.95)
+		snprintf(buf, len, "%.1f%s%s%s", v, sp, p, unit);
+	else
+		snprintf(buf, len, "%.0f%s%s%s", v, sp, p, unit);
+	return buf;
+}
+
+/* A counter's value for an 8-column field: exact while it fits, else with an SI prefix. */
+static const char *fmt_count(char *buf, size_t len, uint64_t v, bool bytes)
+{
+	if (v < 100000000u && !(bytes && v >= 100000u))
+		snprintf(buf, len, "%" PRIu64 "%s", v, bytes ? " B" : "");
+	else
+		fmt_si(buf, len, (double)v, bytes ? "B" : "");
+	return buf;
+}
+
+/* Counters whose values are bytes: their rates are bytes per second. */
+static bool is_bytes(const char *name)
+{
+	return strstr(name, "bytes") != NULL;
+}
+
+/* The characters of an escaped name (a character counts one column). */
+static unsigned chars_of(const char *s)
+{
+	unsigned n = 0;
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return n;
+}
+
+/* A counter as a cell of the counter table: its name in w columns (cut, and marked '~', when
+ * longer), its value in 8, its rate in 9. */
+#define CELL_REST 19 /* " %8s %9s" */
+static void cell(char *dst, size_t cap, const struct slot_view *v, unsigned k, unsigned w)
+{
+	char name[4 * MS_SHM_NAME + 8], val[24], r[24];
+	double x = rate(v, k);
+	bool bytes = is_bytes(v->counter_name[k]);
+
+	stat_escape(name, sizeof(name), v->counter_name[k], false);
+	if (chars_of(name) > w) /* a longer name keeps its start and says it was cut */
+		snprintf(name + fit(name, w - 1), 2, "~");
+	fmt_count(val, sizeof(val), v->counter[k], bytes);
+	if (x < 0)
+		snprintf(r, sizeof(r), "-");
+	else
+		fmt_si(r, sizeof(r), x, bytes ? "B/s" : "/s");
+	unsigned c = chars_of(name); /* %-*s would count bytes: pad by characters */
+	snprintf(dst, cap, "%s%*s %8s %9s", name, c < w ? (int)(w - c) : 0, "", val, r);
+}
+
+/* The counters to show of slot v, in order, into idx; returns how many, and *zero how many
+ * were left out for being zero (the chosen ones are shown zero or not). */
+static unsigned pick(const struct slot_view *v, unsigned idx[MS_SHM_COUNTERS], unsigned *zero)
+{
+	unsigned n = 0;
+
+	*zero = 0;
+	if (scr_pick) {
+		for (size_t j = 0; j < scr_npick; j++)
+			for (unsigned k = 0; k < v->ncounters; k++)
+				if (!strcmp(v->counter_name[k], scr_pick[j])) {
+					idx[n++] = k;
+					break;
+				}
+		return n;
+	}
+	for (unsigned k = 0; k < v->ncounters; k++) {
+		if (v->counter[k])
+			idx[n++] = k;
+		else
+			(*zero)++;
+	}
+	return n;
+}
+
 void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 {
+	struct page p = { .out = out, .left = scr_rows };
+
 	if (s->problem) {
-		fprintf(out, "%s\n  %s\n\n", tx(s->path), s->problem);
+		line(&p, "%s", tx(s->path));
+		line(&p, "  %s", tx(s->problem));
+		page_end(&p);
 		return;
 	}
 	uint64_t up = now_real > s->start_ns ? (now_real - s->start_ns) / 1000000000u : 0;
-	fprintf(out, "%s: pid %" PRId32 " (%s), up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64
-	       ", libmultisend %s%s\n", tx(s->path), s->pid, tx(s->program), up / 3600, up / 60 % 60,
-	       up % 60, tx(s->lib_version),
-	       s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc");
-	bool any = false;
+	/* what matters most first: the line may be cut at the terminal's width */
+	line(&p, "%s: pid %" PRId32 " (%s)%s, up %" PRIu64 ":%02" PRIu64 ":%02" PRIu64 ", lib %s",
+	     tx(s->path), s->pid, tx(s->program),
+	     s->owner_gone ? ", EXITED" : s->pid_verified ? "" : ", pid not seen in /proc",
+	     up / 3600, up / 60 % 60, up % 60, tx(s->lib_version));
+
+	/* What each slot needs: its line, its histograms (a header and one line each with
+	 * samples), and its counters (rows of ncol); the counters get the rows left over,
+	 * shared out between the slots, and a slot whose counters do not all fit says how many
+	 * more there are on its last row. */
+	unsigned need[MS_SHM_SLOTS] = { 0 }, give[MS_SHM_SLOTS] = { 0 }, nslot = 0, fixed = 1;
+	static unsigned idx[MS_SHM_SLOTS][MS_SHM_COUNTERS];
+	unsigned nidx[MS_SHM_SLOTS] = { 0 }, zero[MS_SHM_SLOTS] = { 0 };
+	unsigned ncol[MS_SHM_SLOTS] = { 0 }, namew[MS_SHM_SLOTS] = { 0 };
 	for (uint32_t i = 0; i < s->used; i++) {
 		const struct slot_view *v = &s->slots[i];
-		char b[6][24];
+		if (!v->have)
+			continue;
+		nslot++;
+		fixed++;
+		unsigned h = 0;
+		for (unsigned k = 0; k < v->nhists; k++)
+			h += v->hist[k].count != 0;
+		fixed += h ? h + 1 : 0;
+		nidx[i] = pick(v, idx[i], &zero[i]);
+		/* As many columns of cells as fit (" " cell "  " cell ...), names as wide as the
+		 * longest shown: one column, names cut, when even one does not fit. */
+		unsigned w = 8;
+		for (unsigned j = 0; j < nidx[i]; j++) {
+			char e[4 * MS_SHM_NAME + 1];
+			unsigned c = chars_of(stat_escape(e, sizeof(e), v->counter_name[idx[i][j]],
+							  false));
+			w = c > w ? c : w;
+		}
+		ncol[i] = (scr_cols + 1) / (w + CELL_REST + 2);
+		if (!ncol[i]) {
+			ncol[i] = 1;
+			w = scr_cols > CELL_REST + 9 ? scr_cols - CELL_REST - 1 : 8;
+		}
+		namew[i] = w;
+		need[i] = (nidx[i] + ncol[i] - 1) / ncol[i];
+	}
+	unsigned left = scr_rows > fixed ? scr_rows - fixed : 0;
+	for (unsigned pass = 0; pass < 2; pass++) {
+		unsigned share = nslot ? left / nslot : 0;
+		for (uint32_t i = 0; i < s->used; i++) {
+			unsigned want = need[i] - give[i];
+			unsigned cap = pass ? left : share;
+			unsigned g = want < cap ? want : cap;
+			give[i] += g;
+			left -= g;
+		}
+	}
+
+	for (uint32_t i = 0; i < s->used; i++) {
+		const struct slot_view *v = &s->slots[i];
+		char b[8][24];
 
 		if (!v->have)
 			continue;
-		any = true;
-		fprintf(out, "  slot %" PRIu32 " \"%s\": %s%s\n", i, tx(v->name), state_name(v->state),
-		       v->stale ? " (busy: values from an earlier interval)" : "");
-		fprintf(out, "    %-32s %20s %14s\n", "counter", "value", "per second");
-		for (unsigned k = 0; k < v->ncounters; k++) {
-			double r = rate(v, k);
-			if (r < 0)
-				fprintf(out, "    %-32s %20" PRIu64 " %14s\n", tx(v->counter_name[k]),
-				       v->counter[k], "-");
-			else
-				fprintf(out, "    %-32s %20" PRIu64 " %14.1f\n", tx(v->counter_name[k]),
-				       v->counter[k], r);
+		char more[64] = "";
+		if (zero[i])
+			snprintf(more, sizeof(more), ", %u counter%s at zero not shown", zero[i],
+				 zero[i] == 1 ? "" : "s");
+		line(&p, "slot %" PRIu32 " \"%s\": %s%s%s", i, tx(v->name), state_name(v->state),
+		     v->stale ? " (busy: earlier values)" : "", more);
+		/* The counters: row r holds cells r, r + rows, ... (read down, then across). */
+		unsigned rows = give[i], shown = nidx[i];
+		if (rows < need[i]) /* the last cell says how many more */
+			shown = rows ? rows * ncol[i] - 1 : 0;
+		for (unsigned r = 0; r < rows; r++) {
+			char buf[1024] = " ";
+			size_t o = 1;
+			for (unsigned c = 0; c < ncol[i]; c++) {
+				unsigned j = c * rows + r;
+				char one[512];
+				if (j < shown)
+					cell(one, sizeof(one), v, idx[i][j], namew[i]);
+				else if (j == shown && shown < nidx[i])
+					snprintf(one, sizeof(one),
+						 "... %u more: --counters a,b,...",
+						 nidx[i] - shown);
+				else
+					break;
+				o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%s",
+						      c ? "  " : "", one);
+				if (o >= sizeof(buf))
+					break;
+			}
+			line(&p, "%s", buf);
 		}
 		bool hdr = false;
 		for (unsigned k = 0; k < v->nhists; k++) {
 			const struct ms_hist *hh = &v->hist[k];
+			static struct ms_hist d;
 			if (!hh->count)
 				continue;
 			if (!hdr)
-				fprintf(out, "    %-20s %12s %9s %9s %9s %9s %9s\n", "histogram", "count",
-				       "p50", "p90", "p99", "p99.9", "max");
+				line(&p, " %-16s %7s %7s %7s %7s | %7s %7s %7s", "histogram",
+				     "count", "p50", "p99", "max", "interval", "p50", "p99");
 			hdr = true;
-			fprintf(out, "    %-20s %12" PRIu64 " %9s %9s %9s %9s %9s\n", tx(v->hist_name[k]),
-			       hh->count, fmt_ns(b[0], sizeof(b[0]), ms_hist_quantile(hh, 0.5)),
-			       fmt_ns(b[1], sizeof(b[1]), ms_hist_quantile(hh, 0.9)),
-			       fmt_ns(b[2], sizeof(b[2]), ms_hist_quantile(hh, 0.99)),
-			       fmt_ns(b[3], sizeof(b[3]), ms_hist_quantile(hh, 0.999)),
-			       fmt_ns(b[4], sizeof(b[4]), hh->max_ns));
+			bool di = interval_hist(v, k, &d);
+			char name[80];
+			stat_escape(name, sizeof(name), v->hist_name[k], false);
+			name[fit(name, 16)] = '\0';
+			line(&p, " %-16s %7s %7s %7s %7s | %7s %7s %7s", name,
+			     fmt_si(b[0], sizeof(b[0]), (double)hh->count, ""),
+			     fmt_ns(b[1], sizeof(b[1]), ms_hist_quantile(hh, 0.5)),
+			     fmt_ns(b[2], sizeof(b[2]), ms_hist_quantile(hh, 0.99)),
+			     fmt_ns(b[3], sizeof(b[3]), hh->max_ns),
+			     di ? fmt_si(b[4], sizeof(b[4]), (double)d.count, "") : "0",
+			     di ? fmt_ns(b[5], sizeof(b[5]), ms_hist_quantile(&d, 0.5)) : "-",
+			     di ? fmt_ns(b[6], sizeof(b[6]), ms_hist_quantile(&d, 0.99)) : "-");
 		}
-		if (!hdr && v->nhists)
-			fprintf(out, "    (no histogram has samples yet)\n");
 	}
-	if (!any)
-		fprintf(out, "  (no slot in use yet)\n");
-	fprintf(out, "\n");
+	if (!nslot)
+		line(&p, "  (no slot in use yet)");
+	page_end(&p);
 }
 
+/* ---- metrics: the Prometheus and OpenMetrics text formats ------------------------------- */
+
+/* Families: every counter of every slot by name (one family per name, all slots' series in
+ * it, as both formats want a family's lines together), every histogram likewise, and three
+ * of this program's own about the files and slots. A family's type and unit come from the
+ * counter's name: the file says nothing of either. */
+enum fam_kind { FAM_COUNTER, FAM_GAUGE, FAM_HIST, FAM_ALIVE, FAM_VERIFIED, FAM_START,
+		FAM_SLOT_LIVE };
+
+#define FAM_NAME 96
+struct family {
+	char name[FAM_NAME]; /* without _total for a counter */
+	enum fam_kind kind;
+	bool seconds;        /* the file's values are ns: exported in seconds */
+};
+
+/* The counters that are not counts of events (struct ms_stats' comments): levels, a backend
+ * number, measured costs. */
+static bool is_gauge(const char *n)
+{
+	return !strcmp(n, "backlog_bytes") || !strcmp(n, "auto_backend") ||
+	       !strncmp(n, "auto_ns_", 8);
+}
+
+/* name made a metric name: "multisend_" and the name with every character outside
+ * [a-zA-Z0-9_] made '_'; "ns" as one of its words (a value in nanoseconds) taken out and
+ * "_seconds" put at the end instead (*seconds set); a counter's "_total" left off (the format
+ * adds it to the sample); backlog_discarded (bytes) gets "_bytes". */
+static void metric_name(char *dst, const char *name, bool hist, bool *seconds)
+{
+	char w[MS_SHM_NAME + 1];
+	size_t o = 0;
+
+	for (size_t i = 0; name[i] && o + 1 < sizeof(w); i++) {
+		char c = name[i];
+		w[o++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+				 ? c : '_';
+	}
+	w[o] = '\0';
+	*seconds = hist;
+	char *ns;
+	if (o >= 3 && !strcmp(w + o - 3, "_ns")) {
+		w[o - 3] = '\0';
+		*seconds = true;
+	} else if ((ns = strstr(w, "_ns_"))) {
+		memmove(ns, ns + 3, strlen(ns + 3) + 1);
+		*seconds = true;
+	} else if (!strncmp(w, "ns_", 3)) {
+		memmove(w, w + 3, strlen(w + 3) + 1);
+		*seconds = true;
+	}
+	size_t l = strlen(w);
+	if (!hist && l >= 6 && !strcmp(w + l - 6, "_total"))
+		w[l - 6] = '\0';
+	snprintf(dst, FAM_NAME, "multisend_%s%s%s", w,
+		 !strcmp(name, "backlog_discarded") ? "_bytes" : "", *seconds ? "_seconds" : "");
+}
+
+/* A label value: '\' '"' and newline escaped as both formats say; a byte that is not UTF-8,
+ * and any other control character (neither format has an escape for them), become U+FFFD. */
+static void label_value(FILE *out, const char *src)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	size_t n = strlen(src);
+
+	for (size_t i = 0; i < n;) {
+		uint32_t cp = 0;
+		size_t len = utf8_len(p + i, n - i, &cp);
+		if (!len || (cp < 0x20 && cp != '\n') || (cp >= 0x7f && cp <= 0x9f))
+			fputs("\xef\xbf\xbd", out);
+		else if (cp == '\n')
+			fputs("\\n", out);
+		else if (cp == '\\' || cp == '"')
+			fprintf(out, "\\%c", (char)cp);
+		else
+			fwrite(p + i, 1, len, out);
+		i += len ? len : 1;
+	}
+}
+
+static void labels(FILE *out, const struct source *s, int slot, const char *le)
+{
+	fprintf(out, "{pid=\"%" PRId32 "\",program=\"", s->pid);
+	label_value(out, s->program);
+	fputs("\",file=\"", out);
+	label_value(out, s->path);
+	fputc('"', out);
+	if (slot >= 0) {
+		fprintf(out, ",slot=\"%d\",context=\"", slot);
+		label_value(out, s->slots[slot].name);
+		fputc('"', out);
+	}
+	if (le)
+		fprintf(out, ",le=\"%s\"", le);
+	fputc('}', out);
+}
+
+/* ns as seconds, exactly: "0.000001023", "12", "1.5". */
+static const char *seconds(char *buf, size_t len, uint64_t ns)
+{
+	snprintf(buf, len, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
+	char *e = buf + strlen(buf) - 1;
+	while (*e == '0')
+		*e-- = '\0';
+	if (*e == '.')
+		*e = '\0';
+	return buf;
+}
+
+static void value(FILE *out, uint64_t v, bool secs)
+{
+	char b[48];
+	if (secs)
+		fprintf(out, " %s\n", seconds(b, sizeof(b), v));
+	else
+		fprintf(out, " %" PRIu64 "\n", v);
+}
+
+/* The histogram's exported bounds: the upper end of every power of two's last bucket
+ * (values are whole nanoseconds, so a bucket [lo, hi] is exactly "<= hi"): 15 ns, 31 ns, ...
+ * 2^39 - 1 ns, then +Inf. Cumulative counts at these bounds are exact; the finer buckets
+ * between them are summed. */
+static bool exported_bound(unsigned i)
+{
+	return i % MS_HIST_SUB == MS_HIST_SUB - 1 && i + 1 < MS_HIST_BUCKETS;
+}
+
+static void hist_series(FILE *out, const struct family *f, const struct source *s, int slot,
+			const struct ms_hist *h)
+{
+	char le[48];
+	uint64_t cum = 0;
+
+	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++) {
+		cum += h->bucket[i];
+		if (!exported_bound(i))
+			continue;
+		uint64_t lo, hi;
+		ms_hist_bucket_range(i, &lo, &hi);
+		fprintf(out, "%s_bucket", f->name);
+		labels(out, s, slot, seconds(le, sizeof(le), hi));
+		/* the count is the bound for every bucket: only a damaged file has more */
+		value(out, cum < h->count ? cum : h->count, false);
+	}
+	fprintf(out, "%s_bucket", f->name);
+	labels(out, s, slot, "+Inf");
+	value(out, h->count, false);
+	fprintf(out, "%s_count", f->name);
+	labels(out, s, slot, NULL);
+	value(out, h->count, false);
+	fprintf(out, "%s_sum", f->name);
+	labels(out, s, slot, NULL);
+	value(out, h->sum_ns, true);
+}
+
+/* Counter k (or histogram k) of slot v belongs to family f, and is the first of its slot
+ * that does (two names made the same metric name: the first one only). */
+static bool member(const struct family *f, const struct slot_view *v, unsigned k)
+{
+	char m[FAM_NAME];
+	bool secs;
+	bool hist = f->kind == FAM_HIST;
+	unsigned n = hist ? v->nhists : v->ncounters;
+
+	for (unsigned j = 0; j < n && j <= k; j++) {
+		const char *name = hist ? v->hist_name[j] : v->counter_name[j];
+		metric_name(m, name, hist, &secs);
+		if (!strcmp(m, f->name))
+			return j == k;
+	}
+	return false;
+}
+
+static void family_head(FILE *out, const struct family *f, bool om)
+{
+	static const char *const type[] = { [FAM_COUNTER] = "counter", [FAM_GAUGE] = "gauge",
+					    [FAM_HIST] = "histogram", [FAM_ALIVE] = "gauge",
+					    [FAM_VERIFIED] = "gauge",
+					    [FAM_START] = "gauge", [FAM_SLOT_LIVE] = "gauge" };
+	static const char *const help[] = {
+		[FAM_COUNTER] = "libmultisend live counter",
+		[FAM_GAUGE] = "libmultisend live value",
+		[FAM_HIST] = "libmultisend histogram, in seconds",
+		[FAM_ALIVE] = "1 while the live-counter file has a live owner (its publisher)",
+		[FAM_VERIFIED] = "1 when /proc shows the process the file names, as its maker",
+		[FAM_START] = "when the publisher set up its live-counter file",
+		[FAM_SLOT_LIVE] = "1 while the slot's context is live, 0 once it is closed",
+	};
+	const char *suffix = !om && f->kind == FAM_COUNTER ? "_total" : "";
+	size_t l = strlen(f->name);
+
+	fprintf(out, "# HELP %s%s %s\n", f->name, suffix, help[f->kind]);
+	fprintf(out, "# TYPE %s%s %s\n", f->name, suffix, type[f->kind]);
+	if (om && l > 8 && !strcmp(f->name + l - 8, "_seconds"))
+		fprintf(out, "# UNIT %s seconds\n", f->name);
+	else if (om && l > 6 && !strcmp(f->name + l - 6, "_bytes"))
+		fprintf(out, "# UNIT %s bytes\n", f->name);
+}
+
+static void add_family(struct family **fam, size_t *nfam, size_t *cap, const char *name,
+		       enum fam_kind kind, bool secs)
+{
+	for (size_t i = 0; i < *nfam; i++)
+		if (!strcmp((*fam)[i].name, name))
+			return; /* the first kind to take a name keeps it */
+	if (*nfam == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		struct family *f = realloc(*fam, nc * sizeof(*f));
+		if (!f)
+			return; /* out of memory: the family is left out */
+		*fam = f;
+		*cap = nc;
+	}
+	struct family *f = &(*fam)[(*nfam)++];
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->kind = kind;
+	f->seconds = secs;
+}
+
+void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om)
+{
+	struct family *fam = NULL;
+	size_t nfam = 0, cap = 0;
+	char m[FAM_NAME];
+	bool secs;
+
+	add_family(&fam, &nfam, &cap, "multisend_publisher_alive", FAM_ALIVE, false);
+	add_family(&fam, &nfam, &cap, "multisend_publisher_pid_verified", FAM_VERIFIED, false);
+	add_family(&fam, &nfam, &cap, "multisend_publisher_start_time_seconds", FAM_START, true);
+	add_family(&fam, &nfam, &cap, "multisend_slot_live", FAM_SLOT_LIVE, false);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i]->problem)
+			continue;
+		for (uint32_t j = 0; j < s[i]->used; j++) {
+			const struct slot_view *v = &s[i]->slots[j];
+			if (!v->have)
+				continue;
+			for (unsigned k = 0; k < v->ncounters; k++) {
+				metric_name(m, v->counter_name[k], false, &secs);
+				add_family(&fam, &nfam, &cap, m,
+					   is_gauge(v->counter_name[k]) ? FAM_GAUGE : FAM_COUNTER,
+					   secs);
+			}
+			for (unsigned k = 0; k < v->nhists; k++) {
+				metric_name(m, v->hist_name[k], true, &secs);
+				add_family(&fam, &nfam, &cap, m, FAM_HIST, true);
+			}
+		}
+	}
+	for (size_t f = 0; f < nfam; f++) {
+		const struct family *F = &fam[f];
+		family_head(out, F, om);
+		for (size_t i = 0; i < n; i++) {
+			const struct source *src = s[i];
+			if (src->problem)
+				continue;
+			if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED ||
+			    F->kind == FAM_START) {
+				fputs(F->name, out);
+				labels(out, src, -1, NULL);
+				if (F->kind == FAM_ALIVE)
+					value(out, !src->owner_gone, false);
+				else if (F->kind == FAM_VERIFIED)
+					value(out, src->pid_verified, false);
+				else
+					value(out, src->start_ns, true);
+				continue;
+			}
+			for (uint32_t j = 0; j < src->used; j++) {
+				const struct slot_view *v = &src->slots[j];
+				if (!v->have)
+					continue;
+				if (F->kind == FAM_SLOT_LIVE) {
+					fputs(F->name, out);
+					labels(out, src, (int)j, NULL);
+					value(out, v->state == MS_SHM_LIVE, false);
+					continue;
+				}
+				bool hist = F->kind == FAM_HIST;
+				unsigned nk = hist ? v->nhists : v->ncounters;
+				for (unsigned k = 0; k < nk; k++) {
+					if (!member(F, v, k))
+						continue;
+					if (hist) {
+						hist_series(out, F, src, (int)j, &v->hist[k]);
+						break;
+					}
+					/* a histogram's name taken by a counter: left out */
+					if (is_gauge(v->counter_name[k]) != (F->kind == FAM_GAUGE))
+						break;
+					fprintf(out, "%s%s", F->name,
+						F->kind == FAM_COUNTER ? "_total" : "");
+					labels(out, src, (int)j, NULL);
+					value(out, v->counter[k], F->seconds);
+					break;
+				}
+			}
+		}
+	}
+	if (om)
+		fputs("# EOF\n", out);
+	free(fam);
+}

@@ -33,6 +33,7 @@ struct slot_view {
 	uint64_t counter[MS_SHM_COUNTERS], prev[MS_SHM_COUNTERS];
 	uint64_t read_ns, prev_read_ns; /* CLOCK_MONOTONIC of the two reads */
 	struct ms_hist hist[MS_SHM_HISTS];
+	struct ms_hist prev_hist[MS_SHM_HISTS]; /* the read before (have_prev): per interval */
 };
 
 struct source {
@@ -85,6 +86,21 @@ void stat_forget(struct source *s);
 /* One JSON object (one line) for the source, and the source on a screen. */
 void stat_json(FILE *out, const struct source *s, uint64_t now_real);
 void stat_screen(FILE *out, const struct source *s, uint64_t now_real);
+
+/* The screen's size and choice for stat_screen: at most `rows` lines (each ending in a newline)
+ * of at most `cols` columns per source (default 22 x 79: a source under a title line on an
+ * 80 x 24 terminal, the cursor kept off the last line). counters (n names, kept by the caller):
+ * only those counters, in that order, zero or not; NULL: the non-zero ones, then "N more". */
+void stat_screen_setup(unsigned rows, unsigned cols, const char *const *counters, size_t n);
+
+/* One line of at most the set-up width: fmt's text escaped for a terminal and cut at a whole
+ * character. */
+void stat_screen_line(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Every counter and histogram of the n sources (read already; one with a problem is left out)
+ * in the Prometheus text format 0.0.4, or OpenMetrics 1.0.0 (ending in "# EOF"): one label set
+ * per file and slot. docs/json.md ("Metrics") lists the names. */
+void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool openmetrics);
 
 /* Text from the file, made safe to show: into dst (cap bytes, always terminated). For a
  * terminal, control characters (C0, DEL and C1) and bytes that are not UTF-8 become \xNN (a C1

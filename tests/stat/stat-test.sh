@@ -173,14 +173,20 @@ md_test() { # ts PUBLISHER SUBSCRIBER STAT
 			"h[-1]['call_last_ns']['count'] > 0" \
 			"all(x['min'] <= x['p50'] <= x['p90'] <= x['p99'] <= x['p999'] <= x['max']
 			     for x in h[-1].values() if x['count'])" \
-			"all(x['p50'] > 0 for k, x in h[-1].items() if x['count'] and k != 'first_last_ns')"
+			"all(x['p50'] > 0 for k, x in h[-1].items() if x['count'] and k != 'first_last_ns')" \
+			"all(h[1][k]['interval']['count'] == h[1][k]['count'] - h[0][k]['count']
+			     for k in h[1] if h[1][k]['count'] > h[0][k]['count'])" \
+			"h[1]['call_last_ns']['interval'] is not None" \
+			"all(h[1][k]['interval'] is None for k in h[1] if h[1][k]['count'] == h[0][k]['count'])" \
+			"all(x['interval']['p50'] <= x['interval']['p99'] <= x['max']
+			     for x in h[1].values() if x['interval'])"
 		# On a terminal: the screen, cleared and redrawn, with the histogram table.
 		TERM=${TERM:-dumb} script -qec "$stat --interval 200 --count 2 $file" /dev/null \
 			>"$tmp/screen" 2>&1 || { show "$tmp/screen"; fail "multisend-stat on a terminal"; }
 		[ "$(grep -c "$(printf '\033\\[H\033\\[2J')" "$tmp/screen")" = 2 ] ||
 			{ show "$tmp/screen"; fail "the screen was not redrawn twice"; }
-		for w in "pid $pubpid (md-publisher)" 'slot 0 "ctx 1 ' 'fanouts' 'per second' \
-			'call_last_ns' 'p99.9'; do
+		for w in "pid $pubpid (md-publisher)" 'slot 0 "ctx 1 ' 'fanouts' ' k/s' \
+			'call_last_ns' 'p99' 'interval'; do
 			grep -q "$w" "$tmp/screen" || { show "$tmp/screen"; fail "no '$w' on the screen"; }
 		done
 		sed -n '/pid/,$s/^/  screen: /p' "$tmp/screen" | tr -d '\r' | head -n 40
@@ -506,6 +512,9 @@ put(s0 + 24, b"\x1b]0;pwned\x07\x1b[2J", 32)
 put(s0 + 56, b"fan\xffouts\xc3\xa9", 32)          # a stray byte, then U+00E9
 put(s0 + 56 + 32, b"\x9b31m\xc2\x9b31m\\", 32)   # C1 CSI raw and as UTF-8, a backslash
 put(s0 + 56 + 64, b"\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\x80\xc0\xaf", 32)
+# and values for them (the screen shows non-zero counters): counter[] follows the 64
+# counter names, 4 histogram names and updated_ns
+struct.pack_into("<3Q", d, s0 + 56 + 64 * 32 + 4 * 32 + 8, 1, 2, 3)
 open(sys.argv[2], "wb").write(d)
 PY
 	"$stat" --json --count 1 --interval 10 "$tmp/evil" >"$tmp/out" 2>"$tmp/err" ||
@@ -539,6 +548,23 @@ for w in [r'"\x1b]0;pwned\x07\x1b[2J"', r"evil\x1b[H\x1b[2J", r"fan\xffouts" + "
     assert w in text, w
 PY
 	sed -n '/pid/,$s/^/  screen: /p' "$tmp/screen" | tr -d '\r' | head -n 6
+	# In the metrics: names made metric names, label values valid UTF-8 without a control.
+	if /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null; then
+		"$stat" --openmetrics "$tmp/evil" >"$tmp/om" 2>"$tmp/err" ||
+			{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+		/usr/bin/python3 - "$tmp/om" <<'PY' || { cat -v "$tmp/om"; fail "the metrics"; }
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+raw = open(sys.argv[1], "rb").read()
+assert not any(b < 0x20 and b != 0x0a or b == 0x7f for b in raw), "a raw control byte"
+fams = {f.name: f for f in om(raw.decode("utf-8"))}
+s = fams["multisend_fan_outs__"].samples[0]
+assert s.name == "multisend_fan_outs___total" and s.value == 1, s
+assert s.labels["context"] == "\ufffd]0;pwned\ufffd\ufffd[2J", s.labels
+assert s.labels["program"] == "evil\ufffd[H\ufffd[2J", s.labels
+assert fams["multisend__31m__31m_"].samples[0].value == 2
+PY
+	fi
 	echo "PASS: names with escape sequences and stray bytes are escaped, on the screen and in JSON"
 }
 
@@ -691,6 +717,309 @@ pidns_test() { # LIVEEDGE STAT
 	echo "PASS: a publisher in another PID namespace is shown alive (pid $inner there)"
 }
 
+# ---------------------------------------------------------------------------------------------
+
+# http_get URL OUT [ACCEPT]: the body of GET URL into OUT (python's urllib).
+http_get() {
+	/usr/bin/python3 -c 'import sys, urllib.request as u
+r = u.Request(sys.argv[1], headers={"Accept": sys.argv[3]} if len(sys.argv) > 3 else {})
+open(sys.argv[2], "wb").write(u.urlopen(r, timeout=30).read())' "$@"
+}
+
+# serve NAME ARGS...: multisend-stat --listen ARGS in the background; sets $srvpid and $url
+# (the address it printed: port 0 lets it choose).
+serve() {
+	_n=$1
+	shift
+	bg "$stat" --listen "$@" >"$tmp/$_n.out" 2>"$tmp/$_n.err"
+	srvpid=$bgpid
+	wait_line "$tmp/$_n.err" '^multisend-stat: serving http://.*/metrics$' "$srvpid" 30 ||
+		{ show "$tmp/$_n.err"; fail "multisend-stat --listen $* did not start"; }
+	url=$(sed -n 's|^multisend-stat: serving \(http://.*/metrics\)$|\1|p' "$tmp/$_n.err")
+}
+
+# stop_server: SIGTERM is a clean end (exit 0), and the server said nothing on stderr but
+# its address.
+stop_server() {
+	kill -TERM "$srvpid"
+	wait "$srvpid" || { show "$tmp/$1.err"; fail "multisend-stat --listen: exit $?"; }
+	[ "$(grep -cv '^multisend-stat: serving' "$tmp/$1.err")" = 0 ] ||
+		{ show "$tmp/$1.err"; fail "multisend-stat --listen wrote more on stderr"; }
+}
+
+metrics_test() { # PUBLISHER SUBSCRIBER STAT
+	pub=$1 sub=$2 stat=$3
+	need timeout
+	need_exe "$pub" "$sub" "$stat"
+	py=/usr/bin/python3
+	[ -x "$py" ] || skip "no /usr/bin/python3"
+	"$py" -c 'import prometheus_client' 2>/dev/null ||
+		skip "python3-prometheus-client is not installed (scripts/install-deps)"
+	[ -d /dev/shm ] && [ -w /dev/shm ] || skip "/dev/shm is not writable"
+	checker=$(dirname "$0")/metrics-check.py
+	# The publisher's file goes in /dev/shm, where --openmetrics and --listen look without an
+	# argument, under a name of this test's own, removed at exit.
+	shm=/dev/shm/multisend-stattest-$(basename "$tmp")
+	trap 'rm -f "$shm"-*; harness_cleanup' EXIT
+	count=25000 subs=2 size=100
+	bg "$pub" --control 0 --subscribers "$subs" --count "$count" --rate 5000 --size "$size" \
+		--ts-sample 4 --stats-shm "$shm-%p" >"$tmp/publisher" 2>"$tmp/publisher.err"
+	pubpid=$bgpid
+	wait_line "$tmp/publisher" '^control port [0-9]' "$pubpid" 10 ||
+		{ show "$tmp/publisher" "$tmp/publisher.err"; fail "md-publisher did not start"; }
+	port=$(sed -n 's/^control port \([0-9]*\)$/\1/p' "$tmp/publisher")
+	subpids=
+	for i in 1 2; do
+		bg "$sub" --control "127.0.0.1:$port" --timeout 60 --expect "$count" \
+			>"$tmp/subscriber$i" 2>&1
+		subpids="$subpids $bgpid"
+	done
+	wait_line "$tmp/publisher.err" 'publishing to' "$pubpid" 30 ||
+		{ show "$tmp/publisher.err"; fail "md-publisher did not start publishing"; }
+	file=$shm-$pubpid
+	[ -s "$file" ] || fail "md-publisher made no $file"
+
+	# While it runs: found in /dev/shm (no argument), one scrape on stdout and one by HTTP.
+	"$stat" --openmetrics >"$tmp/live.om" 2>"$tmp/live.err" ||
+		{ show "$tmp/live.err"; fail "multisend-stat --openmetrics: exit $?"; }
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended before it was scraped"
+	"$py" "$checker" live "$tmp/live.om" "$file" "$pubpid" "$count" ||
+		{ grep "$file" "$tmp/live.om" | head -n 5; fail "the live scrape"; }
+	serve discover 127.0.0.1:0
+	http_get "$url" "$tmp/live2.om" application/openmetrics-text ||
+		fail "GET $url: exit $?"
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended before it was scraped"
+	"$py" "$checker" live "$tmp/live2.om" "$file" "$pubpid" "$count" || fail "the live GET"
+
+	# The feed ends well, undisturbed.
+	wait "$pubpid" || { show "$tmp/publisher" "$tmp/publisher.err"; fail "md-publisher: exit $?"; }
+	for p in $subpids; do
+		wait "$p" || { show "$tmp"/subscriber*; fail "md-subscriber: exit $?"; }
+	done
+	show "$tmp/publisher"
+	grep -q "^md-publisher: .*subscribers $subs .*, ticks $count, destinations accepted [0-9]*, failures 0," \
+		"$tmp/publisher" || fail "md-publisher did not send every tick without failure"
+	for i in 1 2; do
+		grep -q "received $count, gaps 0 (missing 0), duplicates 0," "$tmp/subscriber$i" ||
+			{ show "$tmp/subscriber$i"; fail "subscriber $i did not get every tick once"; }
+	done
+	accepted=$(sed -n 's/.*destinations accepted \([0-9]*\),.*/\1/p' "$tmp/publisher")
+
+	# Gone (its lock went with it): no longer found, by a new scrape or by the running server,
+	# which looks again for every request.
+	"$stat" --openmetrics >"$tmp/gone.om" || fail "multisend-stat --openmetrics: exit $?"
+	"$py" "$checker" absent "$tmp/gone.om" "$file" || fail "a gone publisher discovered"
+	http_get "$url" "$tmp/gone2.om" application/openmetrics-text || fail "GET $url: exit $?"
+	"$py" "$checker" absent "$tmp/gone2.om" "$file" || fail "a gone publisher served"
+	stop_server discover
+
+	# Named, the finished file: every counter exactly what the publisher reported.
+	"$stat" --json --count 1 --interval 10 "$file" >"$tmp/final.json" 2>/dev/null ||
+		fail "multisend-stat --json: exit $?"
+	"$stat" --openmetrics "$file" >"$tmp/final.om" 2>"$tmp/final.err" ||
+		{ show "$tmp/final.err"; fail "multisend-stat --openmetrics FILE: exit $?"; }
+	"$py" "$checker" final "$tmp/final.om" "$file" "$tmp/final.json" "$count" "$subs" \
+		"$size" "$accepted" || fail "the final scrape"
+	for w in _fanouts_total _call_last_seconds_count \
+		'_call_last_seconds_bucket.*le="0.000016383"'; do
+		grep -m 1 "^multisend$w" "$tmp/final.om" | sed 's/^/  openmetrics: /'
+	done
+
+	# The same by HTTP: both formats, the errors, hostile clients.
+	serve named 0 "$file"
+	case $url in http://127.0.0.1:[1-9]*) ;; *) fail "--listen 0 served at $url" ;; esac
+	"$py" "$checker" http "$url" "$file" "$tmp/final.json" "$count" "$subs" "$size" \
+		"$accepted" || { show "$tmp/named.err"; fail "the HTTP checks"; }
+	kill -0 "$srvpid" 2>/dev/null || fail "multisend-stat --listen died"
+	stop_server named
+	# IPv6 loopback, when there is one.
+	if [ -r /proc/net/if_inet6 ] && grep -q '^0\{31\}1 ' /proc/net/if_inet6; then
+		serve v6 '[::1]:0' "$file"
+		case $url in http://\[::1\]:[1-9]*) ;; *) fail "--listen [::1]:0 served at $url" ;; esac
+		http_get "$url" "$tmp/v6.om" application/openmetrics-text || fail "GET $url: exit $?"
+		"$py" "$checker" final "$tmp/v6.om" "$file" "$tmp/final.json" "$count" "$subs" \
+			"$size" "$accepted" || fail "the scrape over IPv6"
+		stop_server v6
+	else
+		echo "  (no IPv6 loopback: [::1] not tried)"
+	fi
+	# Bad arguments: exit 2, a reason, nothing served.
+	for a in "nonsense" "127.0.0.1:70000" ":80" "[::1]80" "127.0.0.1:"; do
+		"$stat" --listen "$a" "$file" >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		[ "$rc" = 2 ] && grep -q -e "--listen" "$tmp/err" ||
+			{ show "$tmp/err"; fail "--listen $a: exit $rc"; }
+	done
+	for a in "--openmetrics --json" "--openmetrics --listen 0" "--listen 0 --count 2" \
+		"--openmetrics --interval 100"; do
+		# shellcheck disable=SC2086 # the options are words
+		"$stat" $a "$file" >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		[ "$rc" = 2 ] && [ ! -s "$tmp/out" ] || { show "$tmp/err"; fail "$a: exit $rc"; }
+	done
+	echo "PASS: --openmetrics and --listen export md-publisher's counters and histograms exactly"
+}
+
+metrics_shim_test() { # SHIM LEGACY RECEIVER STAT
+	shim=$1 legacy=$2 recv=$3 stat=$4
+	need_exe "$shim" "$legacy" "$recv" "$stat"
+	py=/usr/bin/python3
+	[ -x "$py" ] || skip "no /usr/bin/python3"
+	"$py" -c 'import prometheus_client' 2>/dev/null ||
+		skip "python3-prometheus-client is not installed (scripts/install-deps)"
+	n=8 m=500 size=64
+	# A receiver on n ports from a random base (tried again when one is taken), which checks
+	# every datagram and exits 0 once each port has all m.
+	tries=0
+	while :; do
+		tries=$((tries + 1))
+		r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+		base=$((10000 + r % 20000))
+		bg "$recv" --listen "127.0.0.1:$base" --subscribers "$n" --messages "$m" \
+			--idle-timeout 10 --size "$size" --identical >"$tmp/receiver" 2>"$tmp/receiver.err"
+		recvpid=$bgpid
+		wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 && break
+		wait "$recvpid"
+		[ $? = 3 ] && [ "$tries" -lt 20 ] && continue
+		show "$tmp/receiver.err"
+		fail "fanout-receiver did not start"
+	done
+	shim_preload "$shim"
+	LD_PRELOAD=$preload MULTISEND_PRELOAD_MODE=batch \
+		MULTISEND_STATS="$tmp/report.json" MULTISEND_STATS_SHM="$tmp/shim-%p" \
+		"$legacy" --dest "127.0.0.1:$base" --subscribers "$n" --messages "$m" --rate 0 \
+		--size "$size" --identical >"$tmp/legacy" 2>&1 ||
+		{ show "$tmp/legacy"; fail "legacy-fanout: exit $?"; }
+	wait "$recvpid" || { show "$tmp/receiver" "$tmp/receiver.err"; fail "receiver: exit $?"; }
+	set -- "$tmp"/shim-*
+	[ $# = 1 ] && [ -s "$1" ] || fail "the shim made no live-counter file: $*"
+	file=$1
+	"$stat" --openmetrics "$file" >"$tmp/shim.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+	"$py" - "$tmp/shim.om" "$file" "$tmp/report.json" "$n" "$m" "$size" <<'PY' ||
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+text, path, report = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+n, m, size = (int(x) for x in sys.argv[4:7])
+fams = {f.name: f for f in om(text)}
+got = {s.name: s.value for f in fams.values() for s in f.samples
+       if s.labels.get("file") == path and s.labels.get("context") == "shim"}
+t = json.loads(open(report).read().splitlines()[0])["total"]
+# What the receiver got, byte for byte: n x m datagrams of size bytes.
+for k, want in (("calls", n * m), ("datagrams", n * m), ("bytes", n * m * size)):
+    assert got["multisend_%s_total" % k] == want == t[k], (k, got.get(k), want, t[k])
+# And every total of the shim's own exit report that the slot has.
+for k in ("batched", "passed_through", "errors", "errors_at_flush", "syscalls", "fanout_runs",
+          "fanout_destinations", "sendmmsg", "single_sends_at_flush"):
+    assert got["multisend_%s_total" % k] == t[k], (k, got["multisend_%s_total" % k], t[k])
+assert got["multisend_batched_total"] > 0, "nothing was batched"
+assert got["multisend_slot_live"] == 0, "the shim's slot is still live"
+print("  shim: " + ", ".join("%s %d" % (k[10:-6], got[k]) for k in sorted(got)
+                              if k.endswith("_total") and got[k]))
+PY
+		{ show "$tmp/report.json"; fail "the shim's metrics"; }
+	echo "PASS: the shim's slot in --openmetrics equals its exit report and what was received"
+}
+
+screen_test() { # PUBLISHER SUBSCRIBER STAT
+	pub=$1 sub=$2 stat=$3
+	need python3 script stty
+	need_exe "$pub" "$sub" "$stat"
+	# Up to 20 s, stopped once the screens are taken (the publisher must be sending while
+	# they are: rates are asserted; how fast the screens come is not).
+	start_md "$pub" "$sub" 100000 5000 --ts-sample 16
+	# The terminal's size set on script's own terminal, as a user's would be.
+	# (no quotes to keep: the paths are the build's and mktemp's)
+	for v in "24 80 3" "12 60 2" "24 80 2 dests_failed,fanouts,bytes"; do
+		set -- $v
+		script -qec "stty rows $1 cols $2; $stat --interval 200 --count $3 \
+			${4:+--counters $4} $file" /dev/null >"$tmp/screen-$1x$2${4:-}" 2>&1 ||
+			{ show "$tmp/screen-$1x$2${4:-}"; fail "multisend-stat on a $1 x $2 terminal"; }
+	done
+	script -qec "stty rows 24 cols 80; $stat --counters fanouts,nosuch --count 1 $file; echo exit=\$?" \
+		/dev/null >"$tmp/screen-bad" 2>&1
+	kill -0 "$pubpid" 2>/dev/null || fail "md-publisher ended while it was watched"
+	python3 - "$tmp" <<'PY' || fail "the screen"
+import re, sys
+d = sys.argv[1]
+def frames(name, rows, cols, n):
+    raw = open(d + "/" + name, "rb").read().decode("utf-8").replace("\r", "")
+    parts = raw.split("\x1b[H\x1b[2J")[1:]
+    assert len(parts) == n, "%s: %d redraws, not %d" % (name, len(parts), n)
+    out = []
+    for p in parts:
+        lines = p.split("\n")
+        assert lines[-1] == "", "%s: the cursor is not at a line's start" % name
+        lines = lines[:-1]
+        assert len(lines) <= rows - 1, "%s: %d lines on a %d-line terminal" % (name, len(lines), rows)
+        for l in lines:
+            assert len(l) <= cols - 1, "%s: %d columns: %r" % (name, len(l), l)
+            assert "\x1b" not in l, l
+        out.append(lines)
+    for l in out[-1]:
+        print("  %s | %s" % (name, l))
+    return out
+f80 = frames("screen-24x80", 24, 80, 3)
+text = "\n".join(f80[-1])
+for w in ["fanouts", "dests_accepted", " k/s", "B/s", "call_last_ns", "interval",
+          "counters at zero not shown"]:
+    assert w in text, w
+assert "dests_failed" not in text, "a zero counter shown"
+# Per-interval percentiles: the interval's count of call_last_ns, beside the cumulative one.
+h = [l for l in f80[-1] if l.split()[:1] == ["call_last_ns"]][0].split()
+assert h[5] == "|" and h[6] not in ("0", "-") and h[7] != "-", h
+# Two counters a line on 80 columns.
+assert any(len(re.findall(r"[a-z_]+ +\d[\d.]* *[kMG]?B? +[\d.]+ [kMG]?B?/s", l)) == 2
+           for l in f80[-1]), "not two counters a line"
+# 12 x 60: fewer rows than non-zero counters: the last cell says how many more.
+f60 = frames("screen-12x60", 12, 60, 2)
+assert any(re.search(r"\.\.\. \d+ more: --counters", l) for l in f60[-1]), "no 'more' line"
+# Chosen counters: those, in that order, zero or not, and no other.
+fp = frames("screen-24x80dests_failed,fanouts,bytes", 24, 80, 2)
+# (cells run down the first column, then the next: sorted by column, then line)
+cells = sorted((m.start() > 2, i, m.group(1)) for i, l in enumerate(fp[-1])
+               for m in re.finditer(r"\b(dests_\w+|fanouts|bytes|syscalls)\b +\d", l))
+assert [c[2] for c in cells] == ["dests_failed", "fanouts", "bytes"], cells
+bad = open(d + "/screen-bad").read()
+assert "exit=2" in bad and "no slot has a counter 'nosuch'; there are: fanouts dests_attempted" in bad, bad
+PY
+	# Stopped: it frees its context (the slot closed) and exits 1, saying so.
+	kill -INT "$pubpid"
+	wait "$pubpid"
+	rc=$?
+	grep -q '^md-publisher: interrupted after [0-9]* ticks' "$tmp/publisher.err" && [ "$rc" = 1 ] ||
+		{ show "$tmp/publisher.err"; fail "md-publisher interrupted: exit $rc"; }
+	kill "$subpid" 2>/dev/null
+	wait "$subpid"
+	# Once the publisher is gone: it stops by itself, and says so after the screen, not in it;
+	# and more files than fit (the same one 12 times): "N more files".
+	script -qec "stty rows 24 cols 80; $stat --interval 100 $file" /dev/null \
+		>"$tmp/screen-end" 2>&1 || { show "$tmp/screen-end"; fail "multisend-stat at the end"; }
+	script -qec "stty rows 24 cols 80; $stat --interval 100 --count 1 $(for i in 1 2 3 4 5 6 \
+		7 8 9 10 11 12; do printf '%s ' "$file"; done)" /dev/null >"$tmp/screen-many" 2>&1 ||
+		{ show "$tmp/screen-many"; fail "multisend-stat with 12 files"; }
+	python3 - "$tmp" "$pubpid" <<'PY' || fail "the screen at the end"
+import sys
+d, pid = sys.argv[1:]
+for name, n in (("screen-end", 1), ("screen-many", 12)):
+    raw = open(d + "/" + name, "rb").read().decode("utf-8").replace("\r", "")
+    frames = raw.split("\x1b[H\x1b[2J")[1:]
+    assert len(frames) == 1, (name, len(frames))
+    msg = "publisher %s (md-publisher) has exited and closed all its slots" % pid
+    lines = frames[0].split("\n")
+    assert lines[-1] == "", (name, lines[-1])
+    lines = lines[:-1]
+    assert all(l.endswith(msg) for l in lines[-n:]), (name, lines[-n:])
+    assert not any(l.endswith(msg) for l in lines[:-n]), (name, lines)
+    lines = lines[:-n]
+    assert len(lines) <= 23 and all(len(l) <= 79 for l in lines), (name, lines)
+    assert "EXITED" in lines[1], lines[1]
+    print("\n".join("  %s | %s" % (name, l) for l in lines[-3:]))
+assert lines[-1] == "... 5 more files: a taller terminal", lines
+PY
+	echo "PASS: the screen fits 80 x 24 (and 60 x 12), with rates, chosen counters, per-interval percentiles"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -714,5 +1043,11 @@ noproc) [ $# -eq 2 ] || fail "usage: $0 noproc LIVEEDGE"
 	noproc_test "$2" ;;
 pidns) [ $# -eq 3 ] || fail "usage: $0 pidns LIVEEDGE STAT"
 	pidns_test "$2" "$3" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns ..." ;;
+metrics) [ $# -eq 4 ] || fail "usage: $0 metrics PUBLISHER SUBSCRIBER STAT"
+	metrics_test "$2" "$3" "$4" ;;
+metrics-shim) [ $# -eq 5 ] || fail "usage: $0 metrics-shim SHIM LEGACY RECEIVER STAT"
+	metrics_shim_test "$2" "$3" "$4" "$5" ;;
+screen) [ $# -eq 4 ] || fail "usage: $0 screen PUBLISHER SUBSCRIBER STAT"
+	screen_test "$2" "$3" "$4" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen ..." ;;
 esac
