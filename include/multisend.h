@@ -210,7 +210,11 @@ struct ms_config {
 /* ms_config.ts_flags: stamp every destination of a sampled fan-out (default: the first and the
  * last, which is enough for the call-to-first, call-to-last and skew histograms). */
 #define MS_TS_ALL_DESTS (1u << 0)
-#define MS_TS_ALL_FLAGS (MS_TS_ALL_DESTS)
+/* ms_config.ts_flags: a stamped destination whose device stamps transmitted packets in
+ * hardware gets the device's stamp (see "Timestamps"); the others software stamps, as without
+ * it. */
+#define MS_TS_HARDWARE (1u << 1)
+#define MS_TS_ALL_FLAGS (MS_TS_ALL_DESTS | MS_TS_HARDWARE)
 
 /*
  * Create a context. cfg may be NULL (all defaults).
@@ -911,6 +915,10 @@ struct ms_stats {
 	                             messages, socket options frames cannot honour, the
 	                             interface gone */
 	uint64_t auto_ns_xdp;     /* as auto_ns_loop, for the xdp backend */
+	/* Hardware timestamps (MS_TS_HARDWARE, see "Timestamps"): */
+	uint64_t ts_hw_stamped;   /* stamps read back from a device's hardware clock */
+	uint64_t ts_hw_unavailable; /* stamped destinations whose device does not stamp in
+	                             hardware, or has it off (software stamps instead) */
 };
 
 /*
@@ -955,6 +963,26 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * the socket's error queue, which SO_RCVBUF bounds: about 128 destinations per socket at the
  * default size with MS_TS_ALL_DESTS), counts in ts_missing. (These counters are the ts_*
  * fields of struct ms_stats.)
+ *
+ * Hardware stamps (MS_TS_HARDWARE): for each destination it stamps, the library finds the
+ * device the datagram leaves by (the kernel's route for it, asked over rtnetlink once per
+ * destination and again after any change of links, addresses, routes or neighbours) and
+ * whether that device stamps transmitted packets in hardware: the ethtool ioctl
+ * (SIOCETHTOOL, ETHTOOL_GET_TS_INFO) must list SOF_TIMESTAMPING_TX_HARDWARE and the device's
+ * hardware stamping must be on for transmitted packets (SIOCGHWTSTAMP: tx_type is not
+ * HWTSTAMP_TX_OFF). The library reads that setting and never changes it: switching it on is
+ * the machine's business (hwstamp_ctl, ptp4l), it is one setting for the whole device. Such a
+ * destination's datagram also asks for TX_HARDWARE (the socket's SO_TIMESTAMPING gains
+ * RAW_HARDWARE | OPT_TX_SWHW), and when the device's stamp comes, its entry in ms_group_ts_last
+ * has MS_TS_HW, snd_ns is the device's stamp minus the call's start, and the histograms use
+ * it (ts_hw_stamped counts these). The device stamps with its own clock (its PTP hardware
+ * clock): the difference means something only on a host that keeps that clock synchronised
+ * to CLOCK_REALTIME (phc2sys), which is what MS_TS_HARDWARE is for. A destination whose
+ * device cannot stamp in hardware, or has it off, gets software stamps as without the flag,
+ * and counts in ts_hw_unavailable (loopback, veth and most virtual devices). Every entry
+ * names its device (ifindex; 0: not looked up, without MS_TS_HARDWARE or when rtnetlink
+ * cannot be asked). The look-ups cost a few system calls the first time a destination is
+ * stamped, on the sampled fan-outs only.
  */
 
 /* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
@@ -1010,14 +1038,16 @@ MS_EXPORT int ms_ctx_snapshot(const struct ms_ctx *ctx, struct ms_snapshot *out)
 /* One destination of a sampled fan-out, as ms_group_ts_last reports it. */
 #define MS_TS_SCHED (1u << 0) /* sched_ns is set */
 #define MS_TS_SND (1u << 1)   /* snd_ns is set */
+#define MS_TS_HW (1u << 2)    /* snd_ns is the device's hardware stamp (MS_TS_HARDWARE) */
 struct ms_ts_dest {
 	int id;           /* the destination's id */
-	uint32_t flags;   /* MS_TS_SCHED, MS_TS_SND; 0: no stamp came */
+	uint32_t flags;   /* MS_TS_SCHED, MS_TS_SND, MS_TS_HW; 0: no stamp came */
 	uint32_t pos;     /* its position in the group order (res[pos]); with MS_CFG_ROTATE the
 	                     first destination sent is not position 0 */
-	uint32_t pad;
+	uint32_t ifindex; /* with MS_TS_HARDWARE: the device it left by; 0: not looked up */
 	int64_t sched_ns; /* TX_SCHED stamp minus the call's start */
-	int64_t snd_ns;   /* TX_SOFTWARE stamp minus the call's start */
+	int64_t snd_ns;   /* TX_SOFTWARE stamp (with MS_TS_HW: the device's) minus the call's
+	                     start */
 };
 
 /*

@@ -46,7 +46,8 @@ struct ms__bucket {
 	bool nonblock;  /* O_NONBLOCK when the bucket was made */
 	int xflags;     /* extra send flags: MSG_DONTWAIT when managed or nonblock */
 	int8_t ts_state; /* timestamps (lib/modes/tstamp.c): 0 not looked at, 1 set up by the library,
-	                    -1 not stampable (not UDP, or the caller's own SO_TIMESTAMPING) */
+	                    2 the same with hardware stamps reported (MS_TS_HARDWARE), -1 not
+	                    stampable (not UDP, or the caller's own SO_TIMESTAMPING) */
 	uint32_t ts_epoch; /* the last collection that read this socket's error queue */
 	struct {
 		char *buf;
@@ -210,6 +211,8 @@ struct ms_ctx {
 	uint32_t ts_sample, ts_flags;
 	uint32_t ts_key;    /* the next SCM_TS_OPT_ID key */
 	uint32_t ts_epoch;  /* collections so far */
+	struct ms__tshw *tshw; /* MS_TS_HARDWARE: devices and routes (lib/modes/tstamp.c); NULL
+	                          until the first sample */
 	/* What ms_ctx_snapshot reads, from any thread: counters and histograms under a seqlock,
 	 * in the context's own memory (the publishing code in ctx.c). */
 	struct ms_shm_slot *own;
@@ -273,6 +276,8 @@ void ms__ts_end(struct ms__send *s);
  * still names it, then forget them. */
 void ms__ts_bucket_gone(struct ms_group *g, struct ms__bucket *b);
 void ms__ts_group_free(struct ms_group *g);
+/* What the context's timestamps keep beside its groups' (MS_TS_HARDWARE's devices). */
+void ms__ts_ctx_free(struct ms_ctx *ctx);
 /* Copy the counters into the published slot (under its seqlock). */
 void ms__publish(struct ms_ctx *ctx);
 /* The same for a call in which only fanouts, attempted, accepted, bytes and syscalls can

@@ -701,6 +701,7 @@ void ms_ctx_free(struct ms_ctx *ctx)
 	ms__pool_stop(ctx); /* offload: what was handed over is sent first */
 	ms__auto_free(ctx);
 	backends_free(ctx);
+	ms__ts_ctx_free(ctx);
 	ms__own_slot(ctx);
 	if (ctx->pub)
 		ms__shm_close(ctx->pub);

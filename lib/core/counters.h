@@ -73,7 +73,9 @@
 	X(auto_ns_sendmmsg)                                                                   \
 	X(auto_ns_io_uring)                                                                   \
 	MS__XDP_COUNTERS(X)                                                                   \
-	X(auto_ns_xdp)
+	X(auto_ns_xdp)                                                                        \
+	X(ts_hw_stamped)                                                                      \
+	X(ts_hw_unavailable)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

@@ -13,20 +13,30 @@
  * queues are read and the sample before it is accounted; by then, K fan-outs later, even a
  * real NIC's completions have long arrived. Nothing but the sampled fan-outs pays for any of
  * this.
+ *
+ * Hardware stamps (MS_TS_HARDWARE): a destination also asks for TX_HARDWARE when the device it
+ * leaves by (the kernel's route, lib/os/route.h, kept per destination until rtnetlink says
+ * something changed) lists SOF_TIMESTAMPING_TX_HARDWARE (ethtool) and has hardware stamping of
+ * transmitted packets on (SIOCGHWTSTAMP), which is read, never set.
  */
 #include <errno.h>
 #include <time.h> /* before linux/errqueue.h, which uses struct timespec */
 #include <linux/errqueue.h>
+#include <linux/ethtool.h>
 #include <linux/net_tstamp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "route.h"
 #include "shm-format.h"
 #include "sys.h"
 
@@ -39,6 +49,10 @@
 #endif
 
 #define TS_SOCKOPT (SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY)
+/* With MS_TS_HARDWARE on a socket one of whose destinations has a device that stamps: the
+ * device's stamps reported, and the software one too (OPT_TX_SWHW: otherwise the kernel skips
+ * the software stamp of a datagram the device is to stamp). */
+#define TS_SOCKOPT_HW (TS_SOCKOPT | SOF_TIMESTAMPING_RAW_HARDWARE | SOF_TIMESTAMPING_OPT_TX_SWHW)
 #define TS_TXFLAGS (SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_TX_SOFTWARE)
 
 union ts_ctl {
@@ -51,8 +65,10 @@ struct ts_dest {
 	struct msghdr *hdr;   /* armed header, until ms__ts_end */
 	int id;
 	uint32_t pos;
-	uint32_t got; /* MS_TS_SCHED | MS_TS_SND */
+	uint32_t ifindex; /* MS_TS_HARDWARE: its device, 0 unknown */
+	uint32_t got; /* MS_TS_SCHED | MS_TS_SND (software) | MS_TS_HW (the device's) */
 	uint64_t sched, snd; /* CLOCK_REALTIME ns */
+	uint64_t hw;         /* the device's clock, ns */
 };
 
 struct sample {
@@ -74,6 +90,24 @@ struct ms__tsgroup {
 	uint64_t last_t0;
 	uint32_t last_n, last_cap;
 	struct ms_ts_dest *last;
+	/* MS_TS_HARDWARE: each destination's device by id, ifindex + 1 (0: not looked up), as of
+	 * the context's tshw->gen == hwgen. */
+	uint32_t *hwdev, hwcap;
+	unsigned hwgen;
+};
+
+/* The context's side of MS_TS_HARDWARE: its rtnetlink sockets (one thread at a time: the
+ * context's) and what the devices it has seen can do. */
+#define HW_DEVS 16
+struct ms__tshw {
+	struct ms__nl *nl; /* NULL: could not be opened, nothing is looked up */
+	bool tried;        /* nl was tried */
+	unsigned gen;      /* bumped by every change rtnetlink reports: look everything up again */
+	struct {
+		uint32_t ifindex;
+		int8_t hw; /* 1: stamps transmitted packets in hardware now; 0: cannot or off */
+	} dev[HW_DEVS];
+	unsigned ndev, next;
 };
 
 /* ---- the probe ------------------------------------------------------------------------------ */
@@ -81,11 +115,11 @@ struct ms__tsgroup {
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int probe_result;
 
-static void fill_ctl(union ts_ctl *c, uint32_t key)
+static void fill_ctl(union ts_ctl *c, uint32_t key, bool hw)
 {
 	struct msghdr m = { .msg_control = c->buf, .msg_controllen = sizeof(c->buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	uint32_t v = TS_TXFLAGS;
+	uint32_t v = TS_TXFLAGS | (hw ? SOF_TIMESTAMPING_TX_HARDWARE : 0);
 
 	memset(c, 0, sizeof(*c));
 	cm->cmsg_level = SOL_SOCKET;
@@ -118,7 +152,7 @@ static void probe(void)
 		struct msghdr m = { .msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov,
 				    .msg_iovlen = 1, .msg_control = c.buf,
 				    .msg_controllen = sizeof(c.buf) };
-		fill_ctl(&c, 0);
+		fill_ctl(&c, 0, false);
 		if (sendmsg(fd, &m, MSG_PROBE | MSG_DONTWAIT) == 0 || errno != EINVAL)
 			probe_result = 0;
 	}
@@ -171,8 +205,15 @@ static void take(struct ms_ctx *ctx, struct ms__tsgroup *t, struct ms__bucket *b
 		return;
 	}
 	if (ee->ee_info == SCM_TSTAMP_SND) {
-		d->snd = ts_ns(&st->ts[0]);
-		d->got |= MS_TS_SND;
+		/* The software stamp in ts[0], the device's in ts[2]: each comes on its own. */
+		if (st->ts[2].tv_sec || st->ts[2].tv_nsec) {
+			d->hw = ts_ns(&st->ts[2]);
+			d->got |= MS_TS_HW;
+		}
+		if (st->ts[0].tv_sec || st->ts[0].tv_nsec) {
+			d->snd = ts_ns(&st->ts[0]);
+			d->got |= MS_TS_SND;
+		}
 	} else {
 		d->sched = ts_ns(&st->ts[0]);
 		d->got |= MS_TS_SCHED;
@@ -251,7 +292,7 @@ static uint64_t lag(uint64_t stamp, uint64_t t0)
 
 static uint64_t best(const struct ts_dest *d)
 {
-	return (d->got & MS_TS_SND) ? d->snd : d->sched;
+	return (d->got & MS_TS_HW) ? d->hw : (d->got & MS_TS_SND) ? d->snd : d->sched;
 }
 
 /* Account a pending sample: counters, histograms, and the copy ms_group_ts_last reads. */
@@ -272,19 +313,23 @@ static void account(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct sample *t
 	ms__shm_begin(&sl->seq);
 	for (uint32_t i = 0; i < t->n; i++) {
 		const struct ts_dest *d = &t->d[i];
+		bool hw = d->got & MS_TS_HW;
 		if (tg->last_n)
 			tg->last[i] = (struct ms_ts_dest){
 				.id = d->id,
-				.flags = d->got,
+				.flags = d->got | (hw ? MS_TS_SND : 0),
 				.pos = d->pos,
+				.ifindex = d->ifindex,
 				.sched_ns = (d->got & MS_TS_SCHED) ? (int64_t)(d->sched - t->t0) : 0,
-				.snd_ns = (d->got & MS_TS_SND) ? (int64_t)(d->snd - t->t0) : 0,
+				.snd_ns = hw ? (int64_t)(d->hw - t->t0)
+				      : (d->got & MS_TS_SND) ? (int64_t)(d->snd - t->t0) : 0,
 			};
 		if (!d->got) {
 			ctx->c.ts_missing++;
 			continue;
 		}
 		ctx->c.ts_stamped++;
+		ctx->c.ts_hw_stamped += hw;
 		ms__hist_add(&sl->hist[MS__H_DEST_LAG], lag(best(d), t->t0));
 	}
 	/* The first and the last destination are the sample's first and last entries (the
@@ -342,11 +387,139 @@ static bool stampable(struct ms__bucket *b)
 		return false;
 	/* Set by this library already (another group or context on the socket), or set now;
 	 * anything else is the caller's own setting, not ours to change. */
+	if (cur == TS_SOCKOPT_HW) {
+		b->ts_state = 2;
+		return true;
+	}
 	if (cur != TS_SOCKOPT &&
 	    (cur != 0 || setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) < 0))
 		return false;
 	b->ts_state = 1;
 	return true;
+}
+
+/* ---- hardware stamps (MS_TS_HARDWARE) --------------------------------------------------------- */
+
+/* Does device ifindex stamp transmitted packets in hardware now? Its capabilities (ethtool)
+ * and its setting (SIOCGHWTSTAMP; a driver that cannot say is given the benefit of the
+ * doubt: asking costs nothing where no stamp comes). */
+static bool dev_stamps(uint32_t ifindex)
+{
+	char name[IF_NAMESIZE];
+	struct ethtool_ts_info info = { .cmd = ETHTOOL_GET_TS_INFO };
+	struct hwtstamp_config cfg = { 0 };
+	struct ifreq ifr;
+	bool ok = false;
+
+	if (!ifindex || !if_indextoname(ifindex, name))
+		return false;
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, name, sizeof(ifr.ifr_name));
+	ifr.ifr_data = (void *)&info;
+	if (ioctl(fd, SIOCETHTOOL, &ifr) == 0 && (info.so_timestamping & SOF_TIMESTAMPING_TX_HARDWARE)) {
+		ifr.ifr_data = (void *)&cfg;
+		ok = ioctl(fd, SIOCGHWTSTAMP, &ifr) < 0 ? errno == EOPNOTSUPP || errno == EINVAL
+							 : cfg.tx_type != HWTSTAMP_TX_OFF;
+	}
+	close(fd);
+	return ok;
+}
+
+/* The context's look-ups, ready for this sample (NULL: none can be made: a forked child shares
+ * its parent's netlink socket, or rtnetlink cannot be opened). */
+static struct ms__tshw *hw_ready(struct ms_ctx *ctx)
+{
+	if (ms__forked(ctx))
+		return NULL;
+	if (!ctx->tshw) {
+		int err;
+		ctx->tshw = ms__zalloc(ctx, sizeof(*ctx->tshw), &err);
+		if (!ctx->tshw)
+			return NULL;
+	}
+	struct ms__tshw *h = ctx->tshw;
+	if (!h->tried) {
+		h->tried = true;
+		if (ms__nl_open(&h->nl))
+			h->nl = NULL;
+	}
+	if (!h->nl)
+		return NULL;
+	if (ms__nl_changed(h->nl)) { /* links, addresses, routes, neighbours: all again */
+		h->gen++;
+		h->ndev = 0;
+	}
+	return h;
+}
+
+static bool dev_hw(struct ms__tshw *h, uint32_t ifindex)
+{
+	for (unsigned k = 0; k < h->ndev; k++)
+		if (h->dev[k].ifindex == ifindex)
+			return h->dev[k].hw > 0;
+	bool hw = dev_stamps(ifindex);
+	unsigned k = h->ndev < HW_DEVS ? h->ndev++ : h->next++ % HW_DEVS;
+	h->dev[k].ifindex = ifindex;
+	h->dev[k].hw = hw;
+	return hw;
+}
+
+/* The device destination j of b leaves by: the kernel's route from the socket (its bound
+ * address, device and mark), 0 when there is none. */
+static uint32_t route_dev(struct ms__tshw *h, const struct ms__bucket *b, uint32_t j)
+{
+	struct sockaddr_storage peer, self;
+	const struct sockaddr *dst = (const struct sockaddr *)&b->dests[j].addr;
+	socklen_t dlen = b->dests[j].addrlen, slen = sizeof(self), plen = sizeof(peer);
+	int oif = 0;
+	uint32_t mark = 0;
+	socklen_t ol = sizeof(oif), ml = sizeof(mark);
+	struct ms__route r;
+
+	if (!dlen) { /* the connected peer */
+		if (getpeername(b->fd, (struct sockaddr *)&peer, &plen) < 0)
+			return 0;
+		dst = (const struct sockaddr *)&peer;
+		dlen = plen;
+	}
+	if (getsockname(b->fd, (struct sockaddr *)&self, &slen) < 0)
+		slen = 0;
+	if (getsockopt(b->fd, SOL_SOCKET, SO_BINDTOIFINDEX, &oif, &ol) < 0)
+		oif = 0;
+	if (getsockopt(b->fd, SOL_SOCKET, SO_MARK, &mark, &ml) < 0)
+		mark = 0;
+	if (ms__route_get(h->nl, dst, dlen, slen ? (const struct sockaddr *)&self : NULL, oif,
+			  mark, &r) < 0)
+		return 0;
+	return r.ifindex > 0 ? (uint32_t)r.ifindex : 0;
+}
+
+/* Destination j of b (id `id`): its device, looked up once per change. */
+static uint32_t dest_dev(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct ms__tshw *h,
+			 const struct ms__bucket *b, uint32_t j, int id)
+{
+	if (tg->hwgen != h->gen) {
+		if (tg->hwdev)
+			memset(tg->hwdev, 0, tg->hwcap * sizeof(*tg->hwdev));
+		tg->hwgen = h->gen;
+	}
+	if (id < 0)
+		return route_dev(h, b, j);
+	if ((uint32_t)id >= tg->hwcap) {
+		uint32_t cap = tg->hwcap ? tg->hwcap : 64;
+		while (cap <= (uint32_t)id)
+			cap *= 2;
+		if (ms__grow(ctx, &tg->hwdev, cap * sizeof(*tg->hwdev)))
+			return route_dev(h, b, j);
+		memset(tg->hwdev + tg->hwcap, 0, (cap - tg->hwcap) * sizeof(*tg->hwdev));
+		tg->hwcap = cap;
+	}
+	if (!tg->hwdev[id])
+		tg->hwdev[id] = route_dev(h, b, j) + 1;
+	return tg->hwdev[id] - 1;
 }
 
 /* Both samples, older first. */
@@ -377,12 +550,29 @@ static void arm_one(struct ms__send *s, struct sample *t, struct ms__bucket *b, 
 		ctx->c.ts_unsupported++;
 		return;
 	}
-	uint32_t i = t->n++;
+	uint32_t i = t->n++, ifindex = 0;
+	bool hw = false;
+	if (ctx->ts_flags & MS_TS_HARDWARE) {
+		struct ms__tshw *th = hw_ready(ctx);
+		if (th) {
+			ifindex = dest_dev(ctx, s->g->ts, th, b, j, b->dests[j].id);
+			hw = dev_hw(th, ifindex);
+		}
+		/* The device's stamps reported on this socket from now on. */
+		if (hw && b->ts_state == 1) {
+			int opt = TS_SOCKOPT_HW;
+			if (setsockopt(b->fd, SOL_SOCKET, SO_TIMESTAMPING, &opt, sizeof(opt)) == 0)
+				b->ts_state = 2;
+		}
+		hw = hw && b->ts_state == 2;
+		ctx->c.ts_hw_unavailable += !hw;
+	}
 	struct msghdr *h = &b->msgs[j].msg_hdr;
-	fill_ctl(&t->ctl[i], t->key0 + i);
+	fill_ctl(&t->ctl[i], t->key0 + i, hw);
 	h->msg_control = t->ctl[i].buf;
 	h->msg_controllen = sizeof(t->ctl[i].buf);
-	t->d[i] = (struct ts_dest){ .b = b, .hdr = h, .id = b->dests[j].id, .pos = pos };
+	t->d[i] = (struct ts_dest){ .b = b, .hdr = h, .id = b->dests[j].id, .pos = pos,
+				    .ifindex = ifindex };
 }
 
 /* The destination at plan position i, unless its backlog goes first (lib/modes/slow.c). */
@@ -500,8 +690,21 @@ void ms__ts_group_free(struct ms_group *g)
 		free(t->s[k].ctl);
 	}
 	free(t->last);
+	free(t->hwdev);
 	free(t);
 	g->ts = NULL;
+}
+
+void ms__ts_ctx_free(struct ms_ctx *ctx)
+{
+	if (!ctx->tshw)
+		return;
+	/* A forked child's context shares the socket numbers with its parent's: its own copies
+	 * are closed all the same (they are its). */
+	if (ctx->tshw->nl)
+		ms__nl_close(ctx->tshw->nl);
+	free(ctx->tshw);
+	ctx->tshw = NULL;
 }
 
 /* ---- public calls --------------------------------------------------------------------------- */

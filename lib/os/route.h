@@ -2,8 +2,9 @@
 /*
  * Route and neighbour, asked of the kernel over rtnetlink: where a datagram to an address would
  * leave and with which Ethernet header, so that the xdp backend (lib/be/xdp.c) can build the
- * frame the kernel's own path would have sent. Nothing here is cached: the backend keeps what
- * it resolved per destination and asks again when a notification says something changed.
+ * frame the kernel's own path would have sent, and the hardware timestamps (lib/modes/tstamp.c)
+ * can ask the device it leaves by. Nothing here is cached: the callers keep what they resolved
+ * per destination and ask again when a notification says something changed.
  *
  * One struct ms__nl per backend state, used by one thread at a time.
  */

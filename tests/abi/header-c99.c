@@ -25,10 +25,10 @@ int main(void)
 	struct ms_config cfg = { sizeof(struct ms_config), MS_BACKEND_AUTO, MS_CFG_ALL_FLAGS, 0,
 				 MS_ZC_MIN_DEFAULT, 64, MS_TS_ALL_FLAGS, 2, 64, 0, 0, (const int *)0,
 				 (const char *)0, (const char *)0, 0, 0 };
-	struct ms_ts_dest td = { 0, MS_TS_SCHED | MS_TS_SND, 0, 0, 0, 0 };
+	struct ms_ts_dest td = { 0, MS_TS_SCHED | MS_TS_SND | MS_TS_HW, 0, 0, 0, 0 };
 	struct ms_stats st = { sizeof(struct ms_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	struct ms_slow_config slow = { sizeof(struct ms_slow_config), MS_SLOW_QUEUE, MS_SLOW_DROP, 0 };
 	struct ms_dest d = { -1, (socklen_t)0, (const struct sockaddr *)0 };
 	struct ms_result r = { 0, 0 };

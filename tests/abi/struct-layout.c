@@ -52,7 +52,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, xdp_queue, CFG_PTRS + 3 * PTR),
 	OFF(struct ms_config, xdp_frames, CFG_PTRS + 3 * PTR + 4),
 
-	SIZE(struct ms_stats, 8 + 8 * 48),
+	SIZE(struct ms_stats, 8 + 8 * 50),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -103,6 +103,8 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, xdp_fallback_neigh, 368),
 	OFF(struct ms_stats, xdp_fallback_other, 376),
 	OFF(struct ms_stats, auto_ns_xdp, 384),
+	OFF(struct ms_stats, ts_hw_stamped, 392),
+	OFF(struct ms_stats, ts_hw_unavailable, 400),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -129,7 +131,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 48),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 50),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),
@@ -145,6 +147,7 @@ static const struct row rows[] = {
 	OFF(struct ms_ts_dest, id, 0),
 	OFF(struct ms_ts_dest, flags, 4),
 	OFF(struct ms_ts_dest, pos, 8),
+	OFF(struct ms_ts_dest, ifindex, 12),
 	OFF(struct ms_ts_dest, sched_ns, 16),
 	OFF(struct ms_ts_dest, snd_ns, 24),
 

@@ -10,7 +10,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <linux/ethtool.h>
 #include <linux/net_tstamp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -556,6 +562,142 @@ static void test_shm_file(void **state)
 	net_free(&nt);
 }
 
+/* What the device's driver says it can stamp (ethtool's SOF_TIMESTAMPING_* capabilities), read
+ * here independently of the library. */
+static uint32_t dev_caps(const char *name)
+{
+	struct ethtool_ts_info info = { .cmd = ETHTOOL_GET_TS_INFO };
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	ifr.ifr_data = (void *)&info;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(ioctl(fd, SIOCETHTOOL, &ifr), 0);
+	close(fd);
+	return info.so_timestamping;
+}
+
+/*
+ * MS_TS_HARDWARE where the device cannot stamp in hardware: every stamped destination gets the
+ * software stamps it gets without the flag, names the device it left by, and counts in
+ * ts_hw_unavailable; the sockets' SO_TIMESTAMPING is the software one. eps: the endpoints
+ * (their receivers get every datagram byte for byte), dev: the device they are reached by.
+ */
+static void hw_fallback(struct net *nt, size_t n, const char *dev)
+{
+	uint32_t caps = dev_caps(dev);
+	/* The premise: a device that stamps in software and not in hardware. */
+	assert_true(caps & SOF_TIMESTAMPING_TX_SOFTWARE);
+	assert_false(caps & SOF_TIMESTAMPING_TX_HARDWARE);
+	unsigned ifindex = if_nametoindex(dev);
+	assert_true(ifindex > 0);
+
+	struct ms_ctx *ctx = new_ctx(1, MS_TS_ALL_DESTS | MS_TS_HARDWARE, NULL);
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	assert_int_equal(net_join(nt, g, 0), 0);
+	unsigned char msg[300];
+	for (int round = 1; round <= 2; round++) {
+		make_payload(msg, sizeof(msg), (unsigned)round);
+		struct ms_result res[64];
+		assert_true(n <= 64);
+		assert_int_equal(ms_send(g, msg, sizeof(msg), 0, res), (int)n);
+		assert_true(ms_group_ts_collect(g) >= (int)n);
+		struct ms_ts_dest td[64];
+		assert_int_equal(ms_group_ts_last(g, td, 64, NULL), (int)n);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(td[i].flags, MS_TS_SCHED | MS_TS_SND);
+			assert_int_equal(td[i].ifindex, ifindex);
+			assert_true(td[i].snd_ns >= td[i].sched_ns && td[i].sched_ns >= 0);
+			long e = net_find(nt, td[i].id);
+			assert_true(e >= 0);
+			/* The datagram itself, intact, at its receiver. */
+			struct pollfd p = { .fd = nt->ep[e].rx, .events = POLLIN };
+			assert_int_equal(poll(&p, 1, 5000), 1);
+			unsigned char buf[512];
+			assert_int_equal(recv(nt->ep[e].rx, buf, sizeof(buf), MSG_DONTWAIT),
+					 (ssize_t)sizeof(msg));
+			assert_memory_equal(buf, msg, sizeof(msg));
+			/* Software stamping only on the socket: nothing asks the device. */
+			int opt = 0;
+			socklen_t len = sizeof(opt);
+			assert_int_equal(getsockopt(nt->ep[e].tx, SOL_SOCKET, SO_TIMESTAMPING, &opt,
+						    &len), 0);
+			assert_false(opt & SOF_TIMESTAMPING_RAW_HARDWARE);
+		}
+		struct ms_snapshot s = snap(ctx);
+		assert_int_equal(s.stats.ts_requested, round * n);
+		assert_int_equal(s.stats.ts_stamped, round * n);
+		assert_int_equal(s.stats.ts_hw_unavailable, round * n);
+		assert_int_equal(s.stats.ts_hw_stamped, 0);
+		assert_int_equal(s.stats.ts_missing, 0);
+	}
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+}
+
+static void test_hardware_loopback(void **state)
+{
+	(void)state;
+	struct net nt;
+	net_init(&nt);
+	assert_int_equal(net_add(&nt, K_UDP4, 3), 0);
+	assert_int_equal(net_add(&nt, K_UDP4_CONN, 2), 0);
+	hw_fallback(&nt, 5, "lo");
+	net_free(&nt);
+}
+
+/*
+ * The same across a veth pair into another network namespace, which tests/integration/
+ * tstamp-veth.sh makes (MS_TEST_NS_R: the receivers' namespace, 10.77.0.2 on its end): the
+ * destinations leave by xs0, in this namespace.
+ */
+static void test_hardware_veth(void **state)
+{
+	(void)state;
+	const char *nsr = getenv("MS_TEST_NS_R");
+	int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int there = open(nsr, O_RDONLY | O_CLOEXEC);
+	assert_true(self >= 0 && there >= 0);
+	enum { N = 4 };
+	struct net nt;
+	net_init(&nt);
+	nt.ep = calloc(N, sizeof(*nt.ep));
+	assert_non_null(nt.ep);
+	nt.cap = N;
+	int shared = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(shared >= 0);
+	for (size_t i = 0; i < N; i++) {
+		/* The receiver in R, the sender here: half on the shared unconnected socket, half
+		 * on connected sockets of their own. */
+		struct endpoint *e = &nt.ep[nt.n++];
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		socklen_t alen = sizeof(a);
+		inet_pton(AF_INET, "10.77.0.2", &a.sin_addr);
+		assert_int_equal(setns(there, CLONE_NEWNET), 0);
+		e->rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(bind(e->rx, (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(getsockname(e->rx, (struct sockaddr *)&a, &alen), 0);
+		assert_int_equal(setns(self, CLONE_NEWNET), 0);
+		e->kind = i % 2 ? K_UDP4_CONN : K_UDP4;
+		memcpy(&e->addr, &a, sizeof(a));
+		e->addrlen = sizeof(a);
+		if (i % 2) {
+			e->tx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+			assert_int_equal(connect(e->tx, (struct sockaddr *)&a, sizeof(a)), 0);
+			e->own_tx = true;
+		} else {
+			e->tx = shared;
+		}
+	}
+	hw_fallback(&nt, N, "xs0");
+	net_free(&nt);
+	close(shared);
+	close(self);
+	close(there);
+}
+
 static void test_bad_config(void **state)
 {
 	(void)state;
@@ -563,7 +705,7 @@ static void test_bad_config(void **state)
 	struct ms_config c = { .size = sizeof(c), .backend = backend, .ts_sample = 1000000001 };
 	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
 	c.ts_sample = 1;
-	c.ts_flags = 2;
+	c.ts_flags = MS_TS_ALL_FLAGS + 1; /* a flag nobody defined */
 	assert_int_equal(ms_ctx_new(&ctx, &c), -EINVAL);
 	c.ts_flags = 0;
 	c.stats_shm = "";
@@ -601,6 +743,10 @@ static void test_bad_config(void **state)
 int main(int argc, char **argv)
 {
 	backend = net_backend_arg(argc, argv, (struct ms_config){ .ts_sample = 1 }, NULL, 0);
+	if (getenv("MS_TEST_NS_R")) { /* tstamp-veth.sh, in the senders' namespace */
+		const struct CMUnitTest veth[] = { cmocka_unit_test(test_hardware_veth) };
+		return cmocka_run_group_tests_name(argv[1], veth, NULL, NULL);
+	}
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_all_shared),
 		cmocka_unit_test(test_all_connected),
@@ -610,6 +756,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_failed_send_missing),
 		cmocka_unit_test(test_snapshot_from_another_thread),
 		cmocka_unit_test(test_shm_file),
+		cmocka_unit_test(test_hardware_loopback),
 		cmocka_unit_test(test_bad_config),
 	};
 	return cmocka_run_group_tests_name(argv[1], tests, NULL, NULL);
