@@ -982,7 +982,8 @@ MS_EXPORT int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out);
  * and counts in ts_hw_unavailable (loopback, veth and most virtual devices). Every entry
  * names its device (ifindex; 0: not looked up, without MS_TS_HARDWARE or when rtnetlink
  * cannot be asked). The look-ups cost a few system calls the first time a destination is
- * stamped, on the sampled fan-outs only.
+ * stamped, on the sampled fan-outs only, and the context two rtnetlink sockets
+ * (close-on-exec), opened at its first sample.
  */
 
 /* A log-linear histogram of nanoseconds: values below 16 have a bucket each; above, each
