@@ -780,6 +780,14 @@ metrics_test() { # PUBLISHER SUBSCRIBER STAT
 		{ show "$tmp/publisher.err"; fail "md-publisher did not start publishing"; }
 	file=$shm-$pubpid
 	[ -s "$file" ] || fail "md-publisher made no $file"
+	# Until its first tick is in the file ("publishing to" comes before it).
+	_t=0
+	until "$stat" --json --count 1 --interval 10 "$file" 2>/dev/null |
+		"$py" -c 'import json, sys; sys.exit(json.load(sys.stdin)["slots"][0]["counters"]["fanouts"] < 1)'; do
+		_t=$((_t + 1))
+		[ "$_t" -lt 400 ] || fail "no tick in $file after 20 s"
+		sleep 0.05
+	done
 
 	# While it runs: found in /dev/shm (no argument), one scrape on stdout and one by HTTP.
 	"$stat" --openmetrics >"$tmp/live.om" 2>"$tmp/live.err" ||
