@@ -329,6 +329,16 @@ MS_EXPORT int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len);
  * Supported: AF_INET, AF_INET6 and AF_UNIX sockets of type SOCK_DGRAM, SOCK_STREAM or
  * SOCK_SEQPACKET. Stream sockets take no address.
  *
+ * An IPv4 or IPv6 multicast group address on a UDP socket is one destination like any other:
+ * one copy leaves, and the network delivers it to every member of the segment (what
+ * multisend-bench --segments costs, and what examples/md-publisher --dest sends to). How far
+ * and where it goes are the caller's socket options, set before the send, which the library
+ * honours as sendto(2) would: IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS (default 1: this
+ * segment only), IP_MULTICAST_LOOP / IPV6_MULTICAST_LOOP (default on: members on this host get
+ * a copy too), IP_MULTICAST_IF / IPV6_MULTICAST_IF (the outgoing device; default the route's).
+ * Tested by the examples suite (md-mcast-ipv4, md-mcast-ipv6: loop on and off, members across
+ * a veth) and the topology suite (10 IPv4 and 5 IPv6 members across a bridge).
+ *
  * The library never closes fd and does not change its options (the xdp backend binds an
  * unbound UDP socket to an ephemeral port at its first send, as that sendto would have: see
  * "Kernel bypass"). fd must stay open while it is
