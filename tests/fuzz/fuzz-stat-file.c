@@ -197,8 +197,77 @@ static bool j_value(const char *p, size_t n, size_t *i, int depth)
 	return j_number(p, n, i);
 }
 
+/* One sample line of the Prometheus / OpenMetrics text formats: a metric name, labels whose
+ * values escape only backslash, quote and newline, a space and a value without spaces. */
+static bool metric_line(const char *p, size_t n)
+{
+	size_t i = 0;
+	if (!n || !(p[0] == '_' || p[0] == ':' || ((p[0] | 0x20) >= 'a' && (p[0] | 0x20) <= 'z')))
+		return false;
+	while (i < n && (p[i] == '_' || p[i] == ':' || (p[i] >= '0' && p[i] <= '9') ||
+			 ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'z')))
+		i++;
+	if (i < n && p[i] == '{') {
+		for (i++; i < n && p[i] != '}';) {
+			size_t k = i;
+			while (i < n && (p[i] == '_' || (p[i] >= '0' && p[i] <= '9') ||
+					 ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'z')))
+				i++;
+			if (i == k || i + 1 >= n || p[i] != '=' || p[i + 1] != '"')
+				return false;
+			for (i += 2; i < n && p[i] != '"'; i++)
+				if (p[i] == '\\' && (++i >= n || (p[i] != '\\' && p[i] != '"' && p[i] != 'n')))
+					return false;
+			if (i >= n)
+				return false;
+			i++;
+			if (i < n && p[i] == ',')
+				i++;
+		}
+		if (i >= n)
+			return false;
+		i++;
+	}
+	if (i >= n || p[i] != ' ' || i + 1 >= n)
+		return false;
+	for (i++; i < n; i++)
+		if (p[i] == ' ')
+			return false;
+	return true;
+}
+
+/* Both metrics formats of s: valid UTF-8 without control bytes, every line a comment or a
+ * sample, OpenMetrics ending in "# EOF". */
+static void check_metrics(const struct source *s)
+{
+	for (int om = 0; om <= 1; om++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		CHECK(f);
+		stat_metrics(f, &s, 1, om);
+		CHECK(fclose(f) == 0);
+		CHECK(valid_utf8((const unsigned char *)buf, len, false));
+		for (size_t k = 0; k < len; k++)
+			CHECK(buf[k] == '\n' || ((unsigned char)buf[k] >= 0x20 && buf[k] != 0x7f));
+		CHECK(!len || buf[len - 1] == '\n');
+		const char *last = NULL;
+		for (size_t a = 0; a < len;) {
+			const char *nl = memchr(buf + a, '\n', len - a);
+			size_t n = (size_t)(nl - (buf + a));
+			last = buf + a;
+			CHECK(buf[a] == '#' || metric_line(buf + a, n));
+			a += n + 1;
+		}
+		if (om)
+			CHECK(last && !strncmp(last, "# EOF\n", 6));
+		free(buf);
+	}
+}
+
 static void check_outputs(const struct source *s)
 {
+	check_metrics(s);
 	char *buf = NULL;
 	size_t len = 0;
 
