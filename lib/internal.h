@@ -381,6 +381,10 @@ bool ms__bus_sigaction(const struct sigaction *act, struct sigaction *old);
 /* Every file of this process lost to truncation made again (at most once a second per try):
  * 0 when none is lost (any more), else -errno (try again later). */
 int ms__shm_renew(void);
+/* For a writer that found ms__shm_gen() moved from *gen: the renewal, then true (and *gen
+ * updated) when every value is to be written again, into the new file; false: try again at
+ * the next publication. Out of line and cold: the send path only compares the word. */
+__attribute__((cold)) bool ms__shm_caught_up(unsigned *gen);
 /* The writer's side of a slot's seqlock: values change only between begin and end. */
 static inline void ms__shm_begin(uint64_t *seq)
 {

@@ -235,13 +235,10 @@ static void write_slot(void)
 		open_slot();
 	if (!slot)
 		return;
-	if (slot_gen != ms__shm_gen()) {
-		/* The file was truncated under a store (lib/internal.h): every value is written
-		 * below, into the new file once there is one. */
-		unsigned gen = ms__shm_gen();
-		if (ms__shm_renew() == 0)
-			slot_gen = gen;
-	}
+	/* The file was truncated under a store (lib/internal.h): every value is written below
+	 * anyway, into the new file once there is one. */
+	if (slot_gen != ms__shm_gen())
+		ms__shm_caught_up(&slot_gen);
 	memcpy(v, retired, sizeof(retired));
 	/* The registry only grows and its states are never unmapped; a state not in use has
 	 * a zero live_pub, so no lock is needed to walk it. */

@@ -185,25 +185,14 @@ struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
  * MIRROR_COUNTERS, MIRROR_ALL (also the histograms). */
 enum { MIRROR_SENT, MIRROR_COUNTERS, MIRROR_ALL };
 
-/* The file was truncated under a store (private memory took its place), or made again since
- * this context last wrote all its values: true when they are all to be written now (into the
- * new file, if there is one yet). Out of line: the send path only tests the word. */
-static __attribute__((noinline, cold)) bool renewed(struct ms_ctx *ctx)
-{
-	unsigned gen = ms__shm_gen(); /* before: a truncation during the renewal is seen next time */
-
-	if (ms__shm_renew())
-		return false;
-	ctx->pub_gen = gen;
-	return true;
-}
-
 static __attribute__((noinline)) void mirror_to(struct ms_ctx *ctx, int what)
 {
 	struct ms_shm_slot *p = ctx->pub;
 	const struct ms_shm_slot *o = ctx->own;
 
-	if (unlikely(ctx->pub_gen != ms__shm_gen()) && renewed(ctx))
+	/* The file was truncated under a store (private memory took its place), or made again
+	 * since this context last wrote all its values: all of them, into the new file. */
+	if (unlikely(ctx->pub_gen != ms__shm_gen()) && ms__shm_caught_up(&ctx->pub_gen))
 		what = MIRROR_ALL;
 	uint64_t seq = ctx->pub_seq | 1;
 	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);

@@ -513,15 +513,17 @@ static bool bus_installed;
  * SA_NODEFER) blocked while it runs, reset first with SA_RESETHAND. */
 static void bus_call(const struct sigaction *p, int sig, siginfo_t *si, void *uc)
 {
-	sigset_t m = p->sa_mask, old, self;
+	sigset_t m = p->sa_mask, old;
 
-	sigemptyset(&self);
-	sigaddset(&self, sig);
 	if (!(p->sa_flags & SA_NODEFER))
 		sigaddset(&m, sig);
 	sigprocmask(SIG_BLOCK, &m, &old);
-	if (p->sa_flags & SA_NODEFER)
+	if (p->sa_flags & SA_NODEFER) {
+		sigset_t self;
+		sigemptyset(&self);
+		sigaddset(&self, sig);
 		sigprocmask(SIG_UNBLOCK, &self, NULL);
+	}
 	if (p->sa_flags & SA_RESETHAND) {
 		memset(&bus_prev, 0, sizeof(bus_prev)); /* SIG_DFL */
 		sigemptyset(&bus_prev.sa_mask);
@@ -636,25 +638,30 @@ static struct ms_shm_slot *slot_at(struct ms_shm_header *h, uint32_t i)
 	return (struct ms_shm_slot *)(h + 1) + i;
 }
 
-/* Our slot i of f, as its shadow has it, into the file at n; its values from f's mapping
- * (whatever the writers stored since the fault). State last, as ms__shm_open does. */
-static void slot_remake(struct ms_shm_header *n, const struct shm_file *f, uint32_t i)
+/* What a slot is set up with once (its names and how many of each), from s to d. */
+static void slot_names(struct ms_shm_slot *d, const struct ms_shm_slot *s)
 {
-	const struct ms_shm_slot *s = slot_at(f->shadow, i);
-	const struct ms_shm_slot *v = slot_at(f->h, i);
-	struct ms_shm_slot *d = slot_at(n, i);
-
 	memcpy(d->name, s->name, sizeof(d->name));
 	memcpy(d->counter_name, s->counter_name, sizeof(d->counter_name));
 	memcpy(d->hist_name, s->hist_name, sizeof(d->hist_name));
 	d->ncounters = s->ncounters;
 	d->nhists = s->nhists;
+}
+
+/* Our slot i of f, as its shadow has it, into the file at n; its values from f's mapping
+ * (whatever the writers stored since the fault). State last, as ms__shm_open does. */
+static void slot_remake(struct ms_shm_header *n, const struct shm_file *f, uint32_t i)
+{
+	const struct ms_shm_slot *v = slot_at(f->h, i);
+	struct ms_shm_slot *d = slot_at(n, i);
+
+	slot_names(d, slot_at(f->shadow, i));
 	memcpy(d->counter, v->counter, sizeof(d->counter));
 	memcpy(d->hist, v->hist, sizeof(d->hist));
 	d->updated_ns = v->updated_ns;
 	__atomic_store_n(&d->seq, __atomic_load_n(&v->seq, __ATOMIC_RELAXED) & ~UINT64_C(1),
 			 __ATOMIC_RELAXED);
-	__atomic_store_n(&d->state, s->state, __ATOMIC_RELEASE);
+	__atomic_store_n(&d->state, slot_at(f->shadow, i)->state, __ATOMIC_RELEASE);
 }
 
 static struct ms_shm_header *map_file(const char *path, bool *owner, int *err);
@@ -720,6 +727,16 @@ int ms__shm_renew(void)
 	return ret;
 }
 
+bool ms__shm_caught_up(unsigned *gen)
+{
+	unsigned g = ms__shm_gen(); /* before: a truncation during the renewal is seen next time */
+
+	if (ms__shm_renew())
+		return false;
+	*gen = g;
+	return true;
+}
+
 struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 				 const char *const *counters, unsigned nc,
 				 const char *const *hists, unsigned nh, int *err)
@@ -783,11 +800,7 @@ struct ms_shm_slot *ms__shm_open(const char *tmpl, const char *name,
 	slot->nhists = nh;
 	if (f->shadow) { /* what a new file would be made with */
 		struct ms_shm_slot *sh = slot_at(f->shadow, used);
-		memcpy(sh->name, slot->name, sizeof(sh->name));
-		memcpy(sh->counter_name, slot->counter_name, sizeof(sh->counter_name));
-		memcpy(sh->hist_name, slot->hist_name, sizeof(sh->hist_name));
-		sh->ncounters = nc;
-		sh->nhists = nh;
+		slot_names(sh, slot);
 		sh->state = MS_SHM_LIVE;
 		if (f->shadow->used < used + 1)
 			f->shadow->used = used + 1;
