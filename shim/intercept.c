@@ -854,6 +854,8 @@ static sighandler_t bus_signal(sighandler_t h, int flags, bool *done)
 	if (!(flags & SA_NODEFER))
 		sigaddset(&a.sa_mask, SIGBUS);
 	*done = h != SIG_ERR && ms__bus_sigaction(&a, &o);
+	if (!*done)
+		return SIG_ERR; /* (o not filled in) */
 	return (o.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))o.sa_sigaction
 					 : o.sa_handler;
 }
