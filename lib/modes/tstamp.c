@@ -497,7 +497,7 @@ static uint32_t route_dev(struct ms__tshw *h, const struct ms__bucket *b, uint32
 	return r.ifindex > 0 ? (uint32_t)r.ifindex : 0;
 }
 
-/* Destination j of b (id `id`): its device, looked up once per change. */
+/* Destination j of b (id `id`, never negative): its device, looked up once per change. */
 static uint32_t dest_dev(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct ms__tshw *h,
 			 const struct ms__bucket *b, uint32_t j, int id)
 {
@@ -506,8 +506,6 @@ static uint32_t dest_dev(struct ms_ctx *ctx, struct ms__tsgroup *tg, struct ms__
 			memset(tg->hwdev, 0, tg->hwcap * sizeof(*tg->hwdev));
 		tg->hwgen = h->gen;
 	}
-	if (id < 0)
-		return route_dev(h, b, j);
 	if ((uint32_t)id >= tg->hwcap) {
 		uint32_t cap = tg->hwcap ? tg->hwcap : 64;
 		while (cap <= (uint32_t)id)
