@@ -227,34 +227,18 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "tcp", required_argument, NULL, 'P' },
-		{ "dest", required_argument, NULL, 'd' },
-		{ "mcast-ttl", required_argument, NULL, 'L' },
-		{ "mcast-loop", required_argument, NULL, 'O' },
-		{ "mcast-if", required_argument, NULL, 'I' },
-		{ "backend", required_argument, NULL, 'B' },
+		MD_SERVE_LONGOPTS,
 		{ "xdp-iface", required_argument, NULL, 'X' },
-		{ "connected", no_argument, NULL, 'C' },
-		{ "subscribers", required_argument, NULL, 'k' },
-		{ "join-timeout", required_argument, NULL, 'j' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "rate", required_argument, NULL, 'r' },
 		{ "size", required_argument, NULL, 's' },
-		{ "stats-shm", required_argument, NULL, 'S' },
 		{ "ts-sample", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *bind_addr = "127.0.0.1";
-	const char *dests[MD_MAX_FIXED];
-	size_t ndests = 0;
-	struct md_mcast_opts mo = { .ttl = -1, .loop = -1 };
-	unsigned port = MD_PORT_DEFAULT, join_timeout = 10;
-	int tcp_port = -1;
+	struct md_serve_opts so = MD_SERVE_OPTS_INIT;
 	uint64_t count = 10000, rate = 10000;
-	size_t want = 0, size = 64;
+	size_t size = 64;
 	struct ms_config cfg = { .size = sizeof(cfg) };
 	struct pub p = { .sv = { .name = "md-publisher", .ctl = -1, .data = -1, .lis = -1 } };
 	struct ms_ctx *ctx = NULL;
@@ -262,41 +246,19 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': port = (unsigned)ex_num("control", optarg, 0, 65535); break;
-		case 'b': bind_addr = optarg; break;
-		case 'P': tcp_port = (int)ex_num("tcp", optarg, 0, 65535); break;
-		case 'd':
-			if (ndests == MD_MAX_FIXED) {
-				fprintf(stderr, "--dest: at most %d\n", MD_MAX_FIXED);
-				return 2;
-			}
-			dests[ndests++] = optarg;
-			break;
-		case 'L': mo.ttl = (int)ex_num("mcast-ttl", optarg, 0, 255); break;
-		case 'O': mo.loop = (int)ex_num("mcast-loop", optarg, 0, 1); break;
-		case 'I': mo.iface = optarg; break;
-		case 'B': {
-			int b = ms_backend_from_name(optarg);
-			if (b < 0) {
-				fprintf(stderr, "--backend: unknown backend '%s'\n", optarg);
-				return 2;
-			}
-			cfg.backend = (uint32_t)b;
-			break;
-		}
 		case 'X': cfg.xdp_ifname = optarg; break;
-		case 'C': p.sv.connected = true; break;
-		case 'k': want = ex_num("subscribers", optarg, 0, INT32_MAX); break;
-		case 'j': join_timeout = (unsigned)ex_num("join-timeout", optarg, 0, 86400); break;
 		case 'n': count = ex_num("count", optarg, 0, UINT64_MAX / 2); break;
 		case 'r': rate = ex_num("rate", optarg, 0, 1000000000); break;
 		case 's': size = ex_num("size", optarg, sizeof(struct md_tick), 65507); break;
-		/* The library expands %p and creates the file; without the option it reads
-		 * MULTISEND_STATS_SHM itself. */
-		case 'S': cfg.stats_shm = optarg; break;
 		case 'T': cfg.ts_sample = (uint32_t)ex_num("ts-sample", optarg, 0, 1000000000); break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default:
+			rc = md_serve_opt(c, optarg, &so, &p.sv, &cfg);
+			if (rc <= 0) {
+				if (!rc)
+					usage(stderr);
+				return 2;
+			}
 		}
 	}
 	if (optind < argc) {
@@ -319,11 +281,7 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		fprintf(stderr, "md-publisher: ms_group_new: %s\n", ms_strerror(rc));
 	if (rc >= 0)
-		rc = md_open(&p.sv, bind_addr, port, tcp_port);
-	for (size_t i = 0; i < ndests && rc >= 0; i++)
-		rc = md_add_fixed(&p.sv, dests[i], &mo);
-	if (rc >= 0)
-		rc = md_wait_for(&p.sv, want, join_timeout, &stop);
+		rc = md_serve_start(&p.sv, &so, &stop);
 	if (rc >= 0)
 		rc = run(&p, ctx, count, rate, size);
 

@@ -434,27 +434,12 @@ int main(int argc, char **argv)
 		{ "upstream", required_argument, NULL, 'u' },
 		{ "upstream-tcp", required_argument, NULL, 'U' },
 		{ "rejoin-idle", required_argument, NULL, 'R' },
-		{ "control", required_argument, NULL, 'c' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "tcp", required_argument, NULL, 'P' },
-		{ "dest", required_argument, NULL, 'd' },
-		{ "mcast-ttl", required_argument, NULL, 'L' },
-		{ "mcast-loop", required_argument, NULL, 'O' },
-		{ "mcast-if", required_argument, NULL, 'I' },
-		{ "backend", required_argument, NULL, 'B' },
-		{ "connected", no_argument, NULL, 'C' },
-		{ "subscribers", required_argument, NULL, 'k' },
-		{ "join-timeout", required_argument, NULL, 'j' },
-		{ "stats-shm", required_argument, NULL, 'S' },
+		MD_SERVE_LONGOPTS,
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *bind_addr = "127.0.0.1", *upstream = NULL;
-	const char *dests[MD_MAX_FIXED];
-	size_t ndests = 0, want = 0;
-	struct md_mcast_opts mo = { .ttl = -1, .loop = -1 };
-	unsigned port = MD_PORT_DEFAULT, join_timeout = 10;
-	int tcp_port = -1;
+	const char *upstream = NULL;
+	struct md_serve_opts so = MD_SERVE_OPTS_INIT;
 	struct ms_config cfg = { .size = sizeof(cfg) };
 	struct ms_stats st = { .size = sizeof(st) };
 	struct relay r = { .sv = { .name = "md-relay", .ctl = -1, .data = -1, .lis = -1 },
@@ -467,34 +452,14 @@ int main(int argc, char **argv)
 		case 'u': upstream = optarg; r.tcp = false; break;
 		case 'U': upstream = optarg; r.tcp = true; break;
 		case 'R': r.idle_ns = ex_num("rejoin-idle", optarg, 1, 86400000) * 1000000u; break;
-		case 'c': port = (unsigned)ex_num("control", optarg, 0, 65535); break;
-		case 'b': bind_addr = optarg; break;
-		case 'P': tcp_port = (int)ex_num("tcp", optarg, 0, 65535); break;
-		case 'd':
-			if (ndests == MD_MAX_FIXED) {
-				fprintf(stderr, "--dest: at most %d\n", MD_MAX_FIXED);
-				return 2;
-			}
-			dests[ndests++] = optarg;
-			break;
-		case 'L': mo.ttl = (int)ex_num("mcast-ttl", optarg, 0, 255); break;
-		case 'O': mo.loop = (int)ex_num("mcast-loop", optarg, 0, 1); break;
-		case 'I': mo.iface = optarg; break;
-		case 'B': {
-			int b = ms_backend_from_name(optarg);
-			if (b < 0) {
-				fprintf(stderr, "--backend: unknown backend '%s'\n", optarg);
-				return 2;
-			}
-			cfg.backend = (uint32_t)b;
-			break;
-		}
-		case 'C': r.sv.connected = true; break;
-		case 'k': want = ex_num("subscribers", optarg, 0, INT32_MAX); break;
-		case 'j': join_timeout = (unsigned)ex_num("join-timeout", optarg, 0, 86400); break;
-		case 'S': cfg.stats_shm = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default:
+			rc = md_serve_opt(c, optarg, &so, &r.sv, &cfg);
+			if (rc <= 0) {
+				if (!rc)
+					usage(stderr);
+				return 2;
+			}
 		}
 	}
 	if (optind < argc || !upstream) {
@@ -532,14 +497,10 @@ int main(int argc, char **argv)
 	rc = ms_group_new(ctx, &r.sv.g);
 	if (rc < 0)
 		fprintf(stderr, "md-relay: ms_group_new: %s\n", ms_strerror(rc));
-	if (rc >= 0)
-		rc = md_open(&r.sv, bind_addr, port, tcp_port);
-	for (size_t i = 0; i < ndests && rc >= 0; i++)
-		rc = md_add_fixed(&r.sv, dests[i], &mo);
 	/* Subscribing upstream only once the subscribers are in lets a whole tree be built
 	 * before the first tick, so that nobody misses the start of the feed. */
 	if (rc >= 0)
-		rc = md_wait_for(&r.sv, want, join_timeout, &stop);
+		rc = md_serve_start(&r.sv, &so, &stop);
 	if (rc >= 0 && !r.tcp)
 		rc = upstream_open_udp(&r);
 

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <net/if.h>
 #include <poll.h>
@@ -562,6 +563,88 @@ static int md_wait_for(struct md_serve *p, size_t want, unsigned timeout_s,
 		}
 	}
 	return 0;
+}
+
+/* ---- the serving side's options: md-publisher and md-relay take the same ---------------- */
+
+struct md_serve_opts {
+	const char *bind;        /* --bind: the control socket's (and TCP listener's) address */
+	unsigned port;           /* --control (0: any, printed) */
+	int tcp_port;            /* --tcp (0: any, printed); -1: no TCP subscribers */
+	const char *dests[MD_MAX_FIXED]; /* --dest, in order */
+	size_t ndests;
+	struct md_mcast_opts mo; /* --mcast-ttl, --mcast-loop, --mcast-if */
+	size_t want;             /* --subscribers: wait for this many before the feed */
+	unsigned join_timeout;   /* --join-timeout, seconds */
+};
+#define MD_SERVE_OPTS_INIT                                                                   \
+	{ .bind = "127.0.0.1", .port = MD_PORT_DEFAULT, .tcp_port = -1,                      \
+	  .mo = { .ttl = -1, .loop = -1 }, .join_timeout = 10 }
+
+/* Their getopt_long entries (md_serve_opt takes their letters). */
+#define MD_SERVE_LONGOPTS                                                                    \
+	{ "control", required_argument, NULL, 'c' },                                         \
+	{ "bind", required_argument, NULL, 'b' },                                            \
+	{ "tcp", required_argument, NULL, 'P' },                                             \
+	{ "dest", required_argument, NULL, 'd' },                                            \
+	{ "mcast-ttl", required_argument, NULL, 'L' },                                       \
+	{ "mcast-loop", required_argument, NULL, 'O' },                                      \
+	{ "mcast-if", required_argument, NULL, 'I' },                                        \
+	{ "backend", required_argument, NULL, 'B' },                                         \
+	{ "connected", no_argument, NULL, 'C' },                                             \
+	{ "subscribers", required_argument, NULL, 'k' },                                     \
+	{ "join-timeout", required_argument, NULL, 'j' },                                    \
+	{ "stats-shm", required_argument, NULL, 'S' }
+
+/* getopt_long's letter c (argument arg), if it is one of MD_SERVE_LONGOPTS: into o, sv (its
+ * connected flag) and cfg (backend, and the live-counter file: the library expands %p and
+ * creates it; without the option it reads MULTISEND_STATS_SHM itself). 1: taken; 0: not one
+ * of them; -1: a bad value, said on stderr (exit status 2). */
+static int md_serve_opt(int c, const char *arg, struct md_serve_opts *o, struct md_serve *sv,
+			struct ms_config *cfg)
+{
+	switch (c) {
+	case 'c': o->port = (unsigned)ex_num("control", arg, 0, 65535); return 1;
+	case 'b': o->bind = arg; return 1;
+	case 'P': o->tcp_port = (int)ex_num("tcp", arg, 0, 65535); return 1;
+	case 'd':
+		if (o->ndests == MD_MAX_FIXED) {
+			fprintf(stderr, "--dest: at most %d\n", MD_MAX_FIXED);
+			return -1;
+		}
+		o->dests[o->ndests++] = arg;
+		return 1;
+	case 'L': o->mo.ttl = (int)ex_num("mcast-ttl", arg, 0, 255); return 1;
+	case 'O': o->mo.loop = (int)ex_num("mcast-loop", arg, 0, 1); return 1;
+	case 'I': o->mo.iface = arg; return 1;
+	case 'B': {
+		int b = ms_backend_from_name(arg);
+		if (b < 0) {
+			fprintf(stderr, "--backend: unknown backend '%s'\n", arg);
+			return -1;
+		}
+		cfg->backend = (uint32_t)b;
+		return 1;
+	}
+	case 'C': sv->connected = true; return 1;
+	case 'k': o->want = ex_num("subscribers", arg, 0, INT32_MAX); return 1;
+	case 'j': o->join_timeout = (unsigned)ex_num("join-timeout", arg, 0, 86400); return 1;
+	case 'S': cfg->stats_shm = arg; return 1;
+	default: return 0;
+	}
+}
+
+/* The serving side up as the options say: the control socket (and TCP listener), the fixed
+ * destinations, then the first o->want subscribers waited for. */
+static int md_serve_start(struct md_serve *sv, const struct md_serve_opts *o,
+			  const volatile sig_atomic_t *stop)
+{
+	int rc = md_open(sv, o->bind, o->port, o->tcp_port);
+	for (size_t i = 0; i < o->ndests && rc >= 0; i++)
+		rc = md_add_fixed(sv, o->dests[i], &o->mo);
+	if (rc >= 0)
+		rc = md_wait_for(sv, o->want, o->join_timeout, stop);
+	return rc;
 }
 
 /* Before the server exits: give the stream subscribers what their backlogs still hold (END

@@ -10,10 +10,11 @@
   check.py synopsis MANDIR HEADER       each exported function's prototype in HEADER appears,
                                        word for word, in the SYNOPSIS of its page; the
                                        SEE ALSO of libmultisend.3 names every other page
-  check.py options TOOL PAGE SOURCE    the long options TOOL accepts (read from its source:
+  check.py options TOOL PAGE SOURCE... the long options TOOL accepts (read from its sources:
                                        bench/cli.c's and multisend-stat.c's getopt_long
-                                       tables, multisend-run's case patterns) equal the
-                                       options PAGE documents (the tags of its OPTIONS section)
+                                       tables, md-relay's with md-serve.h's, multisend-run's
+                                       case patterns) equal the options PAGE documents (the
+                                       tags of its OPTIONS section)
 
 Exit status 0 pass, 1 fail.
 """
@@ -141,12 +142,14 @@ def page_options(page):
     return opts
 
 
-def options(tool, page, source):
-    accepted = source_options(tool, source) - INTERNAL.get(tool, set())
+def options(tool, page, sources):
+    accepted = set().union(*(source_options(tool, s) for s in sources))
+    accepted -= INTERNAL.get(tool, set())
+    source = ', '.join(sources)
     documented = page_options(page)
     undocumented = sorted(accepted - documented)
     unknown = sorted(documented - accepted)
-    print(f'{tool}: {len(accepted)} long options in {os.path.basename(source)}, '
+    print(f'{tool}: {len(accepted)} long options in {", ".join(map(os.path.basename, sources))}, '
           f'{len(documented)} documented in {os.path.basename(page)}')
     for o in undocumented:
         print(f'FAIL: {tool} accepts --{o} ({source}) but {page} does not document it')
@@ -212,8 +215,8 @@ def main(argv):
         return coverage(argv[2], argv[3], argv[4])
     if len(argv) == 4 and argv[1] == 'synopsis':
         return synopsis(argv[2], argv[3])
-    if len(argv) == 5 and argv[1] == 'options':
-        return options(argv[2], argv[3], argv[4])
+    if len(argv) >= 5 and argv[1] == 'options':
+        return options(argv[2], argv[3], argv[4:])
     print(__doc__)
     return 2
 
