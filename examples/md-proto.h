@@ -23,11 +23,39 @@
 /* ---------------------------------------------------------------------------------------------
  * md-publisher -> md-subscriber
  *
- * Control channel (UDP, text, no terminator): a subscriber sends "JOIN" or "LEAVE" from its
- * data socket, so the publisher learns the data address from the datagram's source. The
- * publisher answers "ACK <id>" to JOIN (again for a repeated JOIN: the subscriber retries until
- * it sees one, and the first ACK may have been lost) and "BYE" to LEAVE.
+ * Control channel (UDP, version 2): a subscriber sends JOIN2 or LEAVE2 from its data socket,
+ * so the server learns the data address from the datagram's source. Nothing is ever sent to
+ * that address, beyond an answer no larger than the request, until it has proved that it
+ * receives there (as QUIC's Retry and DTLS's HelloVerifyRequest do):
+ *
+ *   subscriber -> server   "JOIN2" or "LEAVE2", then " " and a cookie (MD_COOKIE_HEX hex
+ *                          digits) once it has one; NUL-padded to MD_CTL_SIZE bytes. A
+ *                          shorter datagram is never answered, so an answer (at most
+ *                          MD_CTL_REPLY_MAX bytes) is never larger than its request.
+ *   server -> subscriber   "CHALLENGE2 <cookie>" to a request without a valid cookie: a keyed
+ *                          hash of the source's address and port and of a coarse time epoch,
+ *                          so the server keeps no state for it. Valid for this epoch and the
+ *                          next (MD_COOKIE_EPOCH_S to twice that).
+ *                          "ACK2 <id> <port> <lease_ms> <cookie>" to a JOIN2 with a valid
+ *                          cookie: the subscription exists (or was renewed) until lease_ms
+ *                          from now, ticks leave from <port> of the control socket's address
+ *                          (the subscriber accepts ticks from there only), and <cookie> is a
+ *                          fresh one for the next renewal, so that a subscriber that renews
+ *                          in time never needs a CHALLENGE2 again. A repeated JOIN2 renews the
+ *                          lease and gets the same id: never a second destination.
+ *                          "BYE2" to a LEAVE2 with a valid cookie.
+ *
+ * The server never answers anything else: an unknown or malformed datagram, a refused JOIN2
+ * (caps) or an answer to an answer are counted, never answered, so two servers' control ports
+ * cannot be made to talk to each other forever. Version 1 clients ("JOIN", "LEAVE", 4 and 5
+ * bytes) get no answer at all and keep retrying: they are counted as unknown.
  */
+#define MD_CTL_SIZE 64
+#define MD_CTL_REPLY_MAX 60
+#define MD_COOKIE_HEX 16
+#define MD_COOKIE_EPOCH_S 30
+#define MD_LEASE_MS_DEFAULT 30000
+
 #define MD_MAGIC_TICK UINT32_C(0x314b544d) /* "MTK1" read as bytes */
 #define MD_MAGIC_END  UINT32_C(0x31444e45) /* "END1" */
 
@@ -209,6 +237,111 @@ static inline unsigned long long ex_num(const char *opt, const char *s, unsigned
 		exit(2);
 	}
 	return v;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The control protocol's pieces that both ends use
+ */
+
+/* SipHash-2-4 (Aumasson and Bernstein): a keyed 64-bit hash, the cookie's MAC. */
+static inline uint64_t md_rotl(uint64_t x, int b)
+{
+	return (x << b) | (x >> (64 - b));
+}
+
+#define MD_SIPROUND                                                                          \
+	do {                                                                                 \
+		v0 += v1; v1 = md_rotl(v1, 13); v1 ^= v0; v0 = md_rotl(v0, 32);             \
+		v2 += v3; v3 = md_rotl(v3, 16); v3 ^= v2;                                    \
+		v0 += v3; v3 = md_rotl(v3, 21); v3 ^= v0;                                    \
+		v2 += v1; v1 = md_rotl(v1, 17); v1 ^= v2; v2 = md_rotl(v2, 32);             \
+	} while (0)
+
+static inline uint64_t md_siphash(const uint8_t key[16], const uint8_t *in, size_t len)
+{
+	uint64_t k0, k1, m, b = (uint64_t)len << 56;
+	size_t i, end = len - len % 8;
+
+	memcpy(&k0, key, 8);
+	memcpy(&k1, key + 8, 8);
+	k0 = le64toh(k0);
+	k1 = le64toh(k1);
+
+	uint64_t v0 = k0 ^ UINT64_C(0x736f6d6570736575), v1 = k1 ^ UINT64_C(0x646f72616e646f6d);
+	uint64_t v2 = k0 ^ UINT64_C(0x6c7967656e657261), v3 = k1 ^ UINT64_C(0x7465646279746573);
+
+	for (i = 0; i < end; i += 8) {
+		memcpy(&m, in + i, 8);
+		m = le64toh(m);
+		v3 ^= m;
+		MD_SIPROUND;
+		MD_SIPROUND;
+		v0 ^= m;
+	}
+	for (size_t j = 0; j < len % 8; j++)
+		b |= (uint64_t)in[end + j] << (8 * j);
+	v3 ^= b;
+	MD_SIPROUND;
+	MD_SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	MD_SIPROUND;
+	MD_SIPROUND;
+	MD_SIPROUND;
+	MD_SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* A control request: "JOIN2" or "LEAVE2" (cmd) with the cookie (NULL: none), NUL-padded to
+ * MD_CTL_SIZE bytes into out. Returns its length. */
+static inline size_t md_ctl_request(char out[MD_CTL_SIZE], const char *cmd, const char *cookie)
+{
+	memset(out, 0, MD_CTL_SIZE);
+	snprintf(out, MD_CTL_SIZE, "%s%s%s", cmd, cookie ? " " : "", cookie ? cookie : "");
+	return MD_CTL_SIZE;
+}
+
+/* 1 if s is exactly MD_COOKIE_HEX lower-case hex digits. */
+static inline int md_cookie_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < MD_COOKIE_HEX; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[i] == '\0';
+}
+
+/* One answer from the server, parsed (a datagram that came from the control address):
+ * 'C' CHALLENGE2 (cookie), 'A' ACK2 (id, port, lease_ms, cookie), 'B' BYE2, 0 anything else
+ * (ignored: never answered). */
+struct md_answer {
+	char cookie[MD_COOKIE_HEX + 1];
+	int id;
+	unsigned port;
+	unsigned long lease_ms;
+};
+
+static inline int md_parse_answer(const uint8_t *p, size_t n, struct md_answer *a)
+{
+	char s[MD_CTL_REPLY_MAX + 1], c[MD_COOKIE_HEX + 2], tail;
+
+	if (n > MD_CTL_REPLY_MAX)
+		return 0;
+	memcpy(s, p, n);
+	s[n] = '\0';
+	if (sscanf(s, "CHALLENGE2 %17s%c", c, &tail) == 1 && md_cookie_ok(c)) {
+		memcpy(a->cookie, c, sizeof(a->cookie));
+		return 'C';
+	}
+	if (sscanf(s, "ACK2 %d %u %lu %17s%c", &a->id, &a->port, &a->lease_ms, c, &tail) == 4 &&
+	    a->id >= 0 && a->port > 0 && a->port < 65536 && a->lease_ms > 0 && md_cookie_ok(c)) {
+		memcpy(a->cookie, c, sizeof(a->cookie));
+		return 'A';
+	}
+	if (!strcmp(s, "BYE2"))
+		return 'B';
+	return 0;
 }
 
 #endif /* MD_PROTO_H */

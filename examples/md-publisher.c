@@ -3,7 +3,8 @@
  * md-publisher: a market-data publisher that fans every tick out to its subscribers with one
  * libmultisend call.
  *
- * Subscribers register over a UDP control port (see md-proto.h). Each tick is one header
+ * Subscribers register over a UDP control port (see md-proto.h): a JOIN2 that echoes the
+ * cookie of a CHALLENGE2, then renewed within each lease. Each tick is one header
  * (struct md_tick) plus padding up to --size, gathered with ms_sendv so the padding is never
  * copied into the header's buffer. Between ticks the control socket is drained without
  * blocking, so subscribers can join and leave while the feed runs.
@@ -181,11 +182,11 @@ static int run(struct pub *p, struct ms_ctx *ctx, uint64_t count, uint64_t rate,
 
 	printf("md-publisher: backend %s, subscribers %zu (joined %" PRIu64 ", left %" PRIu64
 	       ", dropped %" PRIu64 "), ticks %" PRIu64 ", destinations accepted %" PRIu64
-	       ", failures %" PRIu64 ", elapsed %.3f s, rate %.0f ticks/s\n",
+	       ", failures %" PRIu64 ", elapsed %.3f s, rate %.0f ticks/s, %s\n",
 	       ms_backend_name(ms_ctx_backend(ctx)), nsubs, p->sv.joined, p->sv.left,
 	       p->sv.dropped,
 	       p->seq, st.dests_accepted, st.dests_failed, secs,
-	       secs > 0 ? (double)p->seq / secs : 0.0);
+	       secs > 0 ? (double)p->seq / secs : 0.0, md_ctl_summary(&p->sv));
 	if (stop)
 		fprintf(stderr, "md-publisher: interrupted after %" PRIu64 " ticks\n", p->seq);
 	return rc ? rc : erc;
@@ -211,6 +212,12 @@ static void usage(FILE *f)
 		"  --connected         one connected UDP socket per subscriber\n"
 		"  --subscribers K     wait for K subscribers before publishing (default 0)\n"
 		"  --join-timeout SEC  how long to wait for them (default 10)\n"
+		"  --lease MS          a UDP subscription ends unless renewed within MS ms\n"
+		"                      (default %d)\n"
+		"  --max-subscribers N at most N UDP subscribers in all (default %d)\n"
+		"  --max-per-source N  at most N UDP subscribers per source address (default %d)\n"
+		"  --challenge-rate N  at most N CHALLENGE2 answers per second to one address not\n"
+		"                      yet proven (default %d)\n"
 		"  --count N           ticks to publish (default 10000)\n"
 		"  --rate R            ticks per second, 0 = as fast as possible (default 10000)\n"
 		"  --size BYTES        datagram size, >= %zu (default 64)\n"
@@ -221,7 +228,8 @@ static void usage(FILE *f)
 		"  --ts-sample K       kernel transmit timestamps on one tick in K (0 = off,\n"
 		"                      default): fills the live histograms (Linux 6.13 or later)\n"
 		"  --help\n",
-		MD_PORT_DEFAULT, MD_MAX_FIXED, sizeof(struct md_tick));
+		MD_PORT_DEFAULT, MD_MAX_FIXED, MD_LEASE_MS_DEFAULT, MD_MAX_SUBS_DEFAULT,
+		MD_MAX_PER_SOURCE_DEFAULT, MD_REPLY_RATE_DEFAULT, sizeof(struct md_tick));
 }
 
 int main(int argc, char **argv)

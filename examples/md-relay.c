@@ -15,9 +15,17 @@
  * turn (md-subscriber --allow-gaps). So a tick is either delivered once, in order, or inside
  * a gap someone reported: never a duplicate, never a silent loss.
  *
- * Restarts: the upstream subscription is a lease. On UDP the relay re-sends JOIN while the
- * feed is quiet (a server answers a repeated JOIN with the same ACK, no second destination);
- * on TCP it reconnects when the connection ends. A restarted relay starts from the next tick
+ * Trust: by UDP, the relay takes answers only from the upstream's control address and ticks
+ * and END only from the upstream's host at the port its ACK2 names (recvfrom's source is
+ * checked: the one socket takes both, so it cannot be connect()ed to either); by TCP, only
+ * from its own connection. Anything else is counted as foreign and ignored, so a forged END
+ * cannot end the relay and a forged sequence number cannot stall it. A tick more than
+ * MAX_JUMP ahead of the last one is reported and never adopted, whatever its source.
+ *
+ * Restarts: the upstream subscription is a lease. On UDP the relay renews it three times per
+ * lease the upstream announces, and re-sends JOIN2 while the feed is quiet (a server answers
+ * a repeated JOIN2 with the same id, no second destination; a restarted one, whose cookies
+ * changed, with a CHALLENGE2 first); on TCP it reconnects when the connection ends. A restarted relay starts from the next tick
  * it receives; its subscribers find it again with their own lease (md-subscriber
  * --rejoin-idle) and see the ticks they missed as one reported gap.
  */
@@ -44,6 +52,9 @@
 #define END_REPEATS 3
 #define END_GAP_NS 10000000  /* 10 ms */
 #define MAX_MSG 65536
+/* A sequence number further ahead than this is garbage or a forgery, not a gap (as in
+ * md-subscriber): adopting it would make every real tick after it look stale. */
+#define MAX_JUMP (UINT64_C(1) << 26)
 
 struct relay {
 	struct md_serve sv;
@@ -52,13 +63,17 @@ struct relay {
 	socklen_t uplen;
 	int ufd;                       /* upstream socket, -1 while a TCP one is down */
 	bool connecting;               /* a non-blocking TCP connect in progress */
-	bool acked;                    /* UDP: the upstream answered our JOIN */
+	bool acked;                    /* UDP: the upstream answered our JOIN2 */
+	char cookie[MD_COOKIE_HEX + 1];/* UDP: the upstream's last cookie for us ("" none) */
+	uint16_t data_port;            /* UDP: where its ticks come from (ACK2), 0 before */
+	uint64_t renew_at, last_join;  /* UDP: the lease's renewal, the last JOIN2 sent */
 	uint64_t next_try, last_rx, idle_ns;
 	uint8_t *sbuf;                 /* TCP: bytes of an unfinished tick */
 	size_t sfill;
 	uint8_t *buf;                  /* one datagram */
 	uint64_t first, last;          /* first and last sequence number forwarded (0: none) */
 	uint64_t forwarded, gaps, missing, stale, invalid, reconnects, rejoins;
+	uint64_t implausible, foreign;
 	bool ended;
 	uint8_t end[sizeof(struct md_tick)]; /* END as it came */
 };
@@ -93,6 +108,12 @@ static int on_upstream(struct relay *r, const uint8_t *p, size_t n)
 	if (magic == MD_MAGIC_END) {
 		memcpy(r->end, p, sizeof(r->end));
 		r->ended = true;
+		return 0;
+	}
+	if (r->last && seq > r->last + MAX_JUMP) {
+		if (r->implausible++ == 0)
+			fprintf(stderr, "md-relay: implausible sequence number %" PRIu64
+				" after %" PRIu64 " ignored\n", seq, r->last);
 		return 0;
 	}
 	if (seq == 0 || seq <= r->last) {
@@ -205,20 +226,38 @@ static int read_udp(struct relay *r, uint64_t now)
 			/* An ICMP error from a JOIN to a server not up yet, say: not fatal. */
 			return 0;
 		}
-		if (md_addr_equal(&from, &r->up) && n < MAX_MSG) {
-			int id;
+		if (md_addr_equal(&from, &r->up)) {
+			struct md_answer a;
 
-			r->buf[n] = '\0';
-			if (sscanf((char *)r->buf, "ACK %d", &id) == 1) {
-				if (!r->acked)
-					fprintf(stderr, "md-relay: upstream ACK %d\n", id);
-				if (!r->acked)
-					r->last_rx = now; /* the lease starts now */
+			switch (md_parse_answer(r->buf, (size_t)n, &a)) {
+			case 'C':
+				/* JOIN2 again with this cookie, soon but not at once: forged
+				 * CHALLENGE2s make us send at most 40 JOIN2 a second. */
+				memcpy(r->cookie, a.cookie, sizeof(a.cookie));
+				if (r->next_try > r->last_join + RETRY_NS / 8)
+					r->next_try = r->last_join + RETRY_NS / 8;
+				break;
+			case 'A':
+				if (!r->acked) {
+					fprintf(stderr, "md-relay: upstream ACK2 %d\n", a.id);
+					r->last_rx = now; /* the idle clock starts now */
+				}
 				r->acked = true;
-			} else if (!strncmp((char *)r->buf, "ERR", 3)) {
-				fprintf(stderr, "md-relay: upstream refused: %s\n", r->buf);
-				return -ECONNREFUSED;
+				r->data_port = (uint16_t)a.port;
+				memcpy(r->cookie, a.cookie, sizeof(a.cookie));
+				r->renew_at = now + a.lease_ms * 1000000u / 3;
+				break;
+			default:
+				r->foreign++; /* never answered */
 			}
+			continue;
+		}
+
+		struct sockaddr_storage data = r->up;
+
+		ex_set_port(&data, r->data_port);
+		if (!r->data_port || !md_addr_equal(&from, &data)) {
+			r->foreign++;
 			continue;
 		}
 		r->last_rx = now;
@@ -241,14 +280,20 @@ static int upstream_tend(struct relay *r, uint64_t now)
 		r->next_try = now + RETRY_NS;
 		return upstream_connect(r);
 	}
-	if (r->acked && now - r->last_rx < r->idle_ns)
+	bool idle = now - r->last_rx >= r->idle_ns;
+	char req[MD_CTL_SIZE];
+	size_t len;
+
+	if (r->acked && !idle && now < r->renew_at)
 		return 0;
-	if (r->acked)
+	if (r->acked && idle)
 		r->rejoins++;
 	r->next_try = now + RETRY_NS;
-	if (sendto(r->ufd, "JOIN", 4, 0, (struct sockaddr *)&r->up, r->uplen) < 0 &&
+	r->last_join = now;
+	len = md_ctl_request(req, "JOIN2", r->cookie[0] ? r->cookie : NULL);
+	if (sendto(r->ufd, req, len, 0, (struct sockaddr *)&r->up, r->uplen) < 0 &&
 	    errno != ECONNREFUSED)
-		fprintf(stderr, "md-relay: sending JOIN: %s\n", strerror(errno));
+		fprintf(stderr, "md-relay: sending JOIN2: %s\n", strerror(errno));
 	return 0;
 }
 
@@ -278,7 +323,7 @@ static int upstream_open_udp(struct relay *r)
 	return 0;
 }
 
-/* UDP: LEAVE, retried until BYE or half a second, so that an upstream on connected sockets
+/* UDP: LEAVE2, retried until BYE2 or half a second, so that an upstream on connected sockets
  * does not learn of our exit only from ICMP errors. */
 static void upstream_leave(struct relay *r)
 {
@@ -288,23 +333,36 @@ static void upstream_leave(struct relay *r)
 		struct pollfd pfd = { .fd = r->ufd, .events = POLLIN };
 
 		if (now >= next) {
-			if (sendto(r->ufd, "LEAVE", 5, 0, (struct sockaddr *)&r->up, r->uplen) < 0)
+			char req[MD_CTL_SIZE];
+			size_t len = md_ctl_request(req, "LEAVE2", r->cookie[0] ? r->cookie : NULL);
+
+			if (sendto(r->ufd, req, len, 0, (struct sockaddr *)&r->up, r->uplen) < 0)
 				return;
 			next = now + RETRY_NS / 2;
 		}
 		if (poll(&pfd, 1, (int)((next - now + 999999) / 1000000)) < 0 && errno != EINTR)
 			return;
 		for (;;) {
-			char b[16];
+			uint8_t b[MD_CTL_REPLY_MAX + 1];
+			struct md_answer a;
 			struct sockaddr_storage from;
 			socklen_t fromlen = sizeof(from);
-			ssize_t n = recvfrom(r->ufd, b, sizeof(b), MSG_DONTWAIT,
+			ssize_t n = recvfrom(r->ufd, b, sizeof(b), MSG_DONTWAIT | MSG_TRUNC,
 					     (struct sockaddr *)&from, &fromlen);
 
 			if (n < 0)
 				break;
-			if (n == 3 && !memcmp(b, "BYE", 3) && md_addr_equal(&from, &r->up))
+			if (!md_addr_equal(&from, &r->up))
+				continue;
+			int kind = md_parse_answer(b, (size_t)n, &a);
+
+			if (kind == 'B')
 				return;
+			if (kind == 'C') { /* our cookie was stale: again with this one */
+				memcpy(r->cookie, a.cookie, sizeof(a.cookie));
+				if (next > now + RETRY_NS / 8)
+					next = now + RETRY_NS / 8;
+			}
 		}
 	}
 }
@@ -405,8 +463,8 @@ static void usage(FILE *f)
 		"                    address\n"
 		"  --upstream-tcp HOST:PORT\n"
 		"                    subscribe by TCP at this server's --tcp port\n"
-		"  --rejoin-idle MS  UDP upstream: re-send JOIN while no tick has come for MS ms\n"
-		"                    (default 1000)\n"
+		"  --rejoin-idle MS  UDP upstream: re-send JOIN2 while no tick has come for MS\n"
+		"                    ms (default 1000)\n"
 		"  --control PORT    UDP control port for subscribers (default %d; 0 = any,\n"
 		"                    printed)\n"
 		"  --bind ADDR       address of the control socket (default 127.0.0.1)\n"
@@ -423,9 +481,19 @@ static void usage(FILE *f)
 		"                    (default 0)\n"
 		"  --join-timeout SEC\n"
 		"                    how long to wait for them (default 10)\n"
+		"  --lease MS        a UDP subscription ends unless renewed within MS ms\n"
+		"                    (default %d)\n"
+		"  --max-subscribers N\n"
+		"                    at most N UDP subscribers in all (default %d)\n"
+		"  --max-per-source N\n"
+		"                    at most N UDP subscribers per source address (default %d)\n"
+		"  --challenge-rate N\n"
+		"                    at most N CHALLENGE2 answers per second to one address\n"
+		"                    not yet proven (default %d)\n"
 		"  --stats-shm PATH  live counters for multisend-stat (see md-publisher)\n"
 		"  --help\n",
-		MD_PORT_DEFAULT, MD_MAX_FIXED);
+		MD_PORT_DEFAULT, MD_MAX_FIXED, MD_LEASE_MS_DEFAULT, MD_MAX_SUBS_DEFAULT,
+		MD_MAX_PER_SOURCE_DEFAULT, MD_REPLY_RATE_DEFAULT);
 }
 
 int main(int argc, char **argv)
@@ -523,11 +591,12 @@ int main(int argc, char **argv)
 	       "), upstream gaps %" PRIu64 " (missing %" PRIu64 "), stale %" PRIu64
 	       ", invalid %" PRIu64 ", rejoins %" PRIu64 ", reconnects %" PRIu64
 	       ", end %s, destinations accepted %" PRIu64 ", failures %" PRIu64
-	       ", elapsed %.3f s\n",
+	       ", elapsed %.3f s, implausible %" PRIu64 ", foreign %" PRIu64 ", %s\n",
 	       ms_backend_name(ms_ctx_backend(ctx)), r.sv.nsubs, r.sv.joined, r.sv.left,
 	       r.sv.dropped, r.forwarded, r.first, r.last, r.gaps, r.missing, r.stale,
 	       r.invalid, r.rejoins, r.reconnects > 0 ? r.reconnects - 1 : 0,
-	       r.ended ? "yes" : "no", st.dests_accepted, st.dests_failed, secs);
+	       r.ended ? "yes" : "no", st.dests_accepted, st.dests_failed, secs, r.implausible,
+	       r.foreign, md_ctl_summary(&r.sv));
 
 	md_close(&r.sv);
 	ms_ctx_free(ctx);

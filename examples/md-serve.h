@@ -6,8 +6,11 @@
  * and relays cannot tell the two apart and relays chain into a tree.
  *
  * Destinations:
- *   - a UDP subscriber, from its JOIN (the datagram's source is its data address); ticks leave
- *     from one shared unconnected socket, or (connected) from a socket of its own;
+ *   - a UDP subscriber, from its JOIN2 once its source address has proved that it receives
+ *     there (it echoed a cookie the server sent it: md-proto.h); ticks leave from one shared
+ *     unconnected socket, or (connected) from a socket of its own, bound to the control
+ *     socket's address, whose port the ACK2 names. Its subscription is a lease that ends
+ *     unless renewed, and the number of them is capped per source address and in total;
  *   - a TCP subscriber, from an accepted connection: ticks are framed by md_tick.size on the
  *     stream; the group's slow-consumer policy queues up to 4 MiB for a slow reader and then
  *     disconnects it, so a stream subscriber never loses a tick silently: it has either every
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -44,6 +48,20 @@
 
 #define MD_MAX_LOGGED_FAILURES 10
 #define MD_MAX_FIXED 16
+/* Control datagrams handled per md_control_drain: a flood waits in the socket's buffer (and
+ * overflows it) instead of delaying the next tick. */
+#define MD_CTL_BUDGET 64
+#define MD_MAX_SUBS_DEFAULT 4096
+#define MD_MAX_PER_SOURCE_DEFAULT 256
+#define MD_REPLY_RATE_DEFAULT 100
+/* Token buckets of CHALLENGE2 answers, one per source address hashed into this many (sources
+ * that collide share one), made once: an unproven request allocates nothing. */
+#define MD_BUCKETS 4096
+
+struct md_bucket {
+	double tokens;
+	uint64_t refilled; /* CLOCK_MONOTONIC ns, 0: never used */
+};
 
 enum md_kind { MD_SUB_UDP, MD_SUB_TCP, MD_SUB_FIXED };
 
@@ -53,6 +71,8 @@ struct md_sub {
 	int fd;   /* its own socket (connected UDP, TCP, a fixed destination's), else -1 */
 	int id;   /* destination id in the group, also the id a UDP subscriber is told */
 	int kind; /* enum md_kind */
+	uint16_t port;    /* UDP: the port its ticks leave from */
+	uint64_t expires; /* UDP: the lease's end, CLOCK_MONOTONIC ns */
 };
 
 /* Socket options for the fixed destinations; -1 (or NULL) leaves the kernel's default. */
@@ -80,6 +100,18 @@ struct md_serve {
 	uint64_t partial;   /* stream sends the policy queued (whole or in part) */
 	uint64_t logged;
 	uint64_t accepted;  /* sum of ms_sendv's return values over the ticks */
+	/* The control protocol (md-proto.h): the cookie's key, the caps and counters. */
+	uint8_t key[16];
+	struct sockaddr_storage local; /* the control socket's address */
+	socklen_t locallen;
+	uint16_t data_port;      /* the shared data socket's port */
+	uint64_t lease_ns;
+	size_t max_subs, max_per_source; /* UDP subscribers in total, per source address */
+	uint64_t reply_rate;     /* CHALLENGE2 answers per second to one source address */
+	struct md_bucket *buckets; /* MD_BUCKETS of them, each holding at most reply_rate */
+	uint64_t next_expiry;
+	uint64_t challenged, unknown, refused, limited, expired, renewed;
+	uint64_t ctl_logged; /* control lines logged: the first MD_MAX_LOGGED_FAILURES only */
 };
 
 static inline bool md_addr_equal(const struct sockaddr_storage *a,
@@ -122,10 +154,96 @@ static struct md_sub *md_find_id(struct md_serve *p, int id)
 static void md_reply(struct md_serve *p, const struct sockaddr_storage *to, socklen_t tolen,
 		     const char *msg)
 {
-	/* A lost reply is like any lost UDP datagram: the subscriber retries its JOIN. So a
-	 * failure here is reported and not fatal, and the server never blocks on it. */
-	if (sendto(p->ctl, msg, strlen(msg), MSG_DONTWAIT, (const struct sockaddr *)to, tolen) < 0)
+	/* A lost reply is like any lost UDP datagram: the subscriber retries its JOIN2. So a
+	 * failure here is not fatal, and the server never blocks on it; only the first few
+	 * are logged, since a remote peer decides how many there are. */
+	if (sendto(p->ctl, msg, strlen(msg), MSG_DONTWAIT, (const struct sockaddr *)to, tolen) < 0 &&
+	    p->ctl_logged++ < MD_MAX_LOGGED_FAILURES)
 		fprintf(stderr, "%s: control reply: %s\n", p->name, strerror(errno));
+}
+
+/* The cookie of address a in epoch e, as MD_COOKIE_HEX hex digits: SipHash of the family,
+ * port, address (and IPv6 scope) and the epoch under the server's random key, so the server
+ * recognises its own cookies without keeping any state for an unproven address. */
+static void md_cookie(const struct md_serve *p, const struct sockaddr_storage *a, uint64_t e,
+		      char out[MD_COOKIE_HEX + 1])
+{
+	uint8_t in[40];
+	size_t n = 0;
+	uint16_t fam = (uint16_t)a->ss_family, port = ex_port(a);
+
+	e = htole64(e);
+	memcpy(in + n, &e, 8), n += 8;
+	memcpy(in + n, &fam, 2), n += 2;
+	memcpy(in + n, &port, 2), n += 2;
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a;
+
+		memcpy(in + n, &x->sin6_addr, 16), n += 16;
+		memcpy(in + n, &x->sin6_scope_id, 4), n += 4;
+	} else {
+		memcpy(in + n, &((const struct sockaddr_in *)a)->sin_addr, 4), n += 4;
+	}
+	snprintf(out, MD_COOKIE_HEX + 1, "%016" PRIx64, md_siphash(p->key, in, n));
+}
+
+static uint64_t md_epoch(void)
+{
+	return ex_now_ns(CLOCK_MONOTONIC) / (MD_COOKIE_EPOCH_S * UINT64_C(1000000000));
+}
+
+/* Whether cookie c (NULL: none) is one md_cookie gave a, this epoch or the one before. */
+static bool md_cookie_valid(const struct md_serve *p, const struct sockaddr_storage *a,
+			    const char *c)
+{
+	uint64_t e = md_epoch();
+	char want[MD_COOKIE_HEX + 1];
+
+	if (!c)
+		return false;
+	for (uint64_t back = 0; back < 2 && back <= e; back++) {
+		unsigned diff = 0;
+
+		md_cookie(p, a, e - back, want);
+		for (int i = 0; i < MD_COOKIE_HEX; i++)
+			diff |= (unsigned)(want[i] ^ c[i]);
+		if (!diff)
+			return true;
+	}
+	return false;
+}
+
+/* Answer an unproven request with a CHALLENGE2 (smaller than the request), at most
+ * reply_rate a second to one source address (its bucket, found by a keyed hash of the address
+ * alone, so that an attacker cannot aim collisions at a chosen victim): a flood of spoofed
+ * requests reflects to each victim no more than that, and what goes over is counted. A
+ * subscriber whose address is not flooded keeps its own budget. */
+static void md_challenge(struct md_serve *p, const struct sockaddr_storage *to, socklen_t tolen)
+{
+	uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
+	char msg[MD_CTL_REPLY_MAX + 1], c[MD_COOKIE_HEX + 1];
+	struct sockaddr_storage host = *to;
+	struct md_bucket *b;
+
+	ex_set_port(&host, 0);
+	md_cookie(p, &host, UINT64_MAX, c); /* epoch UINT64_MAX: never a cookie's */
+	b = &p->buckets[strtoull(c, NULL, 16) % MD_BUCKETS];
+	if (!b->refilled)
+		b->tokens = (double)p->reply_rate;
+	else
+		b->tokens += (double)(now - b->refilled) * 1e-9 * (double)p->reply_rate;
+	if (b->tokens > (double)p->reply_rate)
+		b->tokens = (double)p->reply_rate;
+	b->refilled = now;
+	if (b->tokens < 1) {
+		p->limited++;
+		return;
+	}
+	b->tokens -= 1;
+	p->challenged++;
+	md_cookie(p, to, md_epoch(), c);
+	snprintf(msg, sizeof(msg), "CHALLENGE2 %s", c);
+	md_reply(p, to, tolen, msg);
 }
 
 /* Forget s, which the group no longer holds, and close its own socket. Only now may the
@@ -192,17 +310,27 @@ static int md_add(struct md_serve *p, int kind, const struct sockaddr_storage *s
 
 	if (kind == MD_SUB_UDP && p->connected) {
 		/* One socket per subscriber: the kernel caches the route, so each send skips
-		 * the lookup an unconnected sendto pays, and ICMP errors come back per peer. */
+		 * the lookup an unconnected sendto pays, and ICMP errors come back per peer.
+		 * Bound to the control socket's address, so that ticks leave from the address
+		 * the subscriber sent its JOIN2 to, from the port the ACK2 names. */
+		struct sockaddr_storage me = p->local;
+		socklen_t melen = p->locallen;
+
+		ex_set_port(&me, 0);
 		s->fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		if (s->fd < 0)
 			return -errno;
-		if (connect(s->fd, (const struct sockaddr *)ss, sslen) < 0) {
+		if (bind(s->fd, (const struct sockaddr *)&me, melen) < 0 ||
+		    connect(s->fd, (const struct sockaddr *)ss, sslen) < 0 ||
+		    getsockname(s->fd, (struct sockaddr *)&me, &melen) < 0) {
 			rc = -errno;
 			close(s->fd);
 			return rc;
 		}
+		s->port = ex_port(&me);
 		d.fd = s->fd;
 	} else if (kind == MD_SUB_UDP) {
+		s->port = p->data_port;
 		d = (struct ms_dest){ .fd = p->data, .addr = (const struct sockaddr *)&s->addr,
 				      .addrlen = sslen };
 	}
@@ -218,20 +346,72 @@ static int md_add(struct md_serve *p, int kind, const struct sockaddr_storage *s
 	return rc;
 }
 
+static bool md_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	struct sockaddr_storage x = *a;
+
+	ex_set_port(&x, ex_port(b));
+	return md_addr_equal(&x, b);
+}
+
+/* A JOIN2 whose cookie proved that `from` receives there: a new subscriber within the caps,
+ * or a renewed lease. Returns 0, or a negative errno for a refused one (not answered). */
 static int md_join(struct md_serve *p, const struct sockaddr_storage *from, socklen_t fromlen)
 {
 	struct md_sub *s = md_find_addr(p, from);
-	char msg[32];
-	int id;
+	char msg[MD_CTL_REPLY_MAX + 1], c[MD_COOKIE_HEX + 1];
+	uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
 
-	/* A repeated JOIN: its ACK was lost, or the subscriber renews its lease (it re-sends
-	 * JOIN when the feed goes quiet, to find a restarted server). Same ACK, no second
-	 * destination: a subscriber must never get a tick twice. */
-	id = s ? s->id : md_add(p, MD_SUB_UDP, from, fromlen, -1);
-	if (id < 0)
-		return id;
-	snprintf(msg, sizeof(msg), "ACK %d", id);
+	/* A repeated JOIN2: its ACK2 was lost, or the subscriber renews its lease. Same id, no
+	 * second destination: a subscriber must never get a tick twice. */
+	if (s) {
+		p->renewed++;
+	} else {
+		size_t udp = 0, here = 0;
+		int rc;
+
+		for (size_t i = 0; i < p->nsubs; i++) {
+			if (p->subs[i].kind != MD_SUB_UDP)
+				continue;
+			udp++;
+			here += md_same_host(&p->subs[i].addr, from);
+		}
+		if (udp >= p->max_subs || here >= p->max_per_source)
+			return -EUSERS;
+		rc = md_add(p, MD_SUB_UDP, from, fromlen, -1);
+		if (rc < 0)
+			return rc;
+		s = md_find_addr(p, from);
+	}
+	s->expires = now + p->lease_ns;
+	md_cookie(p, from, md_epoch(), c);
+	snprintf(msg, sizeof(msg), "ACK2 %d %u %" PRIu64 " %s", s->id, s->port,
+		 p->lease_ns / 1000000, c);
 	md_reply(p, from, fromlen, msg);
+	return 0;
+}
+
+/* Drop the UDP subscribers whose lease ended (checked every tenth of a lease). */
+static int md_expire(struct md_serve *p)
+{
+	uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
+
+	if (now < p->next_expiry)
+		return 0;
+	p->next_expiry = now + p->lease_ns / 10;
+	for (size_t i = 0; i < p->nsubs;) {
+		struct md_sub *s = &p->subs[i];
+		int rc;
+
+		if (s->kind != MD_SUB_UDP || s->expires > now) {
+			i++;
+			continue;
+		}
+		rc = md_remove_sub(p, s); /* the last one moves to i */
+		if (rc < 0)
+			return rc;
+		p->expired++;
+	}
 	return 0;
 }
 
@@ -266,17 +446,23 @@ static int md_accept(struct md_serve *p)
  * poll would need after it. Returns 0 or a negative errno that should stop the server. */
 static int md_control_drain(struct md_serve *p)
 {
-	if (p->lis >= 0) {
-		int rc = md_accept(p);
+	int rc;
 
+	if (p->lis >= 0) {
+		rc = md_accept(p);
 		if (rc < 0)
 			return rc;
 	}
-	for (;;) {
-		char buf[64];
+	if ((rc = md_expire(p)) < 0)
+		return rc;
+	/* At most MD_CTL_BUDGET datagrams, so a flood cannot hold up the feed: the rest waits
+	 * for the next call, or is dropped by the kernel when the socket's buffer is full. */
+	for (int budget = MD_CTL_BUDGET; budget > 0; budget--) {
+		char buf[MD_CTL_SIZE + 1];
+		const char *cookie = NULL;
 		struct sockaddr_storage from;
 		socklen_t fromlen = sizeof(from);
-		ssize_t n = recvfrom(p->ctl, buf, sizeof(buf) - 1, MSG_DONTWAIT,
+		ssize_t n = recvfrom(p->ctl, buf, sizeof(buf) - 1, MSG_DONTWAIT | MSG_TRUNC,
 				     (struct sockaddr *)&from, &fromlen);
 
 		if (n < 0) {
@@ -286,35 +472,70 @@ static int md_control_drain(struct md_serve *p)
 				continue;
 			return -errno;
 		}
-		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-			n--; /* so that `echo JOIN | nc -u` works too */
-		buf[n] = '\0';
-
-		if (!strcmp(buf, "JOIN")) {
-			int rc = md_join(p, &from, fromlen);
-
-			if (rc < 0) {
-				char msg[96];
-
-				fprintf(stderr, "%s: JOIN refused: %s\n", p->name, ms_strerror(rc));
-				snprintf(msg, sizeof(msg), "ERR %s", ms_strerror(rc));
-				md_reply(p, &from, fromlen, msg);
-			}
-		} else if (!strcmp(buf, "LEAVE")) {
-			struct md_sub *s = md_find_addr(p, &from);
-
-			if (s) {
-				int rc = md_remove_sub(p, s);
-
-				if (rc < 0)
-					return rc;
-				p->left++;
-			}
-			md_reply(p, &from, fromlen, "BYE");
-		} else {
-			md_reply(p, &from, fromlen, "ERR unknown command");
+		/* Shorter than MD_CTL_SIZE (a version 1 "JOIN" among them): never answered,
+		 * since any answer could be larger than the request. */
+		if (n < MD_CTL_SIZE) {
+			p->unknown++;
+			continue;
 		}
+		buf[MD_CTL_SIZE] = '\0';
+
+		char *sp = strchr(buf, ' ');
+
+		if (sp) {
+			*sp = '\0';
+			cookie = sp + 1;
+			if (!md_cookie_ok(cookie)) {
+				p->unknown++;
+				continue;
+			}
+		}
+		bool join = !strcmp(buf, "JOIN2");
+
+		if (!join && strcmp(buf, "LEAVE2")) {
+			p->unknown++; /* an answer, garbage, another server's datagram */
+			continue;
+		}
+		if (!md_cookie_valid(p, &from, cookie)) {
+			md_challenge(p, &from, fromlen);
+			continue;
+		}
+		if (join) {
+			rc = md_join(p, &from, fromlen);
+			if (rc == -EUSERS) {
+				p->refused++; /* over a cap: no answer, no line per request */
+			} else if (rc < 0) {
+				if (p->ctl_logged++ < MD_MAX_LOGGED_FAILURES)
+					fprintf(stderr, "%s: JOIN2 refused: %s\n", p->name,
+						ms_strerror(rc));
+				p->refused++;
+			}
+			continue;
+		}
+
+		struct md_sub *s = md_find_addr(p, &from);
+
+		if (s) {
+			rc = md_remove_sub(p, s);
+			if (rc < 0)
+				return rc;
+			p->left++;
+		}
+		md_reply(p, &from, fromlen, "BYE2");
 	}
+	return 0;
+}
+
+/* The control protocol's counters, for a program's summary line. */
+static const char *md_ctl_summary(const struct md_serve *p)
+{
+	static char s[256];
+
+	snprintf(s, sizeof(s), "control: challenged %" PRIu64 ", renewed %" PRIu64
+		 ", expired %" PRIu64 ", refused %" PRIu64 ", rate-limited %" PRIu64
+		 ", unknown %" PRIu64, p->challenged, p->renewed, p->expired, p->refused,
+		 p->limited, p->unknown);
+	return s;
 }
 
 /* Forget the stream subscribers the slow-consumer policy removed in the last call (a full
@@ -496,13 +717,30 @@ static int md_open(struct md_serve *p, const char *addr, unsigned port, int tcp_
 	 * the feed. Same family as the control socket: it can reach every address a JOIN can
 	 * come from. */
 	if (!p->connected) {
+		struct sockaddr_storage me = local;
+		socklen_t melen = len;
+
+		/* Bound to the control socket's address, port 0: subscribers accept ticks
+		 * only from this address and the port the ACK2 names. */
+		ex_set_port(&me, 0);
 		p->data = socket(local.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-		if (p->data < 0) {
+		if (p->data < 0 || bind(p->data, (struct sockaddr *)&me, melen) < 0 ||
+		    getsockname(p->data, (struct sockaddr *)&me, &melen) < 0) {
 			rc = -errno;
 			fprintf(stderr, "%s: data socket: %s\n", p->name, strerror(-rc));
 			return rc;
 		}
+		p->data_port = ex_port(&me);
 	}
+	p->local = local;
+	p->locallen = len;
+	if (getrandom(p->key, sizeof(p->key), 0) != (ssize_t)sizeof(p->key)) {
+		rc = -errno;
+		fprintf(stderr, "%s: getrandom: %s\n", p->name, strerror(-rc));
+		return rc;
+	}
+	if (!p->buckets && !(p->buckets = calloc(MD_BUCKETS, sizeof(*p->buckets))))
+		return -ENOMEM;
 	printf("control port %u\n", ex_port(&local));
 	if (tcp_port >= 0) {
 		struct ms_slow_config sc = { .size = sizeof(sc), .policy = MS_SLOW_QUEUE,
@@ -576,10 +814,20 @@ struct md_serve_opts {
 	struct md_mcast_opts mo; /* --mcast-ttl, --mcast-loop, --mcast-if */
 	size_t want;             /* --subscribers: wait for this many before the feed */
 	unsigned join_timeout;   /* --join-timeout, seconds */
+	uint64_t lease_ms;       /* --lease */
+	size_t max_subs;         /* --max-subscribers */
+	size_t max_per_source;   /* --max-per-source */
+	uint64_t reply_rate;     /* --challenge-rate */
 };
 #define MD_SERVE_OPTS_INIT                                                                   \
 	{ .bind = "127.0.0.1", .port = MD_PORT_DEFAULT, .tcp_port = -1,                      \
-	  .mo = { .ttl = -1, .loop = -1 }, .join_timeout = 10 }
+	  .mo = { .ttl = -1, .loop = -1 }, .join_timeout = 10,                               \
+	  .lease_ms = MD_LEASE_MS_DEFAULT, .max_subs = MD_MAX_SUBS_DEFAULT,                  \
+	  .max_per_source = MD_MAX_PER_SOURCE_DEFAULT, .reply_rate = MD_REPLY_RATE_DEFAULT }
+
+/* getopt values of the control protocol's options: outside the letters, so that they never
+ * collide with a program's own. */
+enum { MD_OPT_LEASE = 0x200, MD_OPT_MAX_SUBS, MD_OPT_MAX_PER_SOURCE, MD_OPT_CHALLENGE_RATE };
 
 /* Their getopt_long entries (md_serve_opt takes their letters). */
 #define MD_SERVE_LONGOPTS                                                                    \
@@ -594,7 +842,11 @@ struct md_serve_opts {
 	{ "connected", no_argument, NULL, 'C' },                                             \
 	{ "subscribers", required_argument, NULL, 'k' },                                     \
 	{ "join-timeout", required_argument, NULL, 'j' },                                    \
-	{ "stats-shm", required_argument, NULL, 'S' }
+	{ "stats-shm", required_argument, NULL, 'S' },                                       \
+	{ "lease", required_argument, NULL, MD_OPT_LEASE },                                  \
+	{ "max-subscribers", required_argument, NULL, MD_OPT_MAX_SUBS },                     \
+	{ "max-per-source", required_argument, NULL, MD_OPT_MAX_PER_SOURCE },                \
+	{ "challenge-rate", required_argument, NULL, MD_OPT_CHALLENGE_RATE }
 
 /* getopt_long's letter c (argument arg), if it is one of MD_SERVE_LONGOPTS: into o, sv (its
  * connected flag) and cfg (backend, and the live-counter file: the library expands %p and
@@ -630,6 +882,14 @@ static int md_serve_opt(int c, const char *arg, struct md_serve_opts *o, struct 
 	case 'k': o->want = ex_num("subscribers", arg, 0, INT32_MAX); return 1;
 	case 'j': o->join_timeout = (unsigned)ex_num("join-timeout", arg, 0, 86400); return 1;
 	case 'S': cfg->stats_shm = arg; return 1;
+	case MD_OPT_LEASE: o->lease_ms = ex_num("lease", arg, 100, 86400000); return 1;
+	case MD_OPT_MAX_SUBS: o->max_subs = ex_num("max-subscribers", arg, 0, 1000000); return 1;
+	case MD_OPT_MAX_PER_SOURCE:
+		o->max_per_source = ex_num("max-per-source", arg, 0, 1000000);
+		return 1;
+	case MD_OPT_CHALLENGE_RATE:
+		o->reply_rate = ex_num("challenge-rate", arg, 0, 10000000);
+		return 1;
 	default: return 0;
 	}
 }
@@ -639,7 +899,13 @@ static int md_serve_opt(int c, const char *arg, struct md_serve_opts *o, struct 
 static int md_serve_start(struct md_serve *sv, const struct md_serve_opts *o,
 			  const volatile sig_atomic_t *stop)
 {
-	int rc = md_open(sv, o->bind, o->port, o->tcp_port);
+	int rc;
+
+	sv->lease_ns = o->lease_ms * 1000000u;
+	sv->max_subs = o->max_subs;
+	sv->max_per_source = o->max_per_source;
+	sv->reply_rate = o->reply_rate;
+	rc = md_open(sv, o->bind, o->port, o->tcp_port);
 	for (size_t i = 0; i < o->ndests && rc >= 0; i++)
 		rc = md_add_fixed(sv, o->dests[i], &o->mo);
 	if (rc >= 0)
@@ -685,6 +951,7 @@ static void md_close(struct md_serve *p)
 	free(p->subs);
 	free(p->res);
 	free(p->slow);
+	free(p->buckets);
 	if (p->lis >= 0)
 		close(p->lis);
 	if (p->data >= 0)

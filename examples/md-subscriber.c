@@ -6,9 +6,16 @@
  *
  * One process can hold several independent subscriptions (--sockets K): each socket joins on
  * its own, is counted on its own and prints its own summary, so a test runs 50 subscribers for
- * the price of one process. Three ways in: UDP (JOIN/ACK on the control address), TCP (a
- * connection to the server's --tcp port, ticks framed by their size field), or a multicast
- * group (--group: the socket joins the group, nothing is sent to the publisher).
+ * the price of one process. Three ways in: UDP (JOIN2/CHALLENGE2/ACK2 on the control address,
+ * md-proto.h), TCP (a connection to the server's --tcp port, ticks framed by their size
+ * field), or a multicast group (--group: the socket joins the group, nothing is sent to the
+ * publisher).
+ *
+ * UDP: answers are taken only from the control address, and ticks and END only from the
+ * control address's host at the port the ACK2 names: anything else is counted as foreign and
+ * ignored, so a forged tick or END from another source changes nothing. The socket is not
+ * connect()ed, because it takes the server's answers (from the control port) and the ticks
+ * (from the data port) both; recvfrom's source address is checked instead.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -78,6 +85,8 @@ struct feed {
 	uint64_t gaps;      /* runs of sequence numbers still missing */
 	uint64_t missing;   /* sequence numbers still missing */
 	uint64_t dups, reordered, invalid;
+	uint64_t implausible; /* ticks too far ahead to be real (MAX_JUMP): never adopted */
+	uint64_t foreign;   /* datagrams from anything but the server's addresses: ignored */
 	uint32_t lat[LAT_BUCKETS]; /* one-way delays, ns (see lat_bucket) */
 	uint64_t lat_n, lat_max;
 	bool report;        /* print each new gap as it is found (--allow-gaps) */
@@ -114,8 +123,18 @@ static int seen_set(struct feed *f, uint64_t s)
 
 static int on_tick(struct feed *f, uint64_t s)
 {
-	if (s == 0 || s > f->high + MAX_JUMP) {
+	if (s == 0) {
 		f->invalid++;
+		return 0;
+	}
+	if (s > f->high + MAX_JUMP) {
+		/* Garbage or a forgery from the server's own address: its number is never
+		 * adopted (every real tick after it would look stale, and the bitmap would
+		 * grow without bound). Reported once, counted apart from the feed's own
+		 * faults, which the verdict judges. */
+		if (f->implausible++ == 0)
+			fprintf(stderr, "md-subscriber: %s: implausible sequence number %" PRIu64
+				" after %" PRIu64 " ignored\n", f->label, s, f->high);
 		return 0;
 	}
 	f->received++;
@@ -180,6 +199,10 @@ struct sock {
 	bool acked, ended, done, left;
 	bool broken;         /* its run ended on an error (printed), not by END */
 	bool reached;        /* --progress: said so */
+	char cookie[MD_COOKIE_HEX + 1]; /* the server's last cookie for us ("" none yet) */
+	uint16_t data_port;  /* where the server's ticks come from (ACK2), 0 before */
+	uint64_t renew_at;   /* when to renew the lease */
+	uint64_t last_join;  /* when the last JOIN2 went */
 	uint64_t end_seq;
 	uint64_t next_join;  /* when to (re-)send JOIN */
 	uint64_t last_rx;    /* when the last datagram of the feed arrived */
@@ -221,13 +244,18 @@ static void leave_all(struct sock *ss, size_t k, const struct opts *o, uint64_t 
 		pending += !(ss[i].left = !ss[i].acked);
 	for (; pending && now < end; now = ex_now_ns(CLOCK_MONOTONIC)) {
 		if (now >= next) {
-			for (size_t i = 0; i < k; i++)
-				if (!ss[i].left && sendto(ss[i].fd, "LEAVE", 5, 0,
+			for (size_t i = 0; i < k; i++) {
+				char req[MD_CTL_SIZE];
+				size_t len = md_ctl_request(req, "LEAVE2", ss[i].cookie[0] ?
+							    ss[i].cookie : NULL);
+
+				if (!ss[i].left && sendto(ss[i].fd, req, len, 0,
 							  (const struct sockaddr *)&o->ctl,
 							  o->ctllen) < 0) {
-					perror("md-subscriber: sending LEAVE");
+					perror("md-subscriber: sending LEAVE2");
 					return;
 				}
+			}
 			next = now + RETRY_NS;
 		}
 
@@ -243,17 +271,27 @@ static void leave_all(struct sock *ss, size_t k, const struct opts *o, uint64_t 
 		}
 		for (size_t i = 0; i < k; i++) {
 			while (!ss[i].left) {
-				char b[16];
+				uint8_t b[MD_CTL_REPLY_MAX + 1];
+				struct md_answer a;
 				struct sockaddr_storage from;
 				socklen_t fromlen = sizeof(from);
-				ssize_t n = recvfrom(ss[i].fd, b, sizeof(b), MSG_DONTWAIT,
+				ssize_t n = recvfrom(ss[i].fd, b, sizeof(b), MSG_DONTWAIT | MSG_TRUNC,
 						     (struct sockaddr *)&from, &fromlen);
 
 				if (n < 0)
 					break;
-				if (n == 3 && !memcmp(b, "BYE", 3) && same_addr(&from, &o->ctl)) {
+				if (!same_addr(&from, &o->ctl))
+					continue;
+				switch (md_parse_answer(b, (size_t)n, &a)) {
+				case 'B':
 					ss[i].left = true;
 					pending--;
+					break;
+				case 'C': /* our cookie was stale: LEAVE2 again with this one */
+					memcpy(ss[i].cookie, a.cookie, sizeof(a.cookie));
+					if (next > now + RETRY_NS / 8)
+						next = now + RETRY_NS / 8;
+					break;
 				}
 			}
 		}
@@ -324,17 +362,41 @@ static int drain_udp(struct sock *s, const struct opts *o, uint64_t now)
 			perror("md-subscriber: recvfrom");
 			return -1;
 		}
-		if (o->way == WAY_UDP && same_addr(&from, &o->ctl) && (size_t)n < sizeof(buf)) {
-			buf[n] = '\0';
-			if (sscanf((char *)buf, "ACK %d", &s->id) == 1) {
+		if (o->way == WAY_UDP && same_addr(&from, &o->ctl)) {
+			struct md_answer a;
+
+			switch (md_parse_answer(buf, (size_t)n, &a)) {
+			case 'C':
+				/* JOIN2 again with this cookie, soon but not at once: a forged
+				 * CHALLENGE2 makes us send at most 40 JOIN2 a second. */
+				memcpy(s->cookie, a.cookie, sizeof(a.cookie));
+				if (s->next_join > s->last_join + RETRY_NS / 8)
+					s->next_join = s->last_join + RETRY_NS / 8;
+				break;
+			case 'A':
 				if (!s->acked)
-					s->last_rx = now; /* the lease starts now */
+					s->last_rx = now; /* the idle clock starts now */
 				s->acked = true;
-			} else if (!strncmp((char *)buf, "ERR", 3)) {
-				fprintf(stderr, "md-subscriber: refused: %s\n", buf);
-				return -1;
+				s->id = a.id;
+				s->data_port = (uint16_t)a.port;
+				memcpy(s->cookie, a.cookie, sizeof(a.cookie));
+				/* Renewed three times a lease, so two lost renewals cost nothing. */
+				s->renew_at = now + a.lease_ms * 1000000u / 3;
+				s->next_join = now + RETRY_NS;
+				break;
+			default:
+				s->f.foreign++; /* never answered */
 			}
 			continue;
+		}
+		if (o->way == WAY_UDP) {
+			struct sockaddr_storage data = o->ctl;
+
+			ex_set_port(&data, s->data_port);
+			if (!s->data_port || !same_addr(&from, &data)) {
+				s->f.foreign++;
+				continue;
+			}
 		}
 		s->last_rx = now;
 		/* MSG_TRUNC made n the datagram's real length, so a truncated one fails the
@@ -493,10 +555,12 @@ static int verdict(struct sock *s, const struct opts *o, uint64_t timeout_s)
 	}
 	printf("%s: received %" PRIu64 ", gaps %" PRIu64 " (missing %" PRIu64
 	       "), duplicates %" PRIu64 ", last seq %" PRIu64 ", reordered %" PRIu64
-	       ", invalid %" PRIu64 ", id %d, delay p50 %.1f p99 %.1f max %.1f us\n",
+	       ", invalid %" PRIu64 ", id %d, delay p50 %.1f p99 %.1f max %.1f us, implausible %"
+	       PRIu64 ", foreign %" PRIu64 "\n",
 	       f->label, f->received, f->gaps, f->missing, f->dups, f->high, f->reordered,
 	       f->invalid, s->id, (double)lat_quantile(f->lat, f->lat_n, 0.5) / 1e3,
-	       (double)lat_quantile(f->lat, f->lat_n, 0.99) / 1e3, (double)f->lat_max / 1e3);
+	       (double)lat_quantile(f->lat, f->lat_n, 0.99) / 1e3, (double)f->lat_max / 1e3,
+	       f->implausible, f->foreign);
 
 	if (s->broken)
 		return 1;
@@ -550,15 +614,18 @@ static void usage(FILE *out)
 		"                       (a 'gap A..B' line when found) instead of failing; still\n"
 		"                       fails on a duplicate, a tick out of order, or a count\n"
 		"                       that does not add up\n"
-		"  --rejoin-idle MS     re-send JOIN while no tick has come for MS ms (a lease\n"
-		"                       that finds a restarted relay; 0 = never, the default)\n"
-		"  --leave-after N      leave (LEAVE, wait for BYE) after N ticks, without END\n"
+		"  --rejoin-idle MS     re-send JOIN2 while no tick has come for MS ms (finds a\n"
+		"                       restarted relay; 0 = never, the default); the lease is\n"
+		"                       renewed three times per lease the server announces\n"
+		"  --leave-after N      leave (LEAVE2, wait for BYE2) after N ticks, without END\n"
 		"  --progress N         print 'LABEL: reached N' when a tick >= N first arrives\n"
 		"  --help\n"
 		"Without --expect or --expect-end, ticks before the first one received are not\n"
 		"counted as missing (a late join). Prints 'joined K' once every socket is in, and\n"
 		"at the end one summary line per subscription, with its one-way delay percentiles\n"
-		"(publisher's clock to arrival); SIGINT or SIGTERM ends the run there.\n",
+		"(publisher's clock to arrival); SIGINT or SIGTERM ends the run there. By UDP,\n"
+		"ticks and END count only from the server's address and the port its ACK2\n"
+		"names; others are 'foreign' and ignored.\n",
 		MD_PORT_DEFAULT);
 }
 
@@ -663,19 +730,25 @@ int main(int argc, char **argv)
 			if (s->done)
 				continue;
 			active++;
-			if (o.way != WAY_UDP || (s->acked && !o.rejoin_idle_ns))
+			if (o.way != WAY_UDP)
 				continue;
 			timers = true;
-			if ((!s->acked || idle) && now >= s->next_join) {
-				/* The JOIN or its ACK may be lost, the publisher may not be up yet,
-				 * or (idle) a relay restarted and forgot us; a server answers a
-				 * repeated JOIN with the same ACK and no second destination. */
-				if (sendto(s->fd, "JOIN", 4, 0, (struct sockaddr *)&o.ctl,
+			if ((!s->acked || idle || now >= s->renew_at) && now >= s->next_join) {
+				/* The JOIN2 or its answer may be lost, the publisher may not be up
+				 * yet, the lease is due for renewal, or (idle) a relay restarted and
+				 * forgot us; a server answers a repeated JOIN2 with the same id and
+				 * no second destination. */
+				char req[MD_CTL_SIZE];
+				size_t len = md_ctl_request(req, "JOIN2",
+							    s->cookie[0] ? s->cookie : NULL);
+
+				if (sendto(s->fd, req, len, 0, (struct sockaddr *)&o.ctl,
 					   o.ctllen) < 0) {
-					perror("md-subscriber: sending JOIN");
+					perror("md-subscriber: sending JOIN2");
 					status = 1;
 					break;
 				}
+				s->last_join = now;
 				s->next_join = now + RETRY_NS;
 			}
 		}
