@@ -15,6 +15,9 @@
 #   serve-test.sh lease PUBLISHER RELAY SUBSCRIBER
 #       a subscriber that proves itself once and never renews stops getting ticks after
 #       --lease, and the publisher counts it expired.
+#   serve-test.sh caps PUBLISHER RELAY SUBSCRIBER
+#       --max-per-source 2 and three subscriptions from one address, then --max-subscribers 1
+#       and two: the ones over the cap are never acknowledged, and counted as refused.
 #   serve-test.sh forged PUBLISHER RELAY SUBSCRIBER        (root: a namespace, raw sockets)
 #       mid-feed, a tick with seq 2^62 and an END to every port, from an ordinary socket and
 #       then spoofed from the publisher's control port, and the tick alone spoofed from its
@@ -32,7 +35,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../harness.sh"
 harness_init serve-test
 
-[ $# -eq 4 ] || fail "usage: $0 reflect|flood|lease|forged|pingpong PUBLISHER RELAY SUBSCRIBER"
+[ $# -eq 4 ] ||
+	fail "usage: $0 reflect|flood|lease|caps|forged|pingpong PUBLISHER RELAY SUBSCRIBER"
 what=$1 pub=$2 relay=$3 sub=$4
 for _f in "$pub" "$relay" "$sub"; do
 	[ -x "$_f" ] || skip "$_f is not built"
@@ -177,6 +181,32 @@ lease)
 	[ "${expired:-0}" = 1 ] || { echo "publisher: expired ${expired:-none}, want 1" >&2; status=1; }
 	[ "$status" = 0 ] || fail "lease"
 	echo "PASS: lease: an unrenewed subscription expired and its ticks stopped"
+	;;
+
+caps)
+	status=0
+	for c in "--max-per-source 2:3:2" "--max-subscribers 1:2:1"; do
+		opt=${c%%:*} k=${c#*:} k=${k%%:*} want=${c##*:}
+		# shellcheck disable=SC2086 # an option and its value
+		start_pub pub --count 100000000 --rate 200 $opt
+		# Every subscription the cap admits gets a tick; the others wait for an ACK2
+		# that never comes, until the timeout (exit 1).
+		"$sub" --control "127.0.0.1:$port" --sockets "$k" --timeout 5 --leave-after 1 \
+			>"$tmp/sub" 2>&1
+		stop "$pubpid"
+		show "$tmp/pub" "$tmp/sub"
+		got=$(grep -c 'received 1, gaps 0' "$tmp/sub")
+		never=$(grep -c ', id -1, ' "$tmp/sub")
+		refused=$(counter "$tmp/pub" refused)
+		[ "$got" = "$want" ] && [ "$never" = $((k - want)) ] ||
+			{ echo "$opt: $got of $k subscriptions in, $never never acknowledged" >&2; status=1; }
+		[ "${refused:-0}" -ge 1 ] ||
+			{ echo "$opt: refused ${refused:-none}" >&2; status=1; }
+		grep -q "^md-publisher: .*(joined $want, " "$tmp/pub" ||
+			{ echo "$opt: publisher did not join exactly $want" >&2; status=1; }
+	done
+	[ "$status" = 0 ] || fail "caps"
+	echo "PASS: caps: per source and in total, the subscriptions over the cap refused"
 	;;
 
 forged)

@@ -16,7 +16,7 @@
 # group reaches every port as a segment without a querier would). The tree is built before the
 # first tick: B waits for its 50 subscribers before connecting to A, A for its 100 and B
 # before joining pub, pub for A. Then relay A is killed (SIGKILL) mid-feed and restarted:
-# its subscribers find it again by their JOIN lease and B reconnects; the test goes on once
+# its subscribers find it again by their JOIN2 lease and B reconnects; the test goes on once
 # every subscriber has reported its gap, that is once ticks flow again everywhere. Then the
 # same for relay B (its upstream is TCP), and the feed is stopped (SIGTERM to the publisher,
 # which sends END). Checked:
