@@ -322,21 +322,23 @@ static int on_message(struct sock *s, const struct opts *o, const uint8_t *p, si
 	}
 	uint64_t seq = le64toh(t.seq), ts = le64toh(t.ts_ns), now = ex_now_ns(CLOCK_REALTIME);
 	uint64_t delay = now > ts ? now - ts : 0; /* a clock behind the sender's: 0 */
-
-	s->f.lat[lat_bucket(delay)]++;
-	s->f.lat_n++;
-	if (delay > s->f.lat_max)
-		s->f.lat_max = delay;
-
 	bool owed_from_1 = o->have_expect || o->expect_end;
 
 	if (!owed_from_1 && s->f.received == 0 && seq > 0)
 		s->f.base = s->f.high = seq - 1; /* joined late: earlier ticks not owed */
+	/* A tick on_tick refuses (seq 0, or implausibly far ahead) has no delay worth
+	 * keeping: its timestamp is as made up as its number. */
+	if (seq && seq <= s->f.high + MAX_JUMP) {
+		s->f.lat[lat_bucket(delay)]++;
+		s->f.lat_n++;
+		if (delay > s->f.lat_max)
+			s->f.lat_max = delay;
+	}
 	if (on_tick(&s->f, seq) < 0) {
 		fprintf(stderr, "md-subscriber: out of memory\n");
 		return -1;
 	}
-	if (o->progress && !s->reached && seq >= o->progress) {
+	if (o->progress && !s->reached && s->f.high >= o->progress) { /* high: adopted only */
 		/* Flushed at once: a script waits for this line to know the feed got here. */
 		printf("%s: reached %" PRIu64 "\n", s->f.label, o->progress);
 		fflush(stdout);
