@@ -50,6 +50,9 @@
 #   stat-test.sh owners HOSTILE STAT          (root: a second user)
 #       a scan reads only root's files unless --owner / --all-owners names others; another
 #       user's 0600 file is counted (reason owner), unread; every series has an owner label.
+#   stat-test.sh isolation HOSTILE STAT       (root: a mount namespace)
+#       a file planted in the host's /dev/shm is not seen by the tests, which run with a
+#       /dev/shm of their own (the 'scan' mode, as every other mode runs).
 #   stat-test.sh pidns LIVEEDGE STAT          (root: a PID namespace)
 #       a publisher in a PID namespace of its own (liveedge hold): multisend-stat outside it
 #       shows it alive (its write lock) though /proc does not show the pid it names
@@ -57,6 +60,21 @@
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
+
+# Every test but 'isolation' runs with a /dev/shm of its own, so that it never sees a file it
+# did not make (another user's, another test's; issue 26): as root, in a mount namespace with
+# a private tmpfs there. Not as root, there is none: files are named after the test's scratch
+# directory, and a scan of /dev/shm reads only this user's files.
+private_shm_works() {
+	command -v unshare >/dev/null 2>&1 &&
+		unshare --mount --propagation private sh -c \
+			'mount -t tmpfs -o mode=1777 tmpfs /dev/shm' 2>/dev/null
+}
+if [ "$(id -u)" = 0 ] && [ -z "${STAT_TEST_PRIVATE_SHM:-}" ] && [ "${1:-}" != isolation ] &&
+	private_shm_works; then
+	STAT_TEST_PRIVATE_SHM=1 exec unshare --mount --propagation private sh -c \
+		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec sh "$0" "$@"' "$0" "$@"
+fi
 
 . "$(dirname "$0")/../harness.sh"
 harness_init stat-test
@@ -1238,6 +1256,40 @@ owners_test() { # HOSTILE STAT
 	echo "PASS: a scan reads only the owners asked for, and labels every series with its owner"
 }
 
+# isolation HOSTILE STAT (not in a namespace of its own: it plants a file in the host's
+# /dev/shm, then runs 'scan' as every other test runs, which must not see it).
+isolation_test() { # HOSTILE STAT
+	hostile=$1 stat=$2
+	need_exe "$hostile" "$stat"
+	[ "$(id -u)" = 0 ] || skip "not root: no mount namespace (a scan reads this user's files only)"
+	private_shm_works || skip "no mount namespace with a tmpfs on /dev/shm here"
+	planted=/dev/shm/multisend-isolation-$(basename "$tmp")
+	trap 'rm -f "$planted"; harness_cleanup' EXIT
+	plant host "$hostile" "$planted" same slots=1 names=2
+	# The check can fail: run where the host's /dev/shm is seen, it sees the file.
+	STAT_TEST_PRIVATE_SHM=0 sh "$0" scan "$stat" "$planted" >"$tmp/shared.out" 2>&1
+	rc=$?
+	show "$tmp/shared.out"
+	[ "$rc" = 1 ] && grep -q "saw $planted" "$tmp/shared.out" ||
+		fail "without a namespace, the scan did not see the host's file (exit $rc)"
+	sh "$0" scan "$stat" "$planted" >"$tmp/private.out" 2>&1
+	rc=$?
+	show "$tmp/private.out"
+	[ "$rc" = 0 ] || fail "the tests' scan saw a file in the host's /dev/shm (exit $rc)"
+	echo "PASS: the tests run with a /dev/shm of their own: a file in the host's is not seen"
+}
+
+scan_test() { # STAT PLANTED
+	stat=$1 planted=$2
+	"$stat" --openmetrics --all-owners >"$tmp/scan.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+	if [ -e "$planted" ] || grep -qF "file=\"$planted\"" "$tmp/scan.om"; then
+		echo "saw $planted"
+		exit 1
+	fi
+	echo "PASS: $planted is not seen"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -1271,5 +1323,9 @@ hostile) [ $# -eq 3 ] || fail "usage: $0 hostile HOSTILE STAT"
 	hostile_test "$2" "$3" ;;
 owners) [ $# -eq 3 ] || fail "usage: $0 owners HOSTILE STAT"
 	owners_test "$2" "$3" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen|hostile|owners ..." ;;
+isolation) [ $# -eq 3 ] || fail "usage: $0 isolation HOSTILE STAT"
+	isolation_test "$2" "$3" ;;
+scan) [ $# -eq 3 ] || fail "usage: $0 scan STAT PLANTED"
+	scan_test "$2" "$3" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen|hostile|owners|isolation|scan ..." ;;
 esac
