@@ -1253,6 +1253,7 @@ int main(int argc, char **argv)
 	if (status != EXIT_OK)
 		goto out;
 
+	stat_stop = &stop; /* a scrape's output stops at SIGTERM too */
 	struct sigaction sa = { .sa_handler = on_stop }; /* no SA_RESTART: the sleep ends */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

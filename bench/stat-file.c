@@ -1006,6 +1006,8 @@ static void family_head(FILE *out, const struct family *f, bool om)
 		fprintf(out, "# UNIT %s bytes\n", f->name);
 }
 
+volatile sig_atomic_t *stat_stop;
+
 const char *const stat_skip_reason[STAT_SKIP_N] = {
 	[STAT_SKIP_OWNER] = "owner",
 	[STAT_SKIP_NAMES] = "names",
@@ -1242,7 +1244,7 @@ done:;
 	} else {
 		nser = 0;
 	}
-	for (size_t f = 0; f < t.n && first; f++) {
+	for (size_t f = 0; f < t.n && first && !(stat_stop && *stat_stop); f++) {
 		const struct family *F = &t.f[f];
 		family_head(out, F, om);
 		if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED || F->kind == FAM_START ||
@@ -1273,7 +1275,7 @@ done:;
 			}
 			continue;
 		}
-		for (size_t i = first[f]; i < first[f + 1]; i++) {
+		for (size_t i = first[f]; i < first[f + 1] && !(stat_stop && *stat_stop); i++) {
 			const struct series *x = &by[i];
 			const struct source *src = s[x->src];
 			const struct slot_view *v = &src->slots[x->slot];

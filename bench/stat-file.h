@@ -8,6 +8,7 @@
 #define MS_STAT_FILE_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,6 +130,11 @@ extern const char *const stat_skip_reason[STAT_SKIP_N];
  * multisend_stat_files_skipped_total, one series per reason. */
 void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool openmetrics,
 		  uint64_t *skipped);
+
+/* Set to a flag that a signal handler sets (multisend-stat's SIGTERM): stat_metrics then
+ * stops writing series at once (a server that is told to end drops the response). NULL: no
+ * flag. */
+extern volatile sig_atomic_t *stat_stop;
 
 /* Text from the file, made safe to show: into dst (cap bytes, always terminated). For a
  * terminal, control characters (C0, DEL and C1) and bytes that are not UTF-8 become \xNN (a C1
