@@ -25,6 +25,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -54,6 +55,11 @@
 /* A file found all zeros (its writer between ftruncate and the header) is looked at again
  * for this long before it is called "not a live-counter file". */
 #define SETUP_WAIT_NS 1000000000ull
+/* The time one file's slots may take to read (a sequence word kept odd costs this at most),
+ * and one scrape's files: past it, the files left are skipped (reason "budget"). Both well
+ * under a second a file, so that SIGTERM ends --listen within one. */
+#define FILE_BUDGET_NS 250000000ull
+#define SCRAPE_BUDGET_NS 3000000000ull
 
 enum { EXIT_OK = 0, EXIT_OPEN = 1, EXIT_FORMAT = 2 };
 
@@ -91,8 +97,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: " ME " [--interval MS] [--count N] [--json] [--counters A,B,...]\n"
 		"       FILE|PID...\n"
-		"       " ME " --openmetrics [FILE|PID...]\n"
-		"       " ME " --listen [ADDR:]PORT [FILE|PID...]\n"
+		"       " ME " --openmetrics [--owner USER]... [--all-owners] [FILE|PID...]\n"
+		"       " ME " --listen [ADDR:]PORT [--owner USER]... [--all-owners]\n"
+		"       [FILE|PID...]\n"
 		"\n"
 		"Show the live counters a libmultisend publisher (ms_config.stats_shm or\n"
 		"MULTISEND_STATS_SHM) or the LD_PRELOAD shim (MULTISEND_STATS_SHM) writes in FILE:\n"
@@ -115,7 +122,10 @@ static void usage(FILE *f)
 		"                 the non-zero ones)\n"
 		"  --openmetrics  print every counter and histogram once, in the OpenMetrics\n"
 		"                 text format, and exit; with no FILE|PID, of every live-counter\n"
-		"                 file in " PID_DIR " that has a live publisher\n"
+		"                 file in " PID_DIR " that has a live publisher and belongs to\n"
+		"                 this user (a FILE or PID named is read whoever owns it)\n"
+		"  --owner USER   the scan also reads USER's files (a name or a uid; repeatable)\n"
+		"  --all-owners   the scan reads every user's files\n"
 		"  --listen [ADDR:]PORT  serve the same at http://ADDR:PORT/metrics\n"
 		"                 (OpenMetrics when the request's Accept asks for it, else\n"
 		"                 Prometheus text 0.0.4), read afresh for every request; ADDR\n"
@@ -279,6 +289,20 @@ static void resolve_pid(struct source *s, const char *arg)
 		snprintf(s->path, sizeof(s->path), "%s", fallback);
 }
 
+/* The file's owner, and its user name for the owner label (looked up again only when the
+ * owner changes; none: the label shows the uid). */
+static void set_owner(struct source *s, uid_t uid)
+{
+	if (s->uid == uid && s->owner[0])
+		return;
+	s->uid = uid;
+	s->owner[0] = '\0';
+	struct passwd pw, *r = NULL;
+	char buf[4096];
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &r) == 0 && r && r->pw_name)
+		snprintf(s->owner, sizeof(s->owner), "%s", r->pw_name);
+}
+
 static void detach(struct source *s)
 {
 	if (s->map)
@@ -335,7 +359,7 @@ static int attach(struct source *s, char *why, size_t whylen)
 	}
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
-	s->uid = st.st_uid;
+	set_owner(s, st.st_uid);
 	if ((size_t)st.st_size < sizeof(struct ms_shm_header)) {
 		int rc = stat_check_header(s, NULL, (size_t)st.st_size, why, whylen);
 		detach(s);
@@ -399,7 +423,7 @@ static void refresh(struct source *s, char *why, size_t whylen)
 		detach(s);
 		return;
 	}
-	s->uid = st.st_uid;
+	set_owner(s, st.st_uid);
 	const struct ms_shm_header *h = (const struct ms_shm_header *)s->map;
 	if (sigsetjmp(bus_jmp, 1)) {
 		snprintf(why, whylen, "%s: truncated while being read",
@@ -419,6 +443,7 @@ static void refresh(struct source *s, char *why, size_t whylen)
 	uint64_t pid_start = h->pid_start;
 	uid_t puid;
 	bool gone = !write_locked(s->fd);
+	s->deadline_ns = clock_ns(CLOCK_MONOTONIC) + FILE_BUDGET_NS;
 	s->pid_verified = owner_of(pid, pid_start, st.st_uid, &puid) == OWNER_OK;
 	int rc = check_pid_owner(s, pid, pid_start, why, whylen);
 	if (!rc)
@@ -467,15 +492,39 @@ static void source_free(struct source *s)
 	free(s);
 }
 
-/* Every live-counter file in PID_DIR whose owner is alive (holds its write lock), whatever its
- * name, in name order, read now: *out gets them (the caller frees each with source_free).
- * Files come and go while we look: one that vanishes or fails a check is left out. */
+/* Whose files a scan reads (--owner, --all-owners): by default only the invoking user's,
+ * root's included: a file in PID_DIR may be written by anyone, and names any pid and program. */
+#define OWNERS_MAX 64
+static uid_t owners[OWNERS_MAX];
+static size_t nowners;
+static bool all_owners;
+
+static bool owner_wanted(uid_t uid)
+{
+	if (all_owners || uid == geteuid())
+		return true;
+	for (size_t i = 0; i < nowners; i++)
+		if (owners[i] == uid)
+			return true;
+	return false;
+}
+
+/* Files left out of the metrics since this program started, by reason (stat-file.h). */
+static uint64_t skipped[STAT_SKIP_N];
+
+/* Every live-counter file in PID_DIR whose owner is alive (holds its write lock) and is one
+ * of the owners asked for, whatever its name, in name order, read now: *out gets them (the
+ * caller frees each with source_free). Files come and go while we look: one that vanishes or
+ * fails a check is left out. Each file is hostile input: another owner's is never read (its
+ * size and owner come from fstat), one whose slots do not settle within FILE_BUDGET_NS is
+ * left out, and past SCRAPE_BUDGET_NS (or on SIGTERM) the rest are. */
 static size_t discover(struct source ***out)
 {
 	struct dirent **de = NULL;
 	int nde = scandir(PID_DIR, &de, NULL, by_name);
 	size_t n = 0;
 	char why[PATH_MAX + 256];
+	uint64_t end = clock_ns(CLOCK_MONOTONIC) + SCRAPE_BUDGET_NS;
 
 	*out = NULL;
 	if (nde < 0)
@@ -487,30 +536,48 @@ static size_t discover(struct source ***out)
 		struct stat st;
 		int fd;
 
-		if (!v || n >= DISCOVER_MAX ||
+		if (!v || stop || n >= DISCOVER_MAX ||
 		    snprintf(p, sizeof(p), PID_DIR "/%s", de[i]->d_name) >= (int)sizeof(p))
 			goto next;
 		fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 		if (fd < 0)
 			goto next;
-		bool match = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-			     (size_t)st.st_size == MS_SHM_FILE_SIZE &&
-			     pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    (size_t)st.st_size != MS_SHM_FILE_SIZE) {
+			close(fd);
+			goto next;
+		}
+		if (!owner_wanted(st.st_uid)) { /* a live-counter file's size: counted unread */
+			close(fd);
+			skipped[STAT_SKIP_OWNER]++;
+			goto next;
+		}
+		bool match = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 			     h.magic == MS_SHM_MAGIC && h.version == MS_SHM_VERSION &&
 			     write_locked(fd);
 		close(fd);
 		if (!match)
 			goto next;
+		if (clock_ns(CLOCK_MONOTONIC) >= end) {
+			skipped[STAT_SKIP_BUDGET]++;
+			goto next;
+		}
 		struct source *s = source_new();
 		if (!s)
 			goto next;
 		snprintf(s->path, sizeof(s->path), "%s", p);
 		s->arg = s->path;
 		refresh(s, why, sizeof(why));
-		if (s->problem) /* replaced or gone meanwhile */
+		/* A slot that never settled (its tries or the file's time ran out): a writer's
+		 * update takes nanoseconds, so the file is hostile or stuck. */
+		if (!s->problem && (s->over_time || s->stale)) {
+			skipped[STAT_SKIP_BUSY]++;
 			source_free(s);
-		else
+		} else if (s->problem) { /* replaced or gone meanwhile */
+			source_free(s);
+		} else {
 			v[n++] = s;
+		}
 	next:
 		free(de[i]);
 	}
@@ -534,13 +601,13 @@ static void scrape(FILE *out, struct source *src, size_t n, bool om)
 				v[i] = &src[i];
 		}
 		if (v)
-			stat_metrics(out, v, n, om);
+			stat_metrics(out, v, n, om, skipped);
 		free(v);
 		return;
 	}
 	struct source **found;
 	size_t nf = discover(&found);
-	stat_metrics(out, (const struct source *const *)found, nf, om);
+	stat_metrics(out, (const struct source *const *)found, nf, om, skipped);
 	for (size_t i = 0; i < nf; i++)
 		source_free(found[i]);
 	free(found);
@@ -1035,6 +1102,8 @@ int main(int argc, char **argv)
 		{ "counters", required_argument, NULL, 'k' },
 		{ "openmetrics", no_argument, NULL, 'o' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "owner", required_argument, NULL, 'u' },
+		{ "all-owners", no_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -1067,6 +1136,25 @@ int main(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'o': openmetrics = true; break;
 		case 'l': listen_addr = optarg; break;
+		case 'u': {
+			/* A user name, or a uid as a number. */
+			struct passwd pw, *r = NULL;
+			char buf[4096];
+			uint64_t uid;
+			if (getpwnam_r(optarg, &pw, buf, sizeof(buf), &r) == 0 && r)
+				uid = r->pw_uid;
+			else if (parse_u64(optarg, 0, UINT32_MAX - 1, &uid) < 0) {
+				fprintf(stderr, ME ": --owner: no user '%s'\n", optarg);
+				return EXIT_FORMAT;
+			}
+			if (nowners == OWNERS_MAX) {
+				fprintf(stderr, ME ": --owner: at most %d\n", OWNERS_MAX);
+				return EXIT_FORMAT;
+			}
+			owners[nowners++] = (uid_t)uid;
+			break;
+		}
+		case 'U': all_owners = true; break;
 		case 'k':
 			/* Names, comma-separated: kept in place (argv outlives them). */
 			pick_list = optarg;
@@ -1096,6 +1184,11 @@ int main(int argc, char **argv)
 	if (metrics && (json || timed || count || pick_list || (openmetrics && listen_addr))) {
 		fprintf(stderr, ME ": --openmetrics and --listen go with no other option but each "
 			"other's FILE|PID arguments\n");
+		return EXIT_FORMAT;
+	}
+	if ((nowners || all_owners) && (!metrics || optind < argc)) {
+		fprintf(stderr, ME ": --owner and --all-owners choose whose files a scan of "
+			PID_DIR " reads: they go with --openmetrics or --listen and no FILE|PID\n");
 		return EXIT_FORMAT;
 	}
 	if (optind >= argc && !metrics) {
@@ -1160,6 +1253,7 @@ int main(int argc, char **argv)
 	if (status != EXIT_OK)
 		goto out;
 
+	stat_stop = &stop; /* a scrape's output stops at SIGTERM too */
 	struct sigaction sa = { .sa_handler = on_stop }; /* no SA_RESTART: the sleep ends */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

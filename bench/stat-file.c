@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "stat-file.h"
 
@@ -210,12 +211,23 @@ static unsigned bucket_of(uint64_t v)
 /* Copy the slot's values into v, all from one moment: the copy counts only if the sequence
  * word was even and the same before and after. Only the buckets from min's to max's are
  * copied (the others are zero by definition), which keeps the copy short and so the chance
- * of overlapping a write small. Returns false when the writer was always busy. */
-static bool read_values(const struct ms_shm_slot *s, struct slot_view *v, unsigned max_tries)
+ * of overlapping a write small. Returns false when the writer was always busy, or when the
+ * clock passed deadline (0: none; looked at every 64 tries) with the slot still busy: a
+ * sequence word that anyone who can write the file keeps odd costs a bounded time. */
+static bool read_values(const struct ms_shm_slot *s, struct slot_view *v, unsigned max_tries,
+			uint64_t deadline, bool *late)
 {
 	uint32_t nc = v->ncounters, nh = v->nhists;
 
 	for (unsigned tries = 0; tries < max_tries; tries++) {
+		if (deadline && tries % 64 == 63) {
+			struct timespec t;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec >= deadline) {
+				*late = true;
+				return false;
+			}
+		}
 		uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
 		if (seq & 1) {
 			if (tries % 64 == 63)
@@ -263,6 +275,7 @@ int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned t
 	const struct ms_shm_header *h = (const struct ms_shm_header *)map;
 
 	s->stale = 0;
+	s->over_time = false;
 	if (len < MS_SHM_FILE_SIZE || __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != MS_SHM_MAGIC ||
 	    h->version != MS_SHM_VERSION || h->header_size != sizeof(*h) ||
 	    h->slot_size != sizeof(struct ms_shm_slot) || h->nslots != MS_SHM_SLOTS) {
@@ -312,7 +325,8 @@ int stat_read(struct source *s, const unsigned char *map, size_t len, unsigned t
 		static struct ms_hist keep_hist[MS_SHM_HISTS]; /* big: not on the stack */
 		memcpy(keep, v->counter, sizeof(keep));
 		memcpy(keep_hist, v->hist, v->nhists * sizeof(keep_hist[0]));
-		if (!read_values(src, v, tries)) {
+		/* Past the file's budget, the slots left keep their earlier values. */
+		if (s->over_time || !read_values(src, v, tries, s->deadline_ns, &s->over_time)) {
 			v->stale = true;
 			s->stale++;
 			memcpy(v->counter, keep, sizeof(keep));
@@ -816,6 +830,8 @@ struct family {
 	char name[FAM_NAME]; /* without _total for a counter */
 	enum fam_kind kind;
 	bool seconds;        /* the file's values are ns: exported in seconds */
+	uint64_t mark_c, mark_h; /* the slot (file * MS_SHM_SLOTS + slot + 1) whose counter /
+	                            histogram took it last: one series per slot */
 };
 
 /* The counters that are not counts of events (struct ms_stats' comments): levels, a backend
@@ -888,7 +904,14 @@ static void labels(FILE *out, const struct source *s, int slot, const char *le)
 	label_value(out, s->program);
 	fputs("\",file=\"", out);
 	label_value(out, s->path);
-	fputc('"', out);
+	/* Whose file it is: the pid and program labels are whatever its writer put there. */
+	if (s->owner[0]) {
+		fputs("\",owner=\"", out);
+		label_value(out, s->owner);
+		fputc('"', out);
+	} else {
+		fprintf(out, "\",owner=\"%lu\"", (unsigned long)s->uid);
+	}
 	if (slot >= 0) {
 		fprintf(out, ",slot=\"%d\",context=\"", slot);
 		label_value(out, s->slots[slot].name);
@@ -957,24 +980,6 @@ static void hist_series(FILE *out, const struct family *f, const struct source *
 	value(out, h->sum_ns, true);
 }
 
-/* Counter k (or histogram k) of slot v belongs to family f, and is the first of its slot
- * that does (two names made the same metric name: the first one only). */
-static bool member(const struct family *f, const struct slot_view *v, unsigned k)
-{
-	char m[FAM_NAME];
-	bool secs;
-	bool hist = f->kind == FAM_HIST;
-	unsigned n = hist ? v->nhists : v->ncounters;
-
-	for (unsigned j = 0; j < n && j <= k; j++) {
-		const char *name = hist ? v->hist_name[j] : v->counter_name[j];
-		metric_name(m, name, hist, &secs);
-		if (!strcmp(m, f->name))
-			return j == k;
-	}
-	return false;
-}
-
 static void family_head(FILE *out, const struct family *f, bool om)
 {
 	static const char *const type[] = { [FAM_COUNTER] = "counter", [FAM_GAUGE] = "gauge",
@@ -1001,107 +1006,296 @@ static void family_head(FILE *out, const struct family *f, bool om)
 		fprintf(out, "# UNIT %s bytes\n", f->name);
 }
 
-static void add_family(struct family **fam, size_t *nfam, size_t *cap, const char *name,
-		       enum fam_kind kind, bool secs)
+volatile sig_atomic_t *stat_stop;
+
+const char *const stat_skip_reason[STAT_SKIP_N] = {
+	[STAT_SKIP_OWNER] = "owner",
+	[STAT_SKIP_NAMES] = "names",
+	[STAT_SKIP_BUSY] = "busy",
+	[STAT_SKIP_BUDGET] = "budget",
+};
+
+/* The families of one scrape, found by name through a hash (open addressing, at most half
+ * full), so that each name costs one lookup whatever the number of families: a file of many
+ * distinct names must cost time linear in them, never their square. */
+struct families {
+	struct family *f;
+	size_t n, cap;
+	uint32_t *slot; /* index + 1 into f, 0: empty */
+	size_t nslot;   /* a power of two */
+};
+
+/* FNV-1a from a start of this process's own (the clock's, once): names chosen to collide
+ * in one run collide in no other. */
+static uint32_t name_hash(const char *p)
 {
-	for (size_t i = 0; i < *nfam; i++)
-		if (!strcmp((*fam)[i].name, name))
-			return; /* the first kind to take a name keeps it */
-	if (*nfam == *cap) {
-		size_t nc = *cap ? 2 * *cap : 64;
-		struct family *f = realloc(*fam, nc * sizeof(*f));
-		if (!f)
-			return; /* out of memory: the family is left out */
-		*fam = f;
-		*cap = nc;
+	static uint32_t seed;
+	if (!seed) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		seed = (uint32_t)t.tv_nsec ^ (uint32_t)t.tv_sec * 2654435761u;
+		seed |= 1;
 	}
-	struct family *f = &(*fam)[(*nfam)++];
+	uint32_t h = 2166136261u ^ seed;
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+/* The family called name: its index, or else a new one of that kind (the first kind to take
+ * a name keeps it), or -1 when there is no room (out of memory). */
+static long family_of(struct families *t, const char *name, enum fam_kind kind, bool secs)
+{
+	if (2 * (t->n + 1) > t->nslot) {
+		size_t ns = t->nslot ? 2 * t->nslot : 256;
+		uint32_t *sl = calloc(ns, sizeof(*sl));
+		if (!sl)
+			return -1;
+		for (size_t i = 0; i < t->n; i++) {
+			size_t j = name_hash(t->f[i].name) & (ns - 1);
+			while (sl[j])
+				j = (j + 1) & (ns - 1);
+			sl[j] = (uint32_t)i + 1;
+		}
+		free(t->slot);
+		t->slot = sl;
+		t->nslot = ns;
+	}
+	size_t j = name_hash(name) & (t->nslot - 1);
+	for (; t->slot[j]; j = (j + 1) & (t->nslot - 1))
+		if (!strcmp(t->f[t->slot[j] - 1].name, name))
+			return (long)t->slot[j] - 1;
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? 2 * t->cap : 64;
+		struct family *f = realloc(t->f, nc * sizeof(*f));
+		if (!f)
+			return -1;
+		t->f = f;
+		t->cap = nc;
+	}
+	struct family *f = &t->f[t->n];
+	memset(f, 0, sizeof(*f));
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	f->kind = kind;
 	f->seconds = secs;
+	t->slot[j] = (uint32_t)t->n + 1;
+	return (long)t->n++;
 }
 
-void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om)
+/* One series of a counter or histogram: which family, file, slot and entry. */
+struct series {
+	uint32_t fam;
+	uint32_t src;
+	uint8_t slot, k;
+	bool hist;
+};
+
+/* Lines a histogram's series takes: its exported bounds, +Inf, _count and _sum. */
+static unsigned hist_lines(void)
 {
-	struct family *fam = NULL;
-	size_t nfam = 0, cap = 0;
+	unsigned n = 3;
+	for (unsigned i = 0; i < MS_HIST_BUCKETS; i++)
+		n += exported_bound(i);
+	return n;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* The distinct metric names of a source (a sorted copy: n log n), and the lines its series
+ * take. names holds MS_SHM_SLOTS * (MS_SHM_COUNTERS + MS_SHM_HISTS) names. */
+static unsigned source_names(const struct source *s, char (*names)[FAM_NAME], size_t *lines)
+{
+	size_t n = 0, hl = hist_lines();
+	bool secs;
+
+	*lines = 0;
+	for (uint32_t j = 0; j < s->used; j++) {
+		const struct slot_view *v = &s->slots[j];
+		if (!v->have)
+			continue;
+		*lines += 1 + v->ncounters + v->nhists * hl;
+		for (unsigned k = 0; k < v->ncounters; k++)
+			metric_name(names[n++], v->counter_name[k], false, &secs);
+		for (unsigned k = 0; k < v->nhists; k++)
+			metric_name(names[n++], v->hist_name[k], true, &secs);
+	}
+	qsort(names, n, sizeof(names[0]), cmp_names);
+	unsigned distinct = 0;
+	for (size_t i = 0; i < n; i++)
+		distinct += !i || strcmp(names[i], names[i - 1]);
+	return distinct;
+}
+
+static void skipped_family(FILE *out, const uint64_t *skipped, bool om)
+{
+	const char *name = "multisend_stat_files_skipped";
+
+	fprintf(out, "# HELP %s%s live-counter files this multisend-stat left out, by reason\n",
+		name, om ? "" : "_total");
+	fprintf(out, "# TYPE %s%s counter\n", name, om ? "" : "_total");
+	for (unsigned r = 0; r < STAT_SKIP_N; r++)
+		fprintf(out, "%s_total{reason=\"%s\"} %" PRIu64 "\n", name, stat_skip_reason[r],
+			skipped[r]);
+}
+
+void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om,
+		  uint64_t *skipped)
+{
+	static char (*names)[FAM_NAME]; /* a source's names, for its budget (kept: 400 KiB) */
+	struct families t = { 0 };
+	struct series *ser = NULL;
+	size_t nser = 0, capser = 0, lines = 0;
+	bool *out_of = calloc(n ? n : 1, sizeof(*out_of)); /* left out: over a budget */
 	char m[FAM_NAME];
 	bool secs;
 
-	add_family(&fam, &nfam, &cap, "multisend_publisher_alive", FAM_ALIVE, false);
-	add_family(&fam, &nfam, &cap, "multisend_publisher_pid_verified", FAM_VERIFIED, false);
-	add_family(&fam, &nfam, &cap, "multisend_publisher_start_time_seconds", FAM_START, true);
-	add_family(&fam, &nfam, &cap, "multisend_slot_live", FAM_SLOT_LIVE, false);
+	if (!names)
+		names = malloc(MS_SHM_SLOTS * (MS_SHM_COUNTERS + MS_SHM_HISTS) * sizeof(*names));
+	if (!out_of || !names)
+		goto done; /* out of memory: only what there is room for */
+	family_of(&t, "multisend_publisher_alive", FAM_ALIVE, false);
+	family_of(&t, "multisend_publisher_pid_verified", FAM_VERIFIED, false);
+	family_of(&t, "multisend_publisher_start_time_seconds", FAM_START, true);
+	family_of(&t, "multisend_slot_live", FAM_SLOT_LIVE, false);
 	for (size_t i = 0; i < n; i++) {
 		if (s[i]->problem)
 			continue;
+		/* The file's budget, and the scrape's: over either, the file is left out whole
+		 * (never half of its series). */
+		size_t its_lines;
+		unsigned distinct = source_names(s[i], names, &its_lines);
+		if (distinct > STAT_FILE_NAMES_MAX) {
+			out_of[i] = true;
+			if (skipped)
+				skipped[STAT_SKIP_NAMES]++;
+			continue;
+		}
+		if (t.n + distinct > STAT_SCRAPE_FAMILIES_MAX ||
+		    lines + its_lines > STAT_SCRAPE_LINES_MAX) {
+			out_of[i] = true;
+			if (skipped)
+				skipped[STAT_SKIP_BUDGET]++;
+			continue;
+		}
+		lines += its_lines;
+		/* Every counter and histogram that belongs to a family: the first of its slot
+		 * with that metric name (two names may make one), of the family's kind. Marks
+		 * (file and slot, + 1) on each family say which slot took it last. */
 		for (uint32_t j = 0; j < s[i]->used; j++) {
 			const struct slot_view *v = &s[i]->slots[j];
+			uint64_t stamp = (uint64_t)i * MS_SHM_SLOTS + j + 1;
 			if (!v->have)
 				continue;
-			for (unsigned k = 0; k < v->ncounters; k++) {
-				metric_name(m, v->counter_name[k], false, &secs);
-				add_family(&fam, &nfam, &cap, m,
-					   is_gauge(v->counter_name[k]) ? FAM_GAUGE : FAM_COUNTER,
-					   secs);
-			}
-			for (unsigned k = 0; k < v->nhists; k++) {
-				metric_name(m, v->hist_name[k], true, &secs);
-				add_family(&fam, &nfam, &cap, m, FAM_HIST, true);
+			for (unsigned k = 0; k < v->ncounters + v->nhists; k++) {
+				bool hist = k >= v->ncounters;
+				unsigned e = hist ? k - v->ncounters : k;
+				const char *name = hist ? v->hist_name[e] : v->counter_name[e];
+				metric_name(m, name, hist, &secs);
+				long f = family_of(&t, m,
+						   hist ? FAM_HIST
+							: is_gauge(name) ? FAM_GAUGE : FAM_COUNTER,
+						   hist ? true : secs);
+				if (f < 0)
+					continue;
+				uint64_t *mark = hist ? &t.f[f].mark_h : &t.f[f].mark_c;
+				if (*mark == stamp)
+					continue; /* not the first of its slot */
+				*mark = stamp;
+				enum fam_kind kind = t.f[f].kind;
+				if (hist ? kind != FAM_HIST
+					 : kind != (is_gauge(name) ? FAM_GAUGE : FAM_COUNTER))
+					continue; /* the name is another kind's */
+				if (nser == capser) {
+					size_t nc = capser ? 2 * capser : 1024;
+					struct series *x = realloc(ser, nc * sizeof(*x));
+					if (!x)
+						continue;
+					ser = x;
+					capser = nc;
+				}
+				ser[nser++] = (struct series){ .fam = (uint32_t)f, .src = (uint32_t)i,
+							       .slot = (uint8_t)j, .k = (uint8_t)e,
+							       .hist = hist };
 			}
 		}
 	}
-	for (size_t f = 0; f < nfam; f++) {
-		const struct family *F = &fam[f];
+done:;
+	/* The series by family, in the order they came (a counting sort: stable, linear). */
+	size_t *first = calloc(t.n + 1, sizeof(*first));
+	struct series *by = nser ? malloc(nser * sizeof(*by)) : NULL;
+	if (first && (by || !nser)) {
+		for (size_t i = 0; i < nser; i++)
+			first[ser[i].fam + 1]++;
+		for (size_t f = 0; f < t.n; f++)
+			first[f + 1] += first[f];
+		size_t *at = calloc(t.n + 1, sizeof(*at));
+		if (at) {
+			memcpy(at, first, (t.n + 1) * sizeof(*at));
+			for (size_t i = 0; i < nser; i++)
+				by[at[ser[i].fam]++] = ser[i];
+			free(at);
+		} else {
+			nser = 0;
+			memset(first, 0, (t.n + 1) * sizeof(*first));
+		}
+	} else {
+		nser = 0;
+	}
+	for (size_t f = 0; f < t.n && first && !(stat_stop && *stat_stop); f++) {
+		const struct family *F = &t.f[f];
 		family_head(out, F, om);
-		for (size_t i = 0; i < n; i++) {
-			const struct source *src = s[i];
-			if (src->problem)
-				continue;
-			if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED ||
-			    F->kind == FAM_START) {
-				fputs(F->name, out);
-				labels(out, src, -1, NULL);
-				if (F->kind == FAM_ALIVE)
-					value(out, !src->owner_gone, false);
-				else if (F->kind == FAM_VERIFIED)
-					value(out, src->pid_verified, false);
-				else
-					value(out, src->start_ns, true);
-				continue;
-			}
-			for (uint32_t j = 0; j < src->used; j++) {
-				const struct slot_view *v = &src->slots[j];
-				if (!v->have)
+		if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED || F->kind == FAM_START ||
+		    F->kind == FAM_SLOT_LIVE) {
+			for (size_t i = 0; i < n; i++) {
+				const struct source *src = s[i];
+				if (src->problem || (out_of && out_of[i]))
 					continue;
-				if (F->kind == FAM_SLOT_LIVE) {
+				if (F->kind != FAM_SLOT_LIVE) {
+					fputs(F->name, out);
+					labels(out, src, -1, NULL);
+					if (F->kind == FAM_ALIVE)
+						value(out, !src->owner_gone, false);
+					else if (F->kind == FAM_VERIFIED)
+						value(out, src->pid_verified, false);
+					else
+						value(out, src->start_ns, true);
+					continue;
+				}
+				for (uint32_t j = 0; j < src->used; j++) {
+					const struct slot_view *v = &src->slots[j];
+					if (!v->have)
+						continue;
 					fputs(F->name, out);
 					labels(out, src, (int)j, NULL);
 					value(out, v->state == MS_SHM_LIVE, false);
-					continue;
-				}
-				bool hist = F->kind == FAM_HIST;
-				unsigned nk = hist ? v->nhists : v->ncounters;
-				for (unsigned k = 0; k < nk; k++) {
-					if (!member(F, v, k))
-						continue;
-					if (hist) {
-						hist_series(out, F, src, (int)j, &v->hist[k]);
-						break;
-					}
-					/* a histogram's name taken by a counter: left out */
-					if (is_gauge(v->counter_name[k]) != (F->kind == FAM_GAUGE))
-						break;
-					fprintf(out, "%s%s", F->name,
-						F->kind == FAM_COUNTER ? "_total" : "");
-					labels(out, src, (int)j, NULL);
-					value(out, v->counter[k], F->seconds);
-					break;
 				}
 			}
+			continue;
+		}
+		for (size_t i = first[f]; i < first[f + 1] && !(stat_stop && *stat_stop); i++) {
+			const struct series *x = &by[i];
+			const struct source *src = s[x->src];
+			const struct slot_view *v = &src->slots[x->slot];
+			if (x->hist) {
+				hist_series(out, F, src, x->slot, &v->hist[x->k]);
+				continue;
+			}
+			fprintf(out, "%s%s", F->name, F->kind == FAM_COUNTER ? "_total" : "");
+			labels(out, src, x->slot, NULL);
+			value(out, v->counter[x->k], F->seconds);
 		}
 	}
+	if (skipped)
+		skipped_family(out, skipped, om);
 	if (om)
 		fputs("# EOF\n", out);
-	free(fam);
+	free(first);
+	free(by);
+	free(ser);
+	free(out_of);
+	free(t.f);
+	free(t.slot);
 }

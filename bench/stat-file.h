@@ -8,6 +8,7 @@
 #define MS_STAT_FILE_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +46,10 @@ struct source {
 	dev_t dev;
 	ino_t ino;
 	uid_t uid;           /* the file's owner */
+	char owner[64];      /* its user name (the metrics' owner label); "": the uid is shown */
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC past which stat_read stops waiting for a busy
+	                         slot (the file's time budget); 0: no limit */
+	bool over_time;      /* stat_read gave up on a slot because deadline_ns had passed */
 	/* the owner we are showing: a change means a new owner, whose values start over */
 	int32_t pid;
 	uint64_t start_ns, pid_start;
@@ -97,10 +102,39 @@ void stat_screen_setup(unsigned rows, unsigned cols, const char *const *counters
  * character. */
 void stat_screen_line(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why a file was left out of the metrics: the reason label of
+ * multisend_stat_files_skipped_total. A file in /dev/shm can be written by anyone: it is
+ * hostile input, and each of these bounds what one such file can cost a scrape. */
+enum stat_skip {
+	STAT_SKIP_OWNER,  /* a scan's file of a user not asked for (multisend-stat.c) */
+	STAT_SKIP_NAMES,  /* more distinct metric names than STAT_FILE_NAMES_MAX */
+	STAT_SKIP_BUSY,   /* its slots did not settle within the file's time budget */
+	STAT_SKIP_BUDGET, /* past the scrape's budget (time, families or lines) */
+	STAT_SKIP_N
+};
+extern const char *const stat_skip_reason[STAT_SKIP_N];
+
+/* The most distinct metric names one file may bring (the library's slot and the shim's have
+ * about 140 between them; 64 slots of 64 names of their own would make 4,352). */
+#define STAT_FILE_NAMES_MAX 256u
+/* The most metric families and sample lines one scrape exports (a file with every slot in use
+ * makes about 14,000 lines); a file that would pass either is left out, whole. */
+#define STAT_SCRAPE_FAMILIES_MAX 8192u
+#define STAT_SCRAPE_LINES_MAX 262144u
+
 /* Every counter and histogram of the n sources (read already; one with a problem is left out)
  * in the Prometheus text format 0.0.4, or OpenMetrics 1.0.0 (ending in "# EOF"): one label set
- * per file and slot. docs/json.md ("Metrics") lists the names. */
-void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool openmetrics);
+ * per file and slot. docs/json.md ("Metrics") lists the names. Time and memory are linear in
+ * the number of names (a hash of the families). A source over a budget above is left out and
+ * counted in skipped[] (NULL: not counted), which is then exported as
+ * multisend_stat_files_skipped_total, one series per reason. */
+void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool openmetrics,
+		  uint64_t *skipped);
+
+/* Set to a flag that a signal handler sets (multisend-stat's SIGTERM): stat_metrics then
+ * stops writing series at once (a server that is told to end drops the response). NULL: no
+ * flag. */
+extern volatile sig_atomic_t *stat_stop;
 
 /* Text from the file, made safe to show: into dst (cap bytes, always terminated). For a
  * terminal, control characters (C0, DEL and C1) and bytes that are not UTF-8 become \xNN (a C1

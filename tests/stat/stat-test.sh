@@ -42,6 +42,17 @@
 #   stat-test.sh noproc LIVEEDGE               (root: a mount namespace)
 #       tests/stat/liveedge.c noproc in a mount namespace where /proc/PID/fd, then all of
 #       /proc, is a tmpfs: files are made and replaced without /proc/self/fd.
+#   stat-test.sh hostile HOSTILE STAT
+#       tests/stat/hostile.c's files in /dev/shm, each with a live owner: one of 4,352 distinct
+#       names and one that never settles are left out and counted (skipped_total{reason}),
+#       a big honest one is exported whole; --listen answers every GET while clients that
+#       never send or never read hold connections, and ends at once on SIGTERM.
+#   stat-test.sh owners HOSTILE STAT          (root: a second user)
+#       a scan reads only root's files unless --owner / --all-owners names others; another
+#       user's 0600 file is counted (reason owner), unread; every series has an owner label.
+#   stat-test.sh isolation HOSTILE STAT       (root: a mount namespace)
+#       a file planted in the host's /dev/shm is not seen by the tests, which run with a
+#       /dev/shm of their own (the 'scan' mode, as every other mode runs).
 #   stat-test.sh pidns LIVEEDGE STAT          (root: a PID namespace)
 #       a publisher in a PID namespace of its own (liveedge hold): multisend-stat outside it
 #       shows it alive (its write lock) though /proc does not show the pid it names
@@ -49,6 +60,21 @@
 #
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
+
+# Every test but 'isolation' runs with a /dev/shm of its own, so that it never sees a file it
+# did not make (another user's, another test's; issue 26): as root, in a mount namespace with
+# a private tmpfs there. Not as root, there is none: files are named after the test's scratch
+# directory, and a scan of /dev/shm reads only this user's files.
+private_shm_works() {
+	command -v unshare >/dev/null 2>&1 &&
+		unshare --mount --propagation private sh -c \
+			'mount -t tmpfs -o mode=1777 tmpfs /dev/shm' 2>/dev/null
+}
+if [ "$(id -u)" = 0 ] && [ -z "${STAT_TEST_PRIVATE_SHM:-}" ] && [ "${1:-}" != isolation ] &&
+	private_shm_works; then
+	STAT_TEST_PRIVATE_SHM=1 exec unshare --mount --propagation private sh -c \
+		'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec sh "$0" "$@"' "$0" "$@"
+fi
 
 . "$(dirname "$0")/../harness.sh"
 harness_init stat-test
@@ -1037,6 +1063,233 @@ PY
 	echo "PASS: the screen fits 80 x 24 (and 60 x 12), with rates, chosen counters, per-interval percentiles"
 }
 
+# ---------------------------------------------------------------------------------------------
+# Hostile files in /dev/shm (tests/stat/hostile.c writes them as an attacker would).
+
+# plant NAME FILE ARGS...: hostile FILE ARGS (as the user before it: "as_nobody" or nothing),
+# holding the file's write lock until the test ends (it blocks on the fifo on fd 6, which
+# nobody writes; harness_cleanup kills it). Waits for its "held".
+plant() {
+	_pn=$1
+	shift
+	[ -p "$tmp/plant.fifo" ] || { mkfifo "$tmp/plant.fifo" && exec 6<>"$tmp/plant.fifo"; }
+	"$@" <&6 >"$tmp/$_pn.out" 2>&1 &
+	bgpid=$!
+	pids="$pids $bgpid"
+	wait_line "$tmp/$_pn.out" '^held' "$bgpid" 20 ||
+		{ show "$tmp/$_pn.out"; fail "hostile $_pn did not start"; }
+}
+
+# skipped OMFILE REASON: the value of multisend_stat_files_skipped_total{reason=REASON}.
+skipped() {
+	sed -n "s/^multisend_stat_files_skipped_total{reason=\"$2\"} \([0-9]*\)$/\1/p" "$1"
+}
+
+# expect_skipped OMFILE REASON N: exactly N in a /dev/shm of this test's own
+# (STAT_TEST_PRIVATE_SHM=1); at least N where the host's is shared (other files may be there).
+expect_skipped() {
+	_v=$(skipped "$1" "$2")
+	[ -n "$_v" ] || { show "$1"; fail "no multisend_stat_files_skipped_total{reason=\"$2\"}"; }
+	if [ "${STAT_TEST_PRIVATE_SHM:-}" = 1 ]; then
+		[ "$_v" = "$3" ] || fail "files skipped for '$2': $_v, expected $3"
+	else
+		[ "$_v" -ge "$3" ] || fail "files skipped for '$2': $_v, expected $3 or more"
+	fi
+}
+
+# series OMFILE REGEX FILE: how many samples match REGEX and have label file="FILE".
+series() {
+	grep -v '^#' "$1" | grep -e "$2" | grep -cF "file=\"$3\"" || true
+}
+
+# parse OMFILE: the Prometheus client's OpenMetrics parser takes it (when installed).
+parse_om() {
+	/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null || return 0
+	/usr/bin/python3 -c 'import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om
+list(om(open(sys.argv[1]).read()))' "$1" || fail "$1 is not valid OpenMetrics"
+}
+
+hostile_test() { # HOSTILE STAT
+	hostile=$1 stat=$2
+	need timeout python3
+	need_exe "$hostile" "$stat"
+	py=/usr/bin/python3
+	[ -x "$py" ] || skip "no /usr/bin/python3"
+	[ -d /dev/shm ] && [ -w /dev/shm ] || skip "/dev/shm is not writable"
+	base=/dev/shm/multisend-hostile-$(basename "$tmp")
+	trap 'rm -f "$base"-*; harness_cleanup' EXIT
+	# 64 slots x 68 names of their own (4,352 metric names: the scrape that took minutes),
+	# a file whose every slot stays mid-update, and a big honest one (64 slots, 64 names
+	# each, the same in every slot), all with a live owner (their write locks).
+	plant distinct "$hostile" "$base-distinct" distinct
+	plant busy "$hostile" "$base-busy" same busy
+	plant big "$hostile" "$base-big" same
+	t0=$(date +%s%N)
+	timeout 300 "$stat" --openmetrics >"$tmp/scan.om" 2>"$tmp/scan.err"
+	rc=$?
+	t1=$(date +%s%N)
+	echo "  one scrape of /dev/shm with the three files: $(((t1 - t0) / 1000000)) ms, exit $rc"
+	[ "$rc" = 0 ] || { show "$tmp/scan.err"; fail "multisend-stat --openmetrics: exit $rc"; }
+	parse_om "$tmp/scan.om"
+	[ "$(series "$tmp/scan.om" . "$base-distinct")" = 0 ] ||
+		fail "the file of 4,352 distinct names was exported"
+	[ "$(series "$tmp/scan.om" . "$base-busy")" = 0 ] || fail "the busy file was exported"
+	expect_skipped "$tmp/scan.om" names 1
+	expect_skipped "$tmp/scan.om" busy 1
+	expect_skipped "$tmp/scan.om" budget 0
+	# The honest file whole: every counter of every slot, and every histogram.
+	n=$(series "$tmp/scan.om" '^multisend_c0_[0-9]*_total{' "$base-big")
+	[ "$n" = 4096 ] || fail "the big file's counters: $n series, expected 64 x 64"
+	n=$(series "$tmp/scan.om" '^multisend_h0_[0-3]_seconds_count{' "$base-big")
+	[ "$n" = 256 ] || fail "the big file's histograms: $n series, expected 64 x 4"
+	grep -F "file=\"$base-big\"" "$tmp/scan.om" | grep '^multisend_c0_63_total{' |
+		grep -q 'slot="63".*} 63064$' || fail "slot 63's last counter is not 63064"
+
+	# The server: clients that never send and never read cost it nothing; every GET is
+	# answered; SIGTERM in the middle of a scrape ends it at once.
+	serve hostile 127.0.0.1:0
+	"$py" -c 'import socket, sys, urllib.parse as p
+u = p.urlsplit(sys.argv[1])
+idle = [socket.create_connection((u.hostname, u.port)) for _ in range(8)]
+deaf = []
+for _ in range(8):
+    s = socket.create_connection((u.hostname, u.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    deaf.append(s)
+print("held", flush=True)
+sys.stdin.readline()' "$url" <&6 >"$tmp/clients.out" 2>&1 &
+	clients=$!
+	pids="$pids $clients"
+	wait_line "$tmp/clients.out" '^held' "$clients" 30 || { show "$tmp/clients.out"; fail "the clients"; }
+	for i in 1 2 3; do
+		timeout 120 "$py" -c 'import sys, urllib.request as u
+open(sys.argv[2], "wb").write(u.urlopen(sys.argv[1], timeout=60).read())' "$url" "$tmp/get$i.om" ||
+			{ show "$tmp/hostile.err"; fail "GET $i was not answered"; }
+		n=$(series "$tmp/get$i.om" '^multisend_c0_[0-9]*_total{' "$base-big")
+		[ "$n" = 4096 ] || fail "GET $i: the big file's counters: $n series"
+		[ "$(series "$tmp/get$i.om" . "$base-distinct")" = 0 ] || fail "GET $i: the distinct file"
+	done
+	# Counted again by every scrape: once each between two GETs.
+	for r in names busy; do
+		[ $(($(skipped "$tmp/get3.om" $r) - $(skipped "$tmp/get2.om" $r))) = 1 ] ||
+			fail "files skipped for '$r' between two GETs: not 1"
+	done
+	kill -0 "$clients" 2>/dev/null || fail "the server dropped the idle clients' process"
+	# A scrape under way, then SIGTERM.
+	"$py" -c 'import socket, sys, urllib.parse as p
+u = p.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port))
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+print("sent", flush=True)
+s.recv(1)' "$url" >"$tmp/last.out" 2>&1 &
+	last=$!
+	pids="$pids $last"
+	wait_line "$tmp/last.out" '^sent' "$last" 60 || fail "the last GET was not sent"
+	t0=$(date +%s%N)
+	kill -TERM "$srvpid"
+	wait "$srvpid"
+	rc=$?
+	t1=$(date +%s%N)
+	ms=$(((t1 - t0) / 1000000))
+	echo "  --listen ended $ms ms after SIGTERM (exit $rc)"
+	[ "$rc" = 0 ] || { show "$tmp/hostile.err"; fail "multisend-stat --listen: exit $rc"; }
+	# A hang, not a pace: the bound is generous for a loaded machine and an ASan build.
+	[ "$ms" -lt 5000 ] || fail "SIGTERM took $ms ms to end --listen"
+	echo "PASS: hostile files in /dev/shm are skipped and counted, the honest ones exported, every client served"
+}
+
+owners_test() { # HOSTILE STAT
+	hostile=$1 stat=$2
+	need_exe "$hostile" "$stat"
+	need_second_user
+	as_nobody "$hostile" 2>/dev/null; [ $? = 1 ] || skip "uid 65534 cannot run $hostile"
+	[ -d /dev/shm ] && [ -w /dev/shm ] || skip "/dev/shm is not writable"
+	base=/dev/shm/multisend-owners-$(basename "$tmp")
+	trap 'rm -f "$base"-*; harness_cleanup' EXIT
+	# A private file of the second user's (mode 0600) that names this test's own process,
+	# and one of root's.
+	plant nobody setpriv --reuid=65534 --regid=65534 --clear-groups "$hostile" "$base-nobody" same slots=2 names=4 mode=600 pid=$$
+	plant root "$hostile" "$base-root" same slots=1 names=4
+	[ "$(stat -c %U:%a "$base-nobody")" = nobody:600 ] || fail "the second user's file"
+	# By default, root's own only; the other is counted, unread.
+	"$stat" --openmetrics >"$tmp/default.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+	parse_om "$tmp/default.om"
+	[ "$(series "$tmp/default.om" . "$base-nobody")" = 0 ] ||
+		fail "root's scan exported another user's 0600 file"
+	n=$(series "$tmp/default.om" 'owner="root"' "$base-root")
+	[ "$n" -gt 0 ] && [ "$n" = "$(series "$tmp/default.om" . "$base-root")" ] ||
+		fail "root's file: not every series has owner=\"root\""
+	expect_skipped "$tmp/default.om" owner 1
+	# Named owners (a name, a uid) and all: the second user's file too, its owner labelled.
+	for o in "--owner nobody" "--owner 65534" "--all-owners"; do
+		# shellcheck disable=SC2086 # the options are words
+		"$stat" --openmetrics $o >"$tmp/o.om" 2>"$tmp/err" ||
+			{ show "$tmp/err"; fail "multisend-stat --openmetrics $o: exit $?"; }
+		parse_om "$tmp/o.om"
+		n=$(series "$tmp/o.om" . "$base-nobody")
+		[ "$n" -gt 0 ] || fail "$o: the second user's file was not exported"
+		[ "$(series "$tmp/o.om" "owner=\"nobody\",slot=" "$base-nobody")" = \
+			"$(series "$tmp/o.om" ',slot=' "$base-nobody")" ] ||
+			fail "$o: not every series of the second user's file has owner=\"nobody\""
+		grep -F "file=\"$base-nobody\"" "$tmp/o.om" | grep -q "pid=\"$$\"" ||
+			fail "$o: the pid label"
+		[ "$(series "$tmp/o.om" . "$base-root")" -gt 0 ] || fail "$o: root's own file"
+		expect_skipped "$tmp/o.om" owner 0
+	done
+	# Named on the command line: read whoever owns it (the caller's choice), labelled.
+	"$stat" --openmetrics "$base-nobody" >"$tmp/named.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics FILE: exit $?"; }
+	[ "$(series "$tmp/named.om" 'owner="nobody"' "$base-nobody")" -gt 0 ] ||
+		fail "the named file was not exported with its owner"
+	# Wrong uses: exit 2 and a reason.
+	for a in "--owner nobody $base-root" "--all-owners $base-root" \
+		"--owner no-such-user-$$"; do
+		# shellcheck disable=SC2086 # the options are words
+		"$stat" --openmetrics $a >"$tmp/out" 2>"$tmp/err"
+		rc=$?
+		[ "$rc" = 2 ] && grep -q -e '--owner' "$tmp/err" ||
+			{ show "$tmp/err"; fail "--openmetrics $a: exit $rc"; }
+	done
+	echo "PASS: a scan reads only the owners asked for, and labels every series with its owner"
+}
+
+# isolation HOSTILE STAT (not in a namespace of its own: it plants a file in the host's
+# /dev/shm, then runs 'scan' as every other test runs, which must not see it).
+isolation_test() { # HOSTILE STAT
+	hostile=$1 stat=$2
+	need_exe "$hostile" "$stat"
+	[ "$(id -u)" = 0 ] || skip "not root: no mount namespace (a scan reads this user's files only)"
+	private_shm_works || skip "no mount namespace with a tmpfs on /dev/shm here"
+	planted=/dev/shm/multisend-isolation-$(basename "$tmp")
+	trap 'rm -f "$planted"; harness_cleanup' EXIT
+	plant host "$hostile" "$planted" same slots=1 names=2
+	# The check can fail: run where the host's /dev/shm is seen, it sees the file.
+	STAT_TEST_PRIVATE_SHM=0 sh "$0" scan "$stat" "$planted" >"$tmp/shared.out" 2>&1
+	rc=$?
+	show "$tmp/shared.out"
+	[ "$rc" = 1 ] && grep -q "saw $planted" "$tmp/shared.out" ||
+		fail "without a namespace, the scan did not see the host's file (exit $rc)"
+	sh "$0" scan "$stat" "$planted" >"$tmp/private.out" 2>&1
+	rc=$?
+	show "$tmp/private.out"
+	[ "$rc" = 0 ] || fail "the tests' scan saw a file in the host's /dev/shm (exit $rc)"
+	echo "PASS: the tests run with a /dev/shm of their own: a file in the host's is not seen"
+}
+
+scan_test() { # STAT PLANTED
+	stat=$1 planted=$2
+	"$stat" --openmetrics --all-owners >"$tmp/scan.om" 2>"$tmp/err" ||
+		{ show "$tmp/err"; fail "multisend-stat --openmetrics: exit $?"; }
+	if [ -e "$planted" ] || grep -qF "file=\"$planted\"" "$tmp/scan.om"; then
+		echo "saw $planted"
+		exit 1
+	fi
+	echo "PASS: $planted is not seen"
+}
+
 case ${1:-} in
 md) [ $# -eq 4 ] || fail "usage: $0 md PUBLISHER SUBSCRIBER STAT"
 	md_test plain "$2" "$3" "$4" ;;
@@ -1066,5 +1319,13 @@ metrics-shim) [ $# -eq 5 ] || fail "usage: $0 metrics-shim SHIM LEGACY RECEIVER 
 	metrics_shim_test "$2" "$3" "$4" "$5" ;;
 screen) [ $# -eq 4 ] || fail "usage: $0 screen PUBLISHER SUBSCRIBER STAT"
 	screen_test "$2" "$3" "$4" ;;
-*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen ..." ;;
+hostile) [ $# -eq 3 ] || fail "usage: $0 hostile HOSTILE STAT"
+	hostile_test "$2" "$3" ;;
+owners) [ $# -eq 3 ] || fail "usage: $0 owners HOSTILE STAT"
+	owners_test "$2" "$3" ;;
+isolation) [ $# -eq 3 ] || fail "usage: $0 isolation HOSTILE STAT"
+	isolation_test "$2" "$3" ;;
+scan) [ $# -eq 3 ] || fail "usage: $0 scan STAT PLANTED"
+	scan_test "$2" "$3" ;;
+*) fail "usage: $0 md|md-ts|refuse|replace|lockout|planted|names|livefile|rawfork|noproc|pidns|metrics|metrics-shim|screen|hostile|owners|isolation|scan ..." ;;
 esac
