@@ -421,9 +421,11 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * library's own count, IPv6 frames carry flow label 0, and DF is set under
  * IP_PMTUDISC_WANT even on a route whose MTU is locked. The route, the source address and the
  * next hop's link-layer address are the kernel's (asked over rtnetlink when the group
- * changes, again when the kernel reports a change of link, address, route or neighbour, read
- * at most every 5 ms, and when a socket option read for the plan has changed, checked for up
- * to 256 of the group's sockets a second). The bypass uses the neighbour entry as the kernel has it and never confirms it
+ * changes, again when the kernel reports a change of link, address, route, policy rule or
+ * neighbour, read at most every 5 ms, and when a socket option read for the plan has changed,
+ * checked for up to 256 of the group's sockets a second), looked up with everything the
+ * kernel's own lookup carries (ports, protocol, the socket's owner, SO_MARK, TOS, bound
+ * device), so policy rules match frames as they match the kernel's path. The bypass uses the neighbour entry as the kernel has it and never confirms it
  * itself: a next hop that changes its address without announcing it is learnt when the
  * kernel learns it. A multicast group leaves by IP_MULTICAST_IF's device when it was set by
  * address (an interface index alone cannot be read back: the routing table decides then) or
