@@ -155,6 +155,12 @@ int ms__grow(const struct ms_ctx *ctx, void *pp, size_t n);
 /* Lock memory allocated elsewhere (io_uring's rings, the context itself, counter slots). 0 or
  * -errno; 0 without MS_CFG_MLOCK. */
 int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n);
+/* s escaped for a warning (lib/api/ctx.c): printable ASCII as is, anything else and the
+ * backslash as \xNN, at most max bytes of s (then "... (N bytes)"); buf of MS__ESC_CAP(max)
+ * bytes or more. Returns buf. */
+#define MS__ESC_MAX 128 /* bytes of an environment value a warning shows */
+#define MS__ESC_CAP(max) (4 * (size_t)(max) + 32)
+const char *ms__esc(char *buf, size_t cap, const char *s, size_t max);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
 /* Add a call's counts to its context's counters. */
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);

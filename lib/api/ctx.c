@@ -112,6 +112,36 @@ const char *ms_strerror(int err)
 
 /* ---- environment ---------------------------------------------------------------------------- */
 
+/*
+ * s as a warning may print it: printable ASCII as it is, every other byte (control bytes, an
+ * escape sequence's ESC, a newline that would forge a line of its own, bytes past 0x7e) and
+ * the backslash itself as \xNN, so that what is printed reads back unambiguously; past max
+ * bytes of s, the rest is left out and its length said. buf holds cap bytes, at least
+ * MS__ESC_CAP(max). Returns buf.
+ */
+const char *ms__esc(char *buf, size_t cap, const char *s, size_t max)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0, i = 0;
+	if (!cap)
+		return buf;
+	for (; s[i] && i < max && k + 5 < cap; i++) {
+		const unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			buf[k++] = (char)c;
+		} else {
+			buf[k++] = '\\';
+			buf[k++] = 'x';
+			buf[k++] = hex[c >> 4];
+			buf[k++] = hex[c & 15];
+		}
+	}
+	buf[k] = '\0';
+	if (s[i])
+		snprintf(buf + k, cap - k, "... (%zu bytes)", i + strlen(s + i));
+	return buf;
+}
+
 static bool env_true(const char *name)
 {
 	const char *v = secure_getenv(name);
@@ -304,7 +334,9 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 			ctx->pub_epoch = ms__shm_epoch();
 			ctx->pub_gen = ms__shm_gen();
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
-			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
+			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n",
+				ms__esc(e, sizeof(e), path, MS__ESC_MAX),
 				err == -EBUSY ? "another running process publishes there"
 				: err == -EEXIST ? "the file exists and is not a live-counter file"
 				: err == -EPERM ? "the file belongs to another user or others may "
@@ -513,15 +545,19 @@ int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 		 const struct choice *ch)
 {
-	char desc[1024];
+	/* The lines may carry what the environment named (an interface's name, in a reason
+	 * or a description): escaped. */
+	char desc[1024], e[MS__ESC_CAP(sizeof(desc))];
 	ms_ctx_describe(ctx, desc, sizeof(desc));
-	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n", desc,
-		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
+	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n",
+		ms__esc(e, sizeof(e), desc, sizeof(desc)), ms_backend_name(asked),
+		from_env ? " by MULTISEND_BACKEND" : "");
 	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (ch->skipped[b] && !(ctx->autos && ms__auto_has(ctx, (enum ms_backend)b)) &&
 		    b != (int)ctx->exec[0].be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
-				ms_backend_name((enum ms_backend)b), ch->skipped[b]);
+				ms_backend_name((enum ms_backend)b),
+				ms__esc(e, sizeof(e), ch->skipped[b], sizeof(desc)));
 }
 
 /* Which backends may be used (probes, MULTISEND_NO_*: ch->skipped says why not) and which is
@@ -547,10 +583,14 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 		int b = ms_backend_from_name(v);
 		if (b >= 0)
 			want = (enum ms_backend)b;
-		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
-			/* An operator's typo must not pass silently, nor flood stderr. */
+		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED)) {
+			/* An operator's typo must not pass silently, nor flood stderr; nor can a
+			 * value write to the terminal (escaped). */
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
 			fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
-					"auto, loop, sendmmsg, io_uring, xdp; ignored\n", v);
+					"auto, loop, sendmmsg, io_uring, xdp; ignored\n",
+				ms__esc(e, sizeof(e), v, MS__ESC_MAX));
+		}
 	}
 	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (env_true(no_env[b]) && !ch->skipped[b])
@@ -610,9 +650,11 @@ static int auto_setup(struct ms_ctx *ctx, const struct ms_config *c, bool use_en
 		recheck = strtoul(v, &end, 10);
 		if (errno || *end || recheck < 16 || recheck > 100000000) {
 			recheck = 0;
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
 			if (!__atomic_exchange_n(&warned_recheck, true, __ATOMIC_RELAXED))
 				fprintf(stderr, "libmultisend: MULTISEND_AUTO_RECHECK=%s is not a "
-						"number of fan-outs 16..100000000; ignored\n", v);
+						"number of fan-outs 16..100000000; ignored\n",
+					ms__esc(e, sizeof(e), v, MS__ESC_MAX));
 		}
 	}
 	return ms__auto_new(ctx, freeze, (uint32_t)recheck);
