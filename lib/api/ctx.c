@@ -522,15 +522,47 @@ static void backends_free(struct ms_ctx *ctx)
 	ctx->nexec = 0;
 }
 
+/* The executor AUTO or the configuration uses now (before a forked child's fallback). */
+static const struct ms__exec *exec_now(const struct ms_ctx *ctx)
+{
+	const enum ms_backend b = ctx->autos ? ms__auto_now(ctx) : ctx->exec[0].be->id;
+	for (unsigned k = 0; k < ctx->nexec; k++)
+		if (ctx->exec[k].be->id == b)
+			return &ctx->exec[k];
+	return &ctx->exec[0];
+}
+
+/* Why the loop sends in a forked child, for the backend that cannot (ms__fork_loop). */
+static int fork_why(const struct ms__backend *be, char *buf, size_t len)
+{
+	return snprintf(buf, len,
+			"loop: in a process forked after the context was made, the %s backend's "
+			"state (%s) is the parent's: the loop sends, counted in fork_fallback",
+			be->name, be->id == MS_BACKEND_XDP ? "its AF_XDP socket and rings"
+			: be->id == MS_BACKEND_IO_URING	   ? "its ring"
+							   : "its kernel objects");
+}
+
+void ms__fork_fallback(struct ms_ctx *ctx, const struct ms__backend *be, uint64_t n)
+{
+	ctx->c.fork_fallback += n;
+	const unsigned gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+	if (ctx->show && ctx->shown_gen != gen) {
+		ctx->shown_gen = gen;
+		char line[256];
+		fork_why(be, line, sizeof(line));
+		fprintf(stderr, "libmultisend: backend %s\n", line);
+	}
+}
+
 int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 {
 	if (!ctx || (!buf && len))
 		return -EINVAL;
 	/* the backend in use, how it is set up; AUTO's figures; the library's threads */
-	const struct ms__exec *x = &ctx->exec[0];
-	for (unsigned k = 0; k < ctx->nexec; k++)
-		if (ctx->exec[k].be->id == ms_ctx_backend(ctx))
-			x = &ctx->exec[k];
+	const struct ms__exec *x = exec_now(ctx);
+	if (ms__fork_loop(ctx, x->be))
+		return fork_why(x->be, buf, len); /* the parent's set-up is not this process's */
 	char desc[256] = "", choice[512] = "", pool[256] = "";
 	if (x->be->describe)
 		x->be->describe(ctx, x->state, desc, sizeof(desc));
@@ -717,6 +749,8 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		     (ctx->autos ? MS__MODE_AUTO : 0);
 	ms__publish(ctx);
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND")) {
+		ctx->show = true;
+		ctx->shown_gen = ctx->gen;
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
 		if (ctx->autos)
 			ms__auto_show(ctx); /* and each decision, when AUTO makes it */
@@ -744,7 +778,9 @@ enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx)
 {
 	if (!ctx)
 		return MS_BACKEND_AUTO;
-	return ctx->autos ? ms__auto_now(ctx) : ctx->exec[0].be->id;
+	const struct ms__exec *x = exec_now(ctx);
+	/* In a forked child, what sends: the loop, where the backend's state is the parent's. */
+	return ms__fork_loop(ctx, x->be) ? MS_BACKEND_LOOP : x->be->id;
 }
 
 int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)

@@ -2034,17 +2034,39 @@ static void c_misc(void)
 		pid_t pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
-			struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 500, status);
-			XD_EXPECT(d, "in a forked child", .frames = 0);
+			/* The child says what sends there, and why, and counts it (xdp and
+			 * io_uring: their state is the parent's). */
+			const bool unsafe = backend == MS_BACKEND_XDP || backend == MS_BACKEND_IO_URING;
+			char line[512];
+			ms_ctx_describe(ctx, line, sizeof(line));
+			CHECK_EQ(ms_ctx_backend(ctx), unsafe ? MS_BACKEND_LOOP : backend);
+			if (unsafe) {
+				CHECK(strstr(line, "loop: in a process forked") == line);
+				CHECK(strstr(line, ms_backend_name(backend)) != NULL);
+			}
+			struct ms_stats a = stats(ctx);
+			for (unsigned k = 0; k < 2; k++) {
+				struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 500 + k, status);
+				XD_EXPECT(d, "in a forked child", .frames = 0);
+			}
+			struct ms_stats b = stats(ctx);
+			CHECK_EQ(b.fork_fallback - a.fork_fallback, unsafe ? 16 : 0);
+			printf("in the child: %s; fork_fallback %llu\n", line,
+			       (unsigned long long)b.fork_fallback);
 			fflush(NULL);
 			_exit(0);
 		}
 		int st;
 		CHECK(waitpid(pid, &st, 0) == pid);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		struct ms_stats a = stats(ctx);
 		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
 		XD_EXPECT(d, "in the parent, after the child", .frames = 8);
-		printf("forked child: delivered by the loop, no frames; the parent's still frames\n");
+		CHECK_EQ(ms_ctx_backend(ctx), backend);
+		CHECK_EQ(stats(ctx).fork_fallback, a.fork_fallback);
+		CHECK_EQ(a.fork_fallback, 0);
+		printf("forked child: delivered by the loop, no frames, says loop and counts "
+		       "fork_fallback; the parent's still frames\n");
 	}
 
 	/* IP_RECVERR: errors would come back on the socket, which the kernel's path gives. */

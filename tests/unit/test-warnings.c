@@ -6,7 +6,8 @@
  * out as \xNN, printable ASCII as it is, the backslash as \x5c, and a long value is cut with
  * its length said. Each case runs ms_ctx_new in a forked child (the warnings are once per
  * process) with its stderr on a pipe; what the child wrote is checked whole: the exact line
- * where the text is known, and always nothing but printable ASCII and line ends.
+ * where the text is known, and always nothing but printable ASCII and line ends. And a child
+ * forked after an io_uring context was made says the loop sends there, and counts it.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,12 +147,94 @@ static void test_show_escape(void **state)
 		assert_non_null(strstr(why, "interface x\\x1b[2J: "));
 }
 
+/*
+ * A child forked after an io_uring context was made sends by the loop (the ring is the
+ * parent's) and says so: ms_ctx_backend, ms_ctx_describe, a MULTISEND_SHOW_BACKEND line
+ * once, fork_fallback counting each destination; the parent's still io_uring, uncounted.
+ */
+static void test_fork_says_loop(void **state)
+{
+	(void)state;
+	int p[2], sv[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+	setenv("MULTISEND_SHOW_BACKEND", "1", 1);
+	setenv("MULTISEND_BACKEND", "io_uring", 1);
+	struct ms_config cfg = { .size = sizeof(cfg), .flags = MS_CFG_NO_FALLBACK };
+	struct ms_ctx *ctx;
+	int saved = dup(2);
+	dup2(p[1], 2); /* the context's own line */
+	int err = ms_ctx_new(&ctx, &cfg);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("MULTISEND_SHOW_BACKEND");
+	unsetenv("MULTISEND_BACKEND");
+	if (err)
+		skip(); /* no io_uring here */
+	struct ms_group *g;
+	assert_int_equal(ms_group_new(ctx, &g), 0);
+	struct ms_dest d = { .fd = sv[1] };
+	assert_true(ms_group_add(g, &d) >= 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(p[1], 2);
+		char line[512];
+		ms_ctx_describe(ctx, line, sizeof(line));
+		if (ms_ctx_backend(ctx) != MS_BACKEND_LOOP ||
+		    strstr(line, "loop: in a process forked") != line)
+			_exit(4);
+		for (int k = 0; k < 3; k++)
+			if (ms_send(g, "abc", 3, 0, NULL) != 1)
+				_exit(5);
+		struct ms_stats st = { .size = sizeof(st) };
+		if (ms_ctx_stats(ctx, &st) || st.fork_fallback != 3)
+			_exit(6);
+		fprintf(stderr, "child: %s\n", line);
+		_exit(0);
+	}
+	close(p[1]);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	char out[4096];
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < sizeof(out) && (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(p[0]);
+	printf("%s", out);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* The context's line, then the child's line once for its three sends. */
+	const char *c = strstr(out, "libmultisend: backend loop: in a process forked after the "
+				    "context was made, the io_uring backend's state (its ring) is "
+				    "the parent's");
+	assert_non_null(c);
+	assert_null(strstr(c + 1, "libmultisend: backend loop"));
+	char buf[8];
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(read(sv[0], buf, sizeof(buf)), 3);
+	/* The parent: still io_uring, nothing counted. */
+	assert_int_equal(ms_ctx_backend(ctx), MS_BACKEND_IO_URING);
+	assert_int_equal(ms_send(g, "xyz", 3, 0, NULL), 1);
+	assert_int_equal(read(sv[0], buf, sizeof(buf)), 3);
+	struct ms_stats s2 = { .size = sizeof(s2) };
+	assert_int_equal(ms_ctx_stats(ctx, &s2), 0);
+	assert_int_equal(s2.fork_fallback, 0);
+	ms_group_free(g);
+	ms_ctx_free(ctx);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_backend_escape), cmocka_unit_test(test_backend_long),
 		cmocka_unit_test(test_recheck_escape), cmocka_unit_test(test_shm_escape),
-		cmocka_unit_test(test_show_escape),
+		cmocka_unit_test(test_show_escape),    cmocka_unit_test(test_fork_says_loop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
