@@ -13,6 +13,10 @@ RUN=$1
 for p in ip python3; do
 	command -v $p >/dev/null || { echo "$p not found: skipped"; exit 77; }
 done
+# An AddressSanitizer build of the shim needs the ASan runtime first in LD_PRELOAD of the
+# program it is loaded into (python3 is not built with it; its leaks are not ours).
+asan=$(ldd "$(dirname "$RUN")/libmultisend-preload.so" 2>/dev/null |
+	sed -n 's/.*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n 1)
 tag=$(mktemp -u XXXXXXXX)
 S=msps$tag R=mspr$tag
 work=$(mktemp -d)
@@ -75,7 +79,7 @@ except BlockingIOError:
 print(good, other, flush=True)' >"$rx" &
 	rxpid=$!
 	n=0
-	until [ "$(wc -l <"$rx")" -ge 1 ]; do
+	until [ -f "$rx" ] && [ "$(wc -l <"$rx")" -ge 1 ]; do
 		n=$((n + 1))
 		[ $n -le 400 ] || fail "the receiver never started"
 		python3 -c 'import time; time.sleep(0.05)'
@@ -104,7 +108,12 @@ for i in range(5):
         out.append(errno.errorcode[e.errno])
 print(" ".join(out))' "$mark" "$port" "$rport"
 	if [ "$how" = shim ]; then
-		ip netns exec $S "$RUN" --bypass --xdp-iface xs0 -- "$@" 2>"$work/shim.err"
+		if [ -n "$asan" ]; then
+			ip netns exec $S env LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0 \
+				"$RUN" --bypass --xdp-iface xs0 -- "$@" 2>"$work/shim.err"
+		else
+			ip netns exec $S "$RUN" --bypass --xdp-iface xs0 -- "$@" 2>"$work/shim.err"
+		fi || { cat "$work/shim.err" >&2; return 1; }
 	else
 		ip netns exec $S "$@"
 	fi

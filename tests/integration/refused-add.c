@@ -18,7 +18,9 @@
  * which the arrays grow (4 .. 2048 destinations on one socket, and sockets of their own), and
  * each k until the add gets through: the add is refused with -ENOMEM, the group's size is
  * unchanged, and a send then reaches every member once, byte for byte, and the refused
- * endpoint nothing; then the same add, allowed, succeeds and the next send reaches all.
+ * endpoint nothing; then the same add, allowed, succeeds and the next send reaches all. As root
+ * the test runs in a network namespace of its own (its loopback up), so that no other process
+ * can send to its thousands of receivers on 127.0.0.1.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -29,7 +31,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -237,8 +243,31 @@ static void test_repeated(void **state)
 	assert_true(r >= 20 * 4);
 }
 
+/* As root, a network namespace of the test's own with its loopback up: thousands of
+ * receivers on 127.0.0.1 see nothing another process on the host sends there. */
+static void private_loopback(void)
+{
+	if (geteuid() != 0 || unshare(CLONE_NEWNET))
+		return; /* the host's loopback, then */
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		fprintf(stderr, "loopback in a new namespace: %m\n");
+		exit(1);
+	}
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) {
+		fprintf(stderr, "loopback up in a new namespace: %m\n");
+		exit(1);
+	}
+	close(s);
+}
+
 int main(int argc, char **argv)
 {
+	private_loopback();
 	net_raise_nofile(8192);
 	/* The real mlock calls must all succeed (only the injected ones fail): root has
 	 * CAP_IPC_LOCK; anyone else needs room under RLIMIT_MEMLOCK for 2,049 destinations. */
