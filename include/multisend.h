@@ -15,7 +15,8 @@
  *    (another thread's send is refused: -EEXIST for every destination the ring would send,
  *    nothing of it sent; with workers, the library threads' parts still go). A forked child
  *    never submits to its parent's ring: its sends on a context made before the fork go by
- *    the plain loop.
+ *    the plain loop, which ms_ctx_backend and ms_ctx_describe then say and ms_stats counts
+ *    (fork_fallback).
  *  - Structs marked "size-versioned" start with a uint32_t size that the caller sets to
  *    sizeof(the struct) as it was compiled; this lets old programs run against newer libraries
  *    and new programs detect old ones.
@@ -305,7 +306,9 @@ MS_EXPORT int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg);
 MS_EXPORT void ms_ctx_free(struct ms_ctx *ctx);
 
 /* The backend the context uses (never MS_BACKEND_AUTO): with AUTO, the one its last decision
- * chose (see "Choosing a backend"). */
+ * chose (see "Choosing a backend"). In a child forked after the context was made, the backend
+ * that sends there: MS_BACKEND_LOOP where the context's is io_uring or xdp (their ring and
+ * AF_XDP socket are the parent's), and ms_ctx_describe says so and why. */
 MS_EXPORT enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx);
 
 /* One line describing how the backend is set up (for io_uring: ring size and flags, file
@@ -421,9 +424,11 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * library's own count, IPv6 frames carry flow label 0, and DF is set under
  * IP_PMTUDISC_WANT even on a route whose MTU is locked. The route, the source address and the
  * next hop's link-layer address are the kernel's (asked over rtnetlink when the group
- * changes, again when the kernel reports a change of link, address, route or neighbour, read
- * at most every 5 ms, and when a socket option read for the plan has changed, checked for up
- * to 256 of the group's sockets a second). The bypass uses the neighbour entry as the kernel has it and never confirms it
+ * changes, again when the kernel reports a change of link, address, route, policy rule or
+ * neighbour, read at most every 5 ms, and when a socket option read for the plan has changed,
+ * checked for up to 256 of the group's sockets a second), looked up with everything the
+ * kernel's own lookup carries (ports, protocol, the socket's owner, SO_MARK, TOS, bound
+ * device), so policy rules match frames as they match the kernel's path. The bypass uses the neighbour entry as the kernel has it and never confirms it
  * itself: a next hop that changes its address without announcing it is learnt when the
  * kernel learns it. A multicast group leaves by IP_MULTICAST_IF's device when it was set by
  * address (an interface index alone cannot be read back: the routing table decides then) or
@@ -480,7 +485,7 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * down or no carrier, -EBUSY its queue taken by another AF_XDP socket, -ENOBUFS the
  * locked-memory limit); MULTISEND_SHOW_BACKEND=1 says why. A queue released by a context just
  * freed is waited for (up to half a second). In a child forked after the context was made,
- * the loop sends.
+ * the loop sends (ms_ctx_backend says loop; counted in fork_fallback).
  */
 
 /* Send destination id (or, with id == MS_GROUP_ALL, every destination of the group, present
@@ -929,6 +934,10 @@ struct ms_stats {
 	uint64_t ts_hw_stamped;   /* stamps read back from a device's hardware clock */
 	uint64_t ts_hw_unavailable; /* stamped destinations whose device does not stamp in
 	                             hardware, or has it off (software stamps instead) */
+	/* A process forked after the context was made: */
+	uint64_t fork_fallback;   /* destinations the loop sent because the context's backend
+	                             (io_uring, xdp) keeps state that is the parent's (its ring,
+	                             its AF_XDP socket); ms_ctx_backend then says loop */
 };
 
 /*

@@ -155,6 +155,12 @@ int ms__grow(const struct ms_ctx *ctx, void *pp, size_t n);
 /* Lock memory allocated elsewhere (io_uring's rings, the context itself, counter slots). 0 or
  * -errno; 0 without MS_CFG_MLOCK. */
 int ms__mlock(const struct ms_ctx *ctx, const void *p, size_t n);
+/* s escaped for a warning (lib/api/ctx.c): printable ASCII as is, anything else and the
+ * backslash as \xNN, at most max bytes of s (then "... (N bytes)"); buf of MS__ESC_CAP(max)
+ * bytes or more. Returns buf. */
+#define MS__ESC_MAX 128 /* bytes of an environment value a warning shows */
+#define MS__ESC_CAP(max) (4 * (size_t)(max) + 32)
+const char *ms__esc(char *buf, size_t cap, const char *s, size_t max);
 void ms__group_set_iovlen(struct ms_group *g, int iovcnt);
 /* Add a call's counts to its context's counters. */
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s);
@@ -199,6 +205,9 @@ struct ms_ctx {
 	unsigned ngroups;
 	unsigned gen;       /* ms__fork_gen when the context was made (see ms__forked) */
 	bool be_fork_unsafe; /* exec_caps has MS__CAP_FORK_UNSAFE (one test per call) */
+	bool show;          /* MULTISEND_SHOW_BACKEND: also says, in a forked child, that the
+	                       loop sends there (once per process: shown_gen) */
+	unsigned shown_gen;
 	unsigned modes;     /* MS__MODE_*: what the stages before the executor have to do */
 	struct ms__counters c; /* lib/core/counters.h */
 	/* The backends set up: the one asked for (or its fallback), or with MS_BACKEND_AUTO
@@ -328,6 +337,15 @@ static inline bool ms__forked(const struct ms_ctx *ctx)
 {
 	return ctx->gen != __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 }
+/* In a child forked after ctx was made, backend be cannot send (its state is the parent's:
+ * MS__CAP_FORK_UNSAFE), and the loop sends instead (lib/api/send.c). */
+static inline bool ms__fork_loop(const struct ms_ctx *ctx, const struct ms__backend *be)
+{
+	return (be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx);
+}
+/* A call's destinations that the loop sends for that reason: counted (fork_fallback), and
+ * said once per process under MULTISEND_SHOW_BACKEND (lib/api/ctx.c). */
+void ms__fork_fallback(struct ms_ctx *ctx, const struct ms__backend *be, uint64_t n);
 /* Start counting forks in ms__fork_gen (once per process; every ms_ctx_new calls it). */
 void ms__fork_watch(void);
 

@@ -112,6 +112,36 @@ const char *ms_strerror(int err)
 
 /* ---- environment ---------------------------------------------------------------------------- */
 
+/*
+ * s as a warning may print it: printable ASCII as it is, every other byte (control bytes, an
+ * escape sequence's ESC, a newline that would forge a line of its own, bytes past 0x7e) and
+ * the backslash itself as \xNN, so that what is printed reads back unambiguously; past max
+ * bytes of s, the rest is left out and its length said. buf holds cap bytes, at least
+ * MS__ESC_CAP(max). Returns buf.
+ */
+const char *ms__esc(char *buf, size_t cap, const char *s, size_t max)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t k = 0, i = 0;
+	if (!cap)
+		return buf;
+	for (; s[i] && i < max && k + 5 < cap; i++) {
+		const unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			buf[k++] = (char)c;
+		} else {
+			buf[k++] = '\\';
+			buf[k++] = 'x';
+			buf[k++] = hex[c >> 4];
+			buf[k++] = hex[c & 15];
+		}
+	}
+	buf[k] = '\0';
+	if (s[i])
+		snprintf(buf + k, cap - k, "... (%zu bytes)", i + strlen(s + i));
+	return buf;
+}
+
 static bool env_true(const char *name)
 {
 	const char *v = secure_getenv(name);
@@ -304,7 +334,9 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 			ctx->pub_epoch = ms__shm_epoch();
 			ctx->pub_gen = ms__shm_gen();
 		} else if (!__atomic_exchange_n(&warned_shm, true, __ATOMIC_RELAXED)) {
-			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n", path,
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
+			fprintf(stderr, "libmultisend: live counters not published in %s: %s\n",
+				ms__esc(e, sizeof(e), path, MS__ESC_MAX),
 				err == -EBUSY ? "another running process publishes there"
 				: err == -EEXIST ? "the file exists and is not a live-counter file"
 				: err == -EPERM ? "the file belongs to another user or others may "
@@ -490,15 +522,47 @@ static void backends_free(struct ms_ctx *ctx)
 	ctx->nexec = 0;
 }
 
+/* The executor AUTO or the configuration uses now (before a forked child's fallback). */
+static const struct ms__exec *exec_now(const struct ms_ctx *ctx)
+{
+	const enum ms_backend b = ctx->autos ? ms__auto_now(ctx) : ctx->exec[0].be->id;
+	for (unsigned k = 0; k < ctx->nexec; k++)
+		if (ctx->exec[k].be->id == b)
+			return &ctx->exec[k];
+	return &ctx->exec[0];
+}
+
+/* Why the loop sends in a forked child, for the backend that cannot (ms__fork_loop). */
+static int fork_why(const struct ms__backend *be, char *buf, size_t len)
+{
+	return snprintf(buf, len,
+			"loop: in a process forked after the context was made, the %s backend's "
+			"state (%s) is the parent's: the loop sends, counted in fork_fallback",
+			be->name, be->id == MS_BACKEND_XDP ? "its AF_XDP socket and rings"
+			: be->id == MS_BACKEND_IO_URING	   ? "its ring"
+							   : "its kernel objects");
+}
+
+void ms__fork_fallback(struct ms_ctx *ctx, const struct ms__backend *be, uint64_t n)
+{
+	ctx->c.fork_fallback += n;
+	const unsigned gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+	if (ctx->show && ctx->shown_gen != gen) {
+		ctx->shown_gen = gen;
+		char line[256];
+		fork_why(be, line, sizeof(line));
+		fprintf(stderr, "libmultisend: backend %s\n", line);
+	}
+}
+
 int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 {
 	if (!ctx || (!buf && len))
 		return -EINVAL;
 	/* the backend in use, how it is set up; AUTO's figures; the library's threads */
-	const struct ms__exec *x = &ctx->exec[0];
-	for (unsigned k = 0; k < ctx->nexec; k++)
-		if (ctx->exec[k].be->id == ms_ctx_backend(ctx))
-			x = &ctx->exec[k];
+	const struct ms__exec *x = exec_now(ctx);
+	if (ms__fork_loop(ctx, x->be))
+		return fork_why(x->be, buf, len); /* the parent's set-up is not this process's */
 	char desc[256] = "", choice[512] = "", pool[256] = "";
 	if (x->be->describe)
 		x->be->describe(ctx, x->state, desc, sizeof(desc));
@@ -513,15 +577,19 @@ int ms_ctx_describe(const struct ms_ctx *ctx, char *buf, size_t len)
 static void show(const struct ms_ctx *ctx, enum ms_backend asked, bool from_env,
 		 const struct choice *ch)
 {
-	char desc[1024];
+	/* The lines may carry what the environment named (an interface's name, in a reason
+	 * or a description): escaped. */
+	char desc[1024], e[MS__ESC_CAP(sizeof(desc))];
 	ms_ctx_describe(ctx, desc, sizeof(desc));
-	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n", desc,
-		ms_backend_name(asked), from_env ? " by MULTISEND_BACKEND" : "");
+	fprintf(stderr, "libmultisend: backend %s (asked for %s%s)\n",
+		ms__esc(e, sizeof(e), desc, sizeof(desc)), ms_backend_name(asked),
+		from_env ? " by MULTISEND_BACKEND" : "");
 	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (ch->skipped[b] && !(ctx->autos && ms__auto_has(ctx, (enum ms_backend)b)) &&
 		    b != (int)ctx->exec[0].be->id)
 			fprintf(stderr, "libmultisend:   %s skipped: %s\n",
-				ms_backend_name((enum ms_backend)b), ch->skipped[b]);
+				ms_backend_name((enum ms_backend)b),
+				ms__esc(e, sizeof(e), ch->skipped[b], sizeof(desc)));
 }
 
 /* Which backends may be used (probes, MULTISEND_NO_*: ch->skipped says why not) and which is
@@ -547,10 +615,14 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 		int b = ms_backend_from_name(v);
 		if (b >= 0)
 			want = (enum ms_backend)b;
-		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED))
-			/* An operator's typo must not pass silently, nor flood stderr. */
+		else if (!__atomic_exchange_n(&warned_env, true, __ATOMIC_RELAXED)) {
+			/* An operator's typo must not pass silently, nor flood stderr; nor can a
+			 * value write to the terminal (escaped). */
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
 			fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
-					"auto, loop, sendmmsg, io_uring, xdp; ignored\n", v);
+					"auto, loop, sendmmsg, io_uring, xdp; ignored\n",
+				ms__esc(e, sizeof(e), v, MS__ESC_MAX));
+		}
 	}
 	for (int b = MS_BACKEND_LOOP; b <= MS__BACKEND_LAST; b++)
 		if (env_true(no_env[b]) && !ch->skipped[b])
@@ -610,9 +682,11 @@ static int auto_setup(struct ms_ctx *ctx, const struct ms_config *c, bool use_en
 		recheck = strtoul(v, &end, 10);
 		if (errno || *end || recheck < 16 || recheck > 100000000) {
 			recheck = 0;
+			char e[MS__ESC_CAP(MS__ESC_MAX)];
 			if (!__atomic_exchange_n(&warned_recheck, true, __ATOMIC_RELAXED))
 				fprintf(stderr, "libmultisend: MULTISEND_AUTO_RECHECK=%s is not a "
-						"number of fan-outs 16..100000000; ignored\n", v);
+						"number of fan-outs 16..100000000; ignored\n",
+					ms__esc(e, sizeof(e), v, MS__ESC_MAX));
 		}
 	}
 	return ms__auto_new(ctx, freeze, (uint32_t)recheck);
@@ -675,6 +749,8 @@ int ms_ctx_new(struct ms_ctx **out, const struct ms_config *cfg)
 		     (ctx->autos ? MS__MODE_AUTO : 0);
 	ms__publish(ctx);
 	if (use_env && env_true("MULTISEND_SHOW_BACKEND")) {
+		ctx->show = true;
+		ctx->shown_gen = ctx->gen;
 		show(ctx, want, want != (enum ms_backend)c.backend, &ch);
 		if (ctx->autos)
 			ms__auto_show(ctx); /* and each decision, when AUTO makes it */
@@ -702,7 +778,9 @@ enum ms_backend ms_ctx_backend(const struct ms_ctx *ctx)
 {
 	if (!ctx)
 		return MS_BACKEND_AUTO;
-	return ctx->autos ? ms__auto_now(ctx) : ctx->exec[0].be->id;
+	const struct ms__exec *x = exec_now(ctx);
+	/* In a forked child, what sends: the loop, where the backend's state is the parent's. */
+	return ms__fork_loop(ctx, x->be) ? MS_BACKEND_LOOP : x->be->id;
 }
 
 int ms_ctx_stats(const struct ms_ctx *ctx, struct ms_stats *out)

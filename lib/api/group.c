@@ -153,7 +153,10 @@ static void set_name(struct ms__bucket *b, uint32_t i)
 }
 
 /* Room for one more destination. With MS_CFG_MLOCK the capacity grows only once the grown
- * arrays are locked (they may have moved all the same: the pointers are always current). */
+ * arrays are locked. Either array may have moved all the same, even when this fails: realloc
+ * moved it, then mlock refused the new block (-ENOMEM past RLIMIT_MEMLOCK, the same errno as
+ * a failed realloc). So the messages' names, which point into dests, are set again whatever
+ * happened, and the caller makes the plan again (it points into both: add_one). */
 static int bucket_reserve(const struct ms_ctx *ctx, struct ms__bucket *b)
 {
 	if (b->n < b->cap)
@@ -162,14 +165,10 @@ static int bucket_reserve(const struct ms_ctx *ctx, struct ms__bucket *b)
 	if (ncap <= b->cap)
 		return -ENOMEM;
 	int err = ms__grow(ctx, &b->dests, (size_t)ncap * sizeof(*b->dests));
-	if (err != -ENOMEM) {
-		int e = ms__grow(ctx, &b->msgs, (size_t)ncap * sizeof(*b->msgs));
-		/* The messages point into dests, which may have moved. */
-		for (uint32_t i = 0; i < b->n; i++)
-			set_name(b, i);
-		if (!err)
-			err = e;
-	}
+	for (uint32_t i = 0; i < b->n; i++)
+		set_name(b, i);
+	if (!err)
+		err = ms__grow(ctx, &b->msgs, (size_t)ncap * sizeof(*b->msgs));
 	if (err)
 		return err;
 	b->cap = ncap;
@@ -374,6 +373,9 @@ static int add_one(struct ms_group *g, const struct ms_dest *d, int type, int fa
 	else if (!(err = ids_reserve(g)) && !(err = plan_reserve(g)))
 		err = b ? bucket_reserve(g->ctx, b) : bucket_new(g, d->fd, type, family, ino, &b);
 	if (err) {
+		/* Refused, the group as it was; but an array a reserve grew may have moved
+		 * (bucket_reserve), and the plan points into them: made again by the next send. */
+		g->plan_ok = false;
 		if (owned)
 			close(d->fd);
 		return err;

@@ -48,11 +48,16 @@ static int execute(struct ms_ctx *ctx, struct ms__send *s)
 		return ms__pool_send(s);
 	const struct ms__backend *be = s->x->be;
 	void *st = s->x->state;
-	if (unlikely(s->b.hdr | ctx->be_fork_unsafe) &&
-	    (((be->caps & MS__CAP_FORK_UNSAFE) && ms__forked(ctx)) ||
-	     (s->b.hdr && !(be->caps & MS__CAP_HDR)))) {
-		be = &ms__backend_loop;
-		st = NULL;
+	if (unlikely(s->b.hdr | ctx->be_fork_unsafe)) {
+		if (ms__fork_loop(ctx, be)) {
+			ms__fork_fallback(ctx, be, s->b.n);
+			s->counted = true; /* ms__commit publishes every counter */
+			be = &ms__backend_loop;
+			st = NULL;
+		} else if (s->b.hdr && !(be->caps & MS__CAP_HDR)) {
+			be = &ms__backend_loop;
+			st = NULL;
+		}
 	}
 	if (unlikely(be->prepare != NULL)) {
 		void **gd = &s->g->gdata[s->x - ctx->exec];

@@ -59,6 +59,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netinet/udp.h>
 #include <poll.h>
 #include <linux/if_xdp.h>
@@ -134,6 +135,8 @@ struct xstate {
 	uint64_t sys;          /* system calls made outside send (prepare), added by send */
 	struct rentry *routes; /* routes asked of the kernel, valid for routes_gen (route_for) */
 	uint32_t nroutes, caproutes, routes_gen;
+	unsigned deps[2];      /* MS__DEP_*: the ports IPv4 [0] and IPv6 [1] answers depend on */
+	bool deps_known;       /* ... read for routes_gen */
 	struct sentry *socks;  /* groups' sockets read, by fd and inode (sock_get) */
 	uint32_t nsocks, capsocks;
 };
@@ -573,6 +576,8 @@ struct sockinfo {
 	struct in_addr mif4;
 	int oif;
 	uint32_t mark;
+	uint32_t uid;  /* the socket's owner (sk_uid: fstat's st_uid), for uidrange rules */
+	bool has_uid;
 	int prio;      /* SO_PRIORITY (a port sends none but priority 0 as frames) */
 	bool v6only;   /* IPV6_V6ONLY: an IPv4 destination is the kernel's error */
 	bool unsup;    /* an option frames cannot honour (FB_SOCKOPT; xdp.h) */
@@ -655,6 +660,14 @@ static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
 	}
 	si->oif = opt(fd, SOL_SOCKET, SO_BINDTOIFINDEX, 0, sys);
 	si->mark = (uint32_t)opt(fd, SOL_SOCKET, SO_MARK, 0, sys);
+	/* The uid the kernel's lookup matches uidrange rules on is the socket's (sk_uid, set
+	 * from its inode's owner and changed with it by fchown): not necessarily ours. */
+	struct stat sb;
+	(*sys)++;
+	if (!fstat(fd, &sb)) {
+		si->uid = (uint32_t)sb.st_uid;
+		si->has_uid = true;
+	}
 	si->prio = opt(fd, SOL_SOCKET, SO_PRIORITY, 0, sys);
 	/* Options whose datagrams are not one plain frame each: corked (appended to), split
 	 * into segments (UDP_SEGMENT), IP options in the header, transmit timestamps looped
@@ -675,7 +688,7 @@ static bool sock_read(int fd, bool has_peer, struct sockinfo *si, uint64_t *sys)
 	const int v[] = { si->tos, si->ttl, si->mttl, si->mloop, si->pmtu, si->recverr,
 			  (int)si->mif4.s_addr, si->tclass, si->hops, si->mhops, si->mloop6,
 			  si->pmtu6, si->recverr6, si->mif6, si->oif, (int)si->mark, si->prio,
-			  si->v6only, si->unsup };
+			  si->v6only, si->unsup, (int)si->uid, si->has_uid };
 	si->sig = fnv(fnv(FNV_SEED, v, sizeof(v)), &si->local, sizeof(si->local));
 	return true;
 }
@@ -820,31 +833,38 @@ static int grow(const struct ms_ctx *ctx, void **pp, size_t n, size_t size)
 
 /* ---- what a plan is made from, kept between plans ---- */
 
-/* A route asked of the kernel: until it reports a change (net_gen), every destination to the
- * same host from the same source, device and mark uses it, so a group that changes asks only
- * for its new hosts. */
+/* A route asked of the kernel: until it reports a change (net_gen: links, addresses, routes,
+ * rules, neighbours), every destination with the same flow uses it, so a group that changes
+ * asks only for its new destinations. The key is everything the lookup carried (route.h's
+ * ms__flow, both addresses) and the ports where they can matter (ms__route_deps: a rule on
+ * sport or dport, multipath hashing on them): policy rules can match on any of it (sport,
+ * dport, uidrange, fwmark, tos, oif), so two destinations that differ in any part may route
+ * differently. */
 struct rentry {
 	bool used;
-	int oif;
-	uint32_t mark;
-	unsigned char dst[24], src[24]; /* addr_key without the port */
+	struct ms__flow fl;
+	unsigned char dst[24], src[24]; /* addr_key: address, and port where it matters */
 	struct ms__route rt;
 };
 #define ROUTES_MAX 65536u /* entries; full, the cache starts again from empty */
 
 static bool addr_key(const struct sockaddr *to, socklen_t len, unsigned char key[24]);
 
+static bool flow_eq(const struct ms__flow *a, const struct ms__flow *b)
+{
+	return a->oif == b->oif && a->mark == b->mark && a->has_uid == b->has_uid &&
+	       (!a->has_uid || a->uid == b->uid) && a->tos == b->tos;
+}
+
 static const struct ms__route *route_for(struct xstate *st, const struct sockaddr *to,
 					 socklen_t tolen, const struct sockaddr_storage *src,
-					 int oif, uint32_t mark)
+					 const struct ms__flow *fl)
 {
 	static const struct ms__route other = { .kind = MS__RT_OTHER };
-	struct rentry k = { .used = true, .oif = oif, .mark = mark };
+	struct rentry k = { .used = true, .fl = *fl };
 	if (!addr_key(to, tolen, k.dst) ||
 	    !addr_key((const struct sockaddr *)src, sizeof(*src), k.src))
 		return &other;
-	memset(k.dst + 2, 0, 2); /* the port does not route */
-	memset(k.src + 2, 0, 2);
 	if (st->routes_gen != st->net_gen || st->nroutes >= st->caproutes * 3 / 4) {
 		uint32_t cap = st->caproutes ? st->caproutes : 64;
 		if (st->nroutes >= st->caproutes * 3 / 4 && cap < ROUTES_MAX)
@@ -860,25 +880,42 @@ static const struct ms__route *route_for(struct xstate *st, const struct sockadd
 			memset(st->routes, 0, cap * sizeof(*st->routes));
 		}
 		st->nroutes = 0;
+		if (st->routes_gen != st->net_gen || !st->deps_known) {
+			/* Which ports the answers depend on, until the next change. Unknown
+			 * (netlink failed): both, which is only slower. */
+			for (int v = 0; v < 2; v++) {
+				st->sys += 2;
+				if (ms__route_deps(st->nl, v ? AF_INET6 : AF_INET, &st->deps[v]))
+					st->deps[v] = MS__DEP_SPORT | MS__DEP_DPORT;
+			}
+			st->deps_known = true;
+		}
 		st->routes_gen = st->net_gen;
 	}
-	uint64_t h = fnv(fnv(fnv(FNV_SEED, k.dst, 24), k.src, 24), &oif, sizeof(oif));
-	h = fnv(h, &mark, sizeof(mark));
+	/* A port no rule matches and no multipath route hashes on routes every destination
+	 * alike: left out of the key, so that destinations on one host share one lookup. */
+	const bool v4 = to->sa_family == AF_INET || is_v4mapped(to);
+	if (!(st->deps[!v4] & MS__DEP_DPORT))
+		memset(k.dst + 2, 0, 2);
+	if (!(st->deps[!v4] & MS__DEP_SPORT))
+		memset(k.src + 2, 0, 2);
+	/* Field by field: the struct's padding is not part of the key. */
+	const uint32_t f[] = { (uint32_t)fl->oif, fl->mark, fl->uid, fl->has_uid, fl->tos };
+	const uint64_t h = fnv(fnv(fnv(FNV_SEED, k.dst, 24), k.src, 24), f, sizeof(f));
 	const uint32_t mask = st->caproutes - 1;
 	for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
 		struct rentry *e = &st->routes[i];
 		if (e->used) {
-			if (e->oif == oif && e->mark == mark && !memcmp(e->dst, k.dst, 24) &&
+			if (flow_eq(&e->fl, fl) && !memcmp(e->dst, k.dst, 24) &&
 			    !memcmp(e->src, k.src, 24))
 				return &e->rt;
 			continue;
 		}
 		st->sys += 2;
 		/* An address the lookup refuses (or netlink failing): the kernel's path, which
-		 * gives its own answer. */
-		if (ms__route_get(st->nl, to, tolen,
-				  wildcard(src) ? NULL : (const struct sockaddr *)src, oif, mark,
-				  &k.rt))
+		 * gives its own answer. The source goes whole, wildcard or not: its port is the
+		 * flow's source port. */
+		if (ms__route_get(st->nl, to, tolen, (const struct sockaddr *)src, &k.fl, &k.rt))
 			k.rt = other;
 		*e = k;
 		st->nroutes++;
@@ -1016,7 +1053,15 @@ static void dest_for(struct xstate *st, const struct sockinfo *sip, const struct
 	if (to->sa_family == AF_INET6 && !is_v4mapped(to) &&
 	    IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)to)->sin6_addr) && !oif)
 		oif = sip->mif6;
-	const struct ms__route *rt = route_for(st, to, tolen, &src, oif, sip->mark);
+	/* The flow as the kernel's lookup has it: the TOS is IP_TOS's for an IPv4 destination
+	 * (a v4-mapped one too), IPV6_TCLASS's for IPv6. */
+	const bool dst6 = to->sa_family == AF_INET6 && !is_v4mapped(to);
+	const struct ms__flow fl = { .oif = oif,
+				     .mark = sip->mark,
+				     .uid = sip->uid,
+				     .has_uid = sip->has_uid,
+				     .tos = (uint8_t)(dst6 ? sip->tclass : sip->tos) };
+	const struct ms__route *rt = route_for(st, to, tolen, &src, &fl);
 	make_dest(d, st, sip, to, rt);
 }
 

@@ -75,7 +75,8 @@
 	MS__XDP_COUNTERS(X)                                                                   \
 	X(auto_ns_xdp)                                                                        \
 	X(ts_hw_stamped)                                                                      \
-	X(ts_hw_unavailable)
+	X(ts_hw_unavailable)                                                                  \
+	X(fork_fallback)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

@@ -468,7 +468,7 @@ static bool dev_hw(struct ms__tshw *h, uint32_t ifindex)
 }
 
 /* The device destination j of b leaves by: the kernel's route from the socket (its bound
- * address, device and mark), 0 when there is none. */
+ * address and port, device, mark, owner and TOS), 0 when there is none. */
 static uint32_t route_dev(struct ms__tshw *h, const struct ms__bucket *b, uint32_t j)
 {
 	struct sockaddr_storage peer, self;
@@ -491,8 +491,23 @@ static uint32_t route_dev(struct ms__tshw *h, const struct ms__bucket *b, uint32
 		oif = 0;
 	if (getsockopt(b->fd, SOL_SOCKET, SO_MARK, &mark, &ml) < 0)
 		mark = 0;
-	if (ms__route_get(h->nl, dst, dlen, slen ? (const struct sockaddr *)&self : NULL, oif,
-			  mark, &r) < 0)
+	/* The rest of what the kernel's lookup matches policy rules on: the socket's owner
+	 * and its TOS / traffic class (that of the destination's family). */
+	struct ms__flow fl = { .oif = oif, .mark = mark };
+	struct stat sb;
+	if (fstat(b->fd, &sb) == 0) {
+		fl.uid = (uint32_t)sb.st_uid;
+		fl.has_uid = true;
+	}
+	int tos = 0;
+	socklen_t tl = sizeof(tos);
+	const bool v6 = dst->sa_family == AF_INET6 &&
+			!IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)dst)->sin6_addr);
+	if (getsockopt(b->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &tos,
+		       &tl) == 0 && tos > 0)
+		fl.tos = (uint8_t)tos;
+	if (ms__route_get(h->nl, dst, dlen, slen ? (const struct sockaddr *)&self : NULL, &fl,
+			  &r) < 0)
 		return 0;
 	return r.ifindex > 0 ? (uint32_t)r.ifindex : 0;
 }

@@ -6,6 +6,7 @@
  * nothing; the contract is route.h's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <linux/if_arp.h>
+#include <linux/fib_rules.h>
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
 #include <linux/netlink.h>
@@ -83,11 +85,14 @@ int ms__nl_open(struct ms__nl **out)
 		free(nl);
 		return err;
 	}
-	/* The listener: every change that can alter a resolved frame. A burst (a link flapping
-	 * with its routes) may exceed the buffer; ENOBUFS then says "something changed", which
-	 * is all the backend needs, so a moderate buffer is enough. */
+	/* The listener: every change that can alter a resolved frame, policy rules included
+	 * (a rule added or deleted changes which table, or which drop, a lookup ends in). A
+	 * burst (a link flapping with its routes) may exceed the buffer; ENOBUFS then says
+	 * "something changed", which is all the backend needs, so a moderate buffer is
+	 * enough. */
 	nl->ev = nl_socket(RTMGRP_LINK | RTMGRP_NEIGH | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR |
-				   RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE,
+				   RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_IPV4_RULE |
+				   1 << (RTNLGRP_IPV6_RULE - 1),
 			   SOCK_NONBLOCK);
 	if (nl->ev < 0) {
 		int err = nl->ev;
@@ -299,10 +304,11 @@ static int neigh_get(struct ms__nl *nl, int family, const void *addr, int ifinde
 
 /*
  * The source the kernel would choose, asked the way a socket asks it: a UDP socket connected
- * to dst (bound to the device, marked) and getsockname(). Only when the route's answer did
- * not carry one. 0 or -errno.
+ * to dst (bound to the device, marked, with the TOS) and getsockname(). Only when the
+ * route's answer did not carry one. 0 or -errno.
  */
-static int src_by_connect(int family, const void *dst, int oif, uint32_t mark, void *src)
+static int src_by_connect(int family, const void *dst, int oif, uint32_t mark, int tos,
+			  void *src)
 {
 	int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
@@ -328,6 +334,10 @@ static int src_by_connect(int family, const void *dst, int oif, uint32_t mark, v
 	if (oif && setsockopt(s, SOL_SOCKET, SO_BINDTOIFINDEX, &oif, sizeof(oif)) < 0)
 		err = -errno;
 	if (!err && mark && setsockopt(s, SOL_SOCKET, SO_MARK, &mark, sizeof(mark)) < 0)
+		err = -errno;
+	if (!err && tos &&
+	    setsockopt(s, family == AF_INET ? IPPROTO_IP : IPPROTO_IPV6,
+		       family == AF_INET ? IP_TOS : IPV6_TCLASS, &tos, sizeof(tos)) < 0)
 		err = -errno;
 	if (!err && connect(s, (struct sockaddr *)&ss, l) < 0)
 		err = -errno;
@@ -405,9 +415,14 @@ static int drop_errno(unsigned type)
 }
 
 int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstlen,
-		  const struct sockaddr *src, int oif, uint32_t mark, struct ms__route *out)
+		  const struct sockaddr *src, const struct ms__flow *fl, struct ms__route *out)
 {
-	struct ms__ip d, s;
+	static const struct ms__flow none;
+	if (!fl)
+		fl = &none;
+	int oif = fl->oif;
+	const uint32_t mark = fl->mark;
+	struct ms__ip d, s = { 0 };
 	int err = ip_of(dst, dstlen, &d);
 	if (err)
 		return err;
@@ -438,6 +453,9 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 	r.h.nlmsg_type = RTM_GETROUTE;
 	r.rt.rtm_family = (unsigned char)d.family;
 	r.rt.rtm_dst_len = (unsigned char)(alen * 8);
+	/* The TOS (IPv4) or traffic class (IPv6) the socket's datagrams carry: tos and dsfield
+	 * rules match it (for IPv6 the request's rtm_tos is the flow's traffic class). */
+	r.rt.rtm_tos = fl->tos;
 	put_attr(&r, RTA_DST, d.a, alen);
 	if (bound) {
 		r.rt.rtm_src_len = (unsigned char)(alen * 8);
@@ -447,13 +465,18 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 		put_attr(&r, RTA_OIF, &oif, sizeof(oif));
 	if (mark)
 		put_attr(&r, RTA_MARK, &mark, sizeof(mark));
+	/* The socket's owner, as UDP's lookup has it (sk_uid); without it the kernel would
+	 * match uidrange rules against the caller's uid, which may be another. */
+	if (fl->has_uid)
+		put_attr(&r, RTA_UID, &fl->uid, sizeof(fl->uid));
 	/* The flow as UDP's own lookup has it (policy rules and multipath hashing on the
-	 * protocol and ports; Linux 4.17). */
+	 * protocol and ports; Linux 4.17): the source port is the socket's whether or not it
+	 * is bound to an address (a socket bound to 0.0.0.0:P sends from port P). */
 	uint8_t proto = IPPROTO_UDP;
 	put_attr(&r, RTA_IP_PROTO, &proto, sizeof(proto));
 	if (d.port)
 		put_attr(&r, RTA_DPORT, &d.port, sizeof(d.port));
-	if (bound && s.port)
+	if (s.port)
 		put_attr(&r, RTA_SPORT, &s.port, sizeof(s.port));
 	const struct nlmsghdr *h;
 	err = nl_ask(nl, &r, RTM_NEWROUTE, &h);
@@ -570,7 +593,7 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 		/* Linux 6.18 answers RTA_PREFSRC for IPv6 too (its source address selection),
 		 * except where there is no source to choose, as out of a device without an
 		 * IPv6 address: the socket's own way then says so (EADDRNOTAVAIL). */
-		err = src_by_connect(d.family, d.a, oif ? oif : dev, mark, &out->src);
+		err = src_by_connect(d.family, d.a, oif ? oif : dev, mark, fl->tos, &out->src);
 		if (err) {
 			out->kind = MS__RT_UNREACH;
 			out->err = -err;
@@ -596,6 +619,104 @@ int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstle
 		return err;
 	out->kind = err ? MS__RT_OK : MS__RT_NEIGH;
 	return 0;
+}
+
+/* A small decimal number from a sysctl file (-1: unreadable). */
+static long sysctl_num(const char *path)
+{
+	char b[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	b[n] = '\0';
+	return strtol(b, NULL, 0);
+}
+
+/* Multipath hashing on layer 4 (fib_multipath_hash_policy 1, or 3 with the port fields:
+ * FIB_MULTIPATH_HASH_FIELD_SRC_PORT 0x20, DST_PORT 0x40): which ports it reads. */
+static unsigned hash_ports(int family)
+{
+	const char *pol = family == AF_INET ? "/proc/sys/net/ipv4/fib_multipath_hash_policy"
+					    : "/proc/sys/net/ipv6/fib_multipath_hash_policy";
+	const char *fld = family == AF_INET ? "/proc/sys/net/ipv4/fib_multipath_hash_fields"
+					    : "/proc/sys/net/ipv6/fib_multipath_hash_fields";
+	const long p = sysctl_num(pol);
+	if (p == 1)
+		return MS__DEP_SPORT | MS__DEP_DPORT;
+	if (p != 3)
+		return 0;
+	const long f = sysctl_num(fld);
+	return (f & 0x20 ? MS__DEP_SPORT : 0) | (f & 0x40 ? MS__DEP_DPORT : 0);
+}
+
+int ms__route_deps(struct ms__nl *nl, int family, unsigned *deps)
+{
+	*deps = hash_ports(family);
+	struct ms__nlreq r;
+	memset(&r, 0, sizeof(r));
+	/* struct fib_rule_hdr has rtmsg's layout (its family first): the request's fixed part. */
+	r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct fib_rule_hdr));
+	r.h.nlmsg_type = RTM_GETRULE;
+	r.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	r.h.nlmsg_seq = ++nl->seq;
+	r.rt.rtm_family = (unsigned char)family;
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	ssize_t n;
+	do
+		n = ms__sys.sendto(nl->fd, &r, r.h.nlmsg_len, 0, (struct sockaddr *)&kernel,
+				   sizeof(kernel));
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	/* Every part of the dump is read (to its NLMSG_DONE), so that no part of it is left for
+	 * the next request to skip. */
+	int err = 0;
+	for (;;) {
+		struct sockaddr_nl from;
+		struct iovec iov = { .iov_base = nl->buf.b, .iov_len = sizeof(nl->buf.b) };
+		struct msghdr mh = { .msg_name = &from, .msg_namelen = sizeof(from),
+				     .msg_iov = &iov, .msg_iovlen = 1 };
+		n = recvmsg(nl->fd, &mh, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (from.nl_pid != 0)
+			continue;
+		if (mh.msg_flags & MSG_TRUNC)
+			err = -EMSGSIZE; /* read on to the end all the same */
+		size_t len = (size_t)n;
+		for (const struct nlmsghdr *h = &nl->buf.h; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_seq != nl->seq || h->nlmsg_pid != nl->port)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				return err;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+				if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
+					return -EPROTO;
+				return e->error ? e->error : err;
+			}
+			if (h->nlmsg_type != RTM_NEWRULE ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct fib_rule_hdr)))
+				continue;
+			const struct fib_rule_hdr *fr = NLMSG_DATA(h);
+			const struct rtattr *tb[FRA_MAX + 1];
+			parse_attrs(tb, FRA_MAX,
+				    (const struct rtattr *)((const char *)fr +
+							    NLMSG_ALIGN(sizeof(*fr))),
+				    h->nlmsg_len - NLMSG_LENGTH(sizeof(*fr)));
+			if (tb[FRA_SPORT_RANGE])
+				*deps |= MS__DEP_SPORT;
+			if (tb[FRA_DPORT_RANGE])
+				*deps |= MS__DEP_DPORT;
+		}
+	}
 }
 
 void ms__nl_fds(const struct ms__nl *nl, int fds[2])

@@ -53,18 +53,34 @@ struct ms__route {
 	                          selection, which RTM_GETROUTE answers) */
 };
 
+/* What of the sending socket the kernel's output lookup (its policy rules, multipath hash)
+ * matches on besides the addresses and ports: ms__route_get carries each into RTM_GETROUTE. */
+struct ms__flow {
+	int oif;       /* the device: SO_BINDTODEVICE, or a multicast send's (IP_MULTICAST_IF...) */
+	uint32_t mark; /* SO_MARK (fwmark rules) */
+	uint32_t uid;  /* the socket's owner, sk_uid (uidrange rules): fstat's st_uid of it */
+	bool has_uid;  /* false: the lookup's uid is the caller's, as RTM_GETROUTE's default */
+	uint8_t tos;   /* IP_TOS, or IPV6_TCLASS for IPv6 (tos / dsfield rules) */
+};
+
 struct ms__nl;
 
-/* Open the rtnetlink sockets: one for requests, one subscribed to link, address, route and
- * neighbour notifications (IPv4 and IPv6), both in the calling thread's network namespace,
+/* Open the rtnetlink sockets: one for requests, one subscribed to link, address, route, rule
+ * and neighbour notifications (IPv4 and IPv6), both in the calling thread's network namespace,
  * close-on-exec, the second non-blocking. 0 or -errno. */
 int ms__nl_open(struct ms__nl **out);
 void ms__nl_close(struct ms__nl *nl);
 
 /*
  * Resolve a destination as a UDP send from a socket would: dst (AF_INET or AF_INET6, may be a
- * v4-mapped AF_INET6 address), the socket's bound address `src` (NULL or the wildcard: the
- * kernel chooses), the device it is bound to (SO_BINDTODEVICE: oif, else 0), and its SO_MARK.
+ * v4-mapped AF_INET6 address, its port the destination port), the socket's local address
+ * `src` as getsockname() gives it (NULL: none; the wildcard address: the kernel chooses the
+ * source; its port, wildcard or not, is the source port), and fl (NULL: none of it) with the
+ * rest of the flow. The request carries everything UDP's own output lookup uses (addresses,
+ * protocol, both ports, uid, mark, TOS, device), so that every policy rule (ip-rule(8):
+ * from, to, ipproto, sport, dport, uidrange, fwmark, tos, oif) matches as for the kernel's
+ * path; a route that drops (prohibit, unreachable, blackhole, or no route) answers the errno
+ * a send gets.
  * Returns 0 with *out filled (every kind, including MS__RT_UNREACH), or -errno when the
  * kernel could not be asked (netlink itself failed), or -EINVAL / -EAFNOSUPPORT for a dst or
  * src that is not a whole IPv4 or IPv6 address. A multicast destination's device is oif: a
@@ -72,10 +88,22 @@ void ms__nl_close(struct ms__nl *nl);
  * kernel uses it for such a send.
  */
 int ms__route_get(struct ms__nl *nl, const struct sockaddr *dst, socklen_t dstlen,
-		  const struct sockaddr *src, int oif, uint32_t mark, struct ms__route *out);
+		  const struct sockaddr *src, const struct ms__flow *fl, struct ms__route *out);
 
-/* Did anything change since the last call (a notification of a link, address, route or
- * neighbour)? Reads every pending notification without blocking; true also when the
+/*
+ * What of the ports a lookup's answer can depend on now in the family (AF_INET, AF_INET6):
+ * MS__DEP_SPORT, MS__DEP_DPORT when a policy rule matches on that port (a dump of the rules)
+ * or multipath routes hash on it (net.ipv{4,6}.fib_multipath_hash_policy 1, or 3 with the
+ * port among fib_multipath_hash_fields). A caller that keeps answers need not tell apart two
+ * flows that differ only in a port that does not matter, until the next change is notified
+ * (rules are). 0 with *deps set, or -errno (*deps then has what the sysctls say).
+ */
+#define MS__DEP_SPORT 1u
+#define MS__DEP_DPORT 2u
+int ms__route_deps(struct ms__nl *nl, int family, unsigned *deps);
+
+/* Did anything change since the last call (a notification of a link, address, route, policy
+ * rule or neighbour)? Reads every pending notification without blocking; true also when the
  * notification socket overflowed (ENOBUFS: something changed, unknown what). One recv(2) when
  * nothing is pending. */
 bool ms__nl_changed(struct ms__nl *nl);

@@ -88,8 +88,9 @@ static struct ms__route rq(const char *dst, const char *src, int oif, uint32_t m
 		addr(src, 0, &s);
 	struct ms__route r;
 	memset(&r, 0xa5, sizeof(r));
+	const struct ms__flow fl = { .oif = oif, .mark = mark };
 	int err = ms__route_get(nl, (struct sockaddr *)&d, dl, src ? (struct sockaddr *)&s : NULL,
-				oif, mark, &r);
+				&fl, &r);
 	if (err) {
 		printf("ms__route_get(%s): %s\n", dst, strerror(-err));
 		fflush(NULL);
@@ -507,6 +508,122 @@ static void ipv6_cases(void)
 	check_drop("fd22::1", "IPv6 blackhole");
 }
 
+/*
+ * Policy rules on what the sending socket carries (ip-rule(8)): for each, a real UDP socket
+ * with that property (bound to the wildcard address with its own port; a destination port;
+ * owned by uid 65534 by fchown, while this process and so its rtnetlink requests stay root's;
+ * SO_MARK; IP_TOS / IPV6_TCLASS) and a rule that drops its datagrams: the
+ * lookup with the socket's flow answers MS__RT_UNREACH with the errno the socket's sendto
+ * gets, and the same lookup for another port / without the property still finds the route.
+ */
+struct pol_case {
+	const char *sel, *act;
+	int what; /* 0 sport, 1 dport, 2 uid, 3 mark, 4 tos */
+};
+
+static void policy_family(const char *dst, const char *fam)
+{
+	static const struct pol_case cs[] = {
+		{ "ipproto udp sport %u", "prohibit", 0 },
+		{ "ipproto udp dport 4242", "unreachable", 1 },
+		{ "uidrange 65534-65534", "blackhole", 2 },
+		{ "fwmark 0x2a", "prohibit", 3 },
+		{ "tos 0x10", "unreachable", 4 },
+	};
+	for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
+		const struct pol_case *c = &cs[k];
+		struct sockaddr_storage d, self;
+		socklen_t dl = addr(dst, c->what == 1 ? 4242 : 9, &d);
+		const int v6 = d.ss_family == AF_INET6;
+		int s = socket(d.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		CHECK(s >= 0);
+		struct sockaddr_storage any;
+		socklen_t al = addr(v6 ? "::" : "0.0.0.0", 0, &any);
+		CHECK(bind(s, (struct sockaddr *)&any, al) == 0);
+		socklen_t sl = sizeof(self);
+		CHECK(getsockname(s, (struct sockaddr *)&self, &sl) == 0);
+		const unsigned sport = ntohs(v6 ? ((struct sockaddr_in6 *)&self)->sin6_port
+						: ((struct sockaddr_in *)&self)->sin_port);
+		struct ms__flow fl = { 0 }, plain = { 0 };
+		int v = 0x2a, tos = 0x10;
+		switch (c->what) {
+		case 2:
+			CHECK(fchown(s, 65534, (gid_t)-1) == 0);
+			fl.uid = 65534;
+			fl.has_uid = true;
+			plain.uid = 0;
+			plain.has_uid = true;
+			break;
+		case 3:
+			CHECK(setsockopt(s, SOL_SOCKET, SO_MARK, &v, sizeof(v)) == 0);
+			fl.mark = 0x2a;
+			break;
+		case 4:
+			CHECK(setsockopt(s, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS,
+					 &tos, sizeof(tos)) == 0);
+			fl.tos = 0x10;
+			break;
+		default:
+			break;
+		}
+		char sel[64];
+		snprintf(sel, sizeof(sel), c->sel, sport);
+		sh("ip %s rule add %s %s", fam, sel, c->act);
+		const int e = sendto(s, "x", 1, 0, (struct sockaddr *)&d, dl) < 0 ? errno : 0;
+		struct ms__route r;
+		memset(&r, 0xa5, sizeof(r));
+		CHECK_EQ(ms__route_get(nl, (struct sockaddr *)&d, dl, (struct sockaddr *)&self, &fl,
+				       &r), 0);
+		printf("    %s rule %s %s: sendto errno %d (%s); route kind %s err %d\n", fam, sel,
+		       c->act, e, strerror(e), kind_name(r.kind), r.err);
+		CHECK(e != 0);
+		CHECK_EQ(r.kind, MS__RT_UNREACH);
+		CHECK_EQ(r.err, e);
+		/* The flow without what the rule matches: the route. */
+		struct sockaddr_storage d2 = d, self2 = self;
+		if (c->what == 1)
+			addr(dst, 9, &d2);
+		if (c->what == 0)
+			addr(v6 ? "::" : "0.0.0.0", (int)sport + 1, &self2);
+		memset(&r, 0xa5, sizeof(r));
+		CHECK_EQ(ms__route_get(nl, (struct sockaddr *)&d2, dl, (struct sockaddr *)&self2,
+				       &plain, &r), 0);
+		CHECK_EQ(r.kind, MS__RT_OK);
+		sh("ip %s rule del %s %s", fam, sel, c->act);
+		close(s);
+	}
+}
+
+static void policy_cases(void)
+{
+	/* Which ports answers depend on: none, until a rule matches on one or multipath
+	 * routes hash on them. */
+	unsigned deps4, deps6;
+	CHECK_EQ(ms__route_deps(nl, AF_INET, &deps4), 0);
+	CHECK_EQ(deps4, 0);
+	sh("ip rule add ipproto udp dport 4244 prohibit");
+	CHECK_EQ(ms__route_deps(nl, AF_INET, &deps4), 0);
+	CHECK_EQ(deps4, MS__DEP_DPORT);
+	sh("ip rule del ipproto udp dport 4244 prohibit");
+	sh("echo 1 > /proc/sys/net/ipv4/fib_multipath_hash_policy");
+	CHECK_EQ(ms__route_deps(nl, AF_INET, &deps4), 0);
+	CHECK_EQ(deps4, MS__DEP_SPORT | MS__DEP_DPORT);
+	sh("echo 0 > /proc/sys/net/ipv4/fib_multipath_hash_policy");
+	if (have_v6) {
+		sh("ip -6 rule add ipproto udp sport 4245 prohibit");
+		CHECK_EQ(ms__route_deps(nl, AF_INET6, &deps6), 0);
+		CHECK_EQ(deps6, MS__DEP_SPORT);
+		CHECK_EQ(ms__route_deps(nl, AF_INET, &deps4), 0);
+		CHECK_EQ(deps4, 0);
+		sh("ip -6 rule del ipproto udp sport 4245 prohibit");
+	}
+	case_done("ms__route_deps: port rules and multipath hashing");
+	policy_family("10.1.0.2", "-4");
+	if (have_v6)
+		policy_family("fd01::2", "-6");
+	case_done("policy rules on sport, dport, uid, fwmark and tos: the kernel's errno");
+}
+
 static bool settled(void)
 {
 	static const char *const up[] = { "a0", "a1", "b0", "b1" };
@@ -539,7 +656,19 @@ static void notify_cases(void)
 	sh("ip route add 10.90.0.0/16 via 10.1.0.254");
 	CHECK(ms__nl_changed(nl));
 	CHECK(!ms__nl_changed(nl));
-	case_done("notifications: neighbour, link MTU, route");
+	/* A policy rule added or deleted changes what a lookup answers: notified too. */
+	sh("ip rule add ipproto udp sport 4243 prohibit");
+	CHECK(ms__nl_changed(nl));
+	CHECK(!ms__nl_changed(nl));
+	sh("ip rule del ipproto udp sport 4243 prohibit");
+	CHECK(ms__nl_changed(nl));
+	CHECK(!ms__nl_changed(nl));
+	if (have_v6) {
+		sh("ip -6 rule add fwmark 0x2b prohibit");
+		CHECK(ms__nl_changed(nl));
+		CHECK(!ms__nl_changed(nl));
+	}
+	case_done("notifications: neighbour, link MTU, route, IPv4 and IPv6 rules");
 
 	/* More notifications than the socket's buffer holds: ENOBUFS, then drained. */
 	FILE *f = popen("ip -batch -", "w");
@@ -621,6 +750,7 @@ static void child(void)
 	}
 	ipv4_cases();
 	ipv6_cases();
+	policy_cases();
 	notify_cases();
 	link_cases();
 	tun_cases();

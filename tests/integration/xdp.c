@@ -26,7 +26,9 @@
  * destinations, MS_SEND_DONTWAIT), churn, kernel_path (ms_group_kernel_path), multicast,
  * context (ms_ctx_backend, describe, ms_ctx_new's refusals), wire (the frames captured in R
  * against the kernel's own), misc (ms_sendv, fork, IP_RECVERR, broadcast, timestamps, the
- * xdp flags and config checks, two contexts on one queue). XDP_TEST=test_NAME runs one.
+ * xdp flags and config checks, two contexts on one queue), policy (ip rules on source and
+ * destination port, uid, fwmark and TOS: the same errno as the kernel's path, nothing
+ * arrives). XDP_TEST=test_NAME runs one.
  *
  * With another backend named (`xdp loop`), the same tests run as a check of the rig itself:
  * everything must arrive the same, and every xdp_* counter must stay 0.
@@ -2032,17 +2034,39 @@ static void c_misc(void)
 		pid_t pid = fork();
 		CHECK(pid >= 0);
 		if (pid == 0) {
-			struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 500, status);
-			XD_EXPECT(d, "in a forked child", .frames = 0);
+			/* The child says what sends there, and why, and counts it (xdp and
+			 * io_uring: their state is the parent's). */
+			const bool unsafe = backend == MS_BACKEND_XDP || backend == MS_BACKEND_IO_URING;
+			char line[512];
+			ms_ctx_describe(ctx, line, sizeof(line));
+			CHECK_EQ(ms_ctx_backend(ctx), unsafe ? MS_BACKEND_LOOP : backend);
+			if (unsafe) {
+				CHECK(strstr(line, "loop: in a process forked") == line);
+				CHECK(strstr(line, ms_backend_name(backend)) != NULL);
+			}
+			struct ms_stats a = stats(ctx);
+			for (unsigned k = 0; k < 2; k++) {
+				struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), 500 + k, status);
+				XD_EXPECT(d, "in a forked child", .frames = 0);
+			}
+			struct ms_stats b = stats(ctx);
+			CHECK_EQ(b.fork_fallback - a.fork_fallback, unsafe ? 16 : 0);
+			printf("in the child: %s; fork_fallback %llu\n", line,
+			       (unsigned long long)b.fork_fallback);
 			fflush(NULL);
 			_exit(0);
 		}
 		int st;
 		CHECK(waitpid(pid, &st, 0) == pid);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		struct ms_stats a = stats(ctx);
 		struct xd d = FAN_OK(ctx, g, &nt, msg, sizeof(msg), r++, status);
 		XD_EXPECT(d, "in the parent, after the child", .frames = 8);
-		printf("forked child: delivered by the loop, no frames; the parent's still frames\n");
+		CHECK_EQ(ms_ctx_backend(ctx), backend);
+		CHECK_EQ(stats(ctx).fork_fallback, a.fork_fallback);
+		CHECK_EQ(a.fork_fallback, 0);
+		printf("forked child: delivered by the loop, no frames, says loop and counts "
+		       "fork_fallback; the parent's still frames\n");
 	}
 
 	/* IP_RECVERR: errors would come back on the socket, which the kernel's path gives. */
@@ -2236,6 +2260,178 @@ static void c_misc(void)
  * backend (MS_TEST_XDP_BUILT unset: lib/be/xdp.c absent or -Dxdp=disabled); with one, a
  * refusal is a failure.
  */
+/* ---- 15. policy routing --------------------------------------------------------------------- */
+
+/* The errno of a plain sendto of msg from s to endpoint e (0: it went; then it is read back at
+ * e, so that the receivers hold nothing the test did not count). */
+static int kernel_errno(int s, const struct endpoint *e, const unsigned char *msg, size_t len)
+{
+	if (sendto(s, msg, len, 0, (const struct sockaddr *)&e->addr, e->addrlen) >= 0) {
+		CHECK(expect_one(e, msg, len, WAIT_MS));
+		return 0;
+	}
+	return errno;
+}
+
+/*
+ * Policy rules (ip-rule(8)) that match on what only the sending socket knows: its source port
+ * (the socket bound to the wildcard address, 0.0.0.0:P or [::]:P), a destination port, its
+ * owner (uidrange: the socket's sk_uid, changed by fchown to 65534 while the process, and so
+ * the library's own rtnetlink requests, stay root's), its SO_MARK (fwmark) and its TOS /
+ * traffic class. For each, in both families, with a rule that drops (prohibit, unreachable,
+ * blackhole) added in S after the group already went as frames: a plain sendto on the socket
+ * fails with the kernel's errno, and within SETTLE_MS the library's statuses for the matched
+ * destinations are that same errno, they count in xdp_fallback_route and nothing arrives
+ * there; the others still go as frames. With the rule deleted, every destination goes as a
+ * frame again and arrives byte for byte.
+ */
+enum sel { SEL_SPORT, SEL_DPORT, SEL_UID, SEL_MARK, SEL_TOS, SEL_N };
+
+static void policy_option(int s, int family, enum sel k, bool on)
+{
+	int v;
+	switch (k) {
+	case SEL_UID:
+		CHECK(fchown(s, on ? 65534 : 0, (gid_t)-1) == 0);
+		break;
+	case SEL_MARK:
+		v = on ? 0x2a : 0;
+		CHECK(setsockopt(s, SOL_SOCKET, SO_MARK, &v, sizeof(v)) == 0);
+		break;
+	case SEL_TOS:
+		v = on ? 0x10 : 0;
+		if (family == AF_INET)
+			CHECK(setsockopt(s, IPPROTO_IP, IP_TOS, &v, sizeof(v)) == 0);
+		else
+			CHECK(setsockopt(s, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof(v)) == 0);
+		break;
+	default:
+		break;
+	}
+}
+
+static void c_policy(void)
+{
+	topo_up(false);
+	neigh_permanent();
+	struct ms_ctx *ctx = new_ctx();
+	static const char *const action[] = { "prohibit", "unreachable", "blackhole" };
+	const size_t n = 4;
+	unsigned char msg[300];
+	unsigned r = 0;
+	int status[4];
+	for (int f = 0; f < 2; f++) {
+		const int family = f ? AF_INET6 : AF_INET;
+		const char *fam = f ? "-6" : "-4";
+		struct net nt;
+		net_init(&nt);
+		int tx = sender(family, f ? "::" : "0.0.0.0");
+		struct sockaddr_storage self;
+		socklen_t sl = sizeof(self);
+		CHECK(getsockname(tx, (struct sockaddr *)&self, &sl) == 0);
+		const unsigned sport = sa_port(&self);
+		add_udp(&nt, ns_r, family, f ? "fd77::2" : "10.77.0.2", tx, n);
+		struct ms_group *g;
+		CHECK_EQ(ms_group_new(ctx, &g), 0);
+		join(g, &nt, 0, n);
+		(void)until_frames(ctx, g, &nt, msg, sizeof(msg), &r, status);
+		for (int k = 0; k < SEL_N; k++) {
+			/* XDP_POLICY=N: that selector alone (0 sport .. 4 tos). */
+			if (getenv("XDP_POLICY") && atoi(getenv("XDP_POLICY")) != k)
+				continue;
+			const char *act = action[k % 3];
+			char sel[96];
+			switch (k) {
+			case SEL_SPORT:
+				snprintf(sel, sizeof(sel), "ipproto udp sport %u", sport);
+				break;
+			case SEL_DPORT:
+				snprintf(sel, sizeof(sel), "ipproto udp dport %u",
+					 sa_port(&nt.ep[0].addr));
+				break;
+			case SEL_UID:
+				snprintf(sel, sizeof(sel), "uidrange 65534-65534");
+				break;
+			case SEL_MARK:
+				snprintf(sel, sizeof(sel), "fwmark 0x2a");
+				break;
+			default:
+				snprintf(sel, sizeof(sel), "tos 0x10");
+				break;
+			}
+			/* The socket option alone changes nothing: all frames still. */
+			policy_option(tx, family, (enum sel)k, true);
+			(void)until_frames(ctx, g, &nt, msg, sizeof(msg), &r, status);
+			IP(ns_s, "%s rule add %s %s", fam, sel, act);
+			/* The kernel's own answer, for each destination the rule matches. */
+			const size_t hit = k == SEL_DPORT ? 1 : n;
+			make_payload(msg, sizeof(msg), r++);
+			const int want = kernel_errno(tx, &nt.ep[0], msg, sizeof(msg));
+			if (!want) {
+				fprintf(stderr, "rule `%s %s` did not stop a plain sendto\n", sel, act);
+				_exit(1);
+			}
+			if (hit > 1)
+				CHECK_EQ(kernel_errno(tx, &nt.ep[1], msg, sizeof(msg)), want);
+			else
+				CHECK_EQ(kernel_errno(tx, &nt.ep[1], msg, sizeof(msg)), 0);
+			/* The library: every send checked (each status the message's length and it
+			 * arrived, or the kernel's errno and nothing arrived), until it has seen the
+			 * rule (a notification, or the socket's option read again). */
+			long long end = now_ms() + SETTLE_MS;
+			unsigned sends = 0;
+			for (;;) {
+				struct xd d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
+				sends++;
+				size_t refused = 0;
+				for (size_t i = 0; i < n; i++) {
+					if (status[i] == -want && i < hit) {
+						refused++;
+						continue;
+					}
+					if (status[i] != (int)sizeof(msg)) {
+						fprintf(stderr, "rule `%s %s`: endpoint %zu: status %d (%s), "
+							"expected %zu or -%d (%s)\n", sel, act, i,
+							status[i], status[i] < 0 ? ms_strerror(status[i])
+										 : "bytes",
+							sizeof(msg), want, strerror(want));
+						_exit(1);
+					}
+				}
+				ARRIVALS(&nt, status, msg, sizeof(msg));
+				if (refused == hit) {
+					XD_EXPECT(d, sel, .frames = n - hit, .route = hit);
+					break;
+				}
+				if (now_ms() > end) {
+					fprintf(stderr, "rule `%s %s`: a plain sendto gives %s, but after "
+						"%u sends over %d ms the library still delivered to %zu "
+						"of the %zu destinations it matches\n", sel, act,
+						strerror(want), sends, SETTLE_MS, hit - refused, hit);
+					xd_print("last send", &d);
+					_exit(1);
+				}
+				pause_ms(20);
+			}
+			/* And it stays so. */
+			struct xd d = fan(ctx, g, &nt, msg, sizeof(msg), r++, 0, status);
+			for (size_t i = 0; i < n; i++)
+				CHECK_EQ(status[i], i < hit ? -want : (int)sizeof(msg));
+			ARRIVALS(&nt, status, msg, sizeof(msg));
+			XD_EXPECT(d, sel, .frames = n - hit, .route = hit);
+			printf("%s rule %s %s: sendto %s; the library's %zu matched destinations the "
+			       "same after %u send(s), nothing arrived there\n", fam, sel, act,
+			       strerror(want), hit, sends);
+			IP(ns_s, "%s rule del %s %s", fam, sel, act);
+			policy_option(tx, family, (enum sel)k, false);
+			(void)until_frames(ctx, g, &nt, msg, sizeof(msg), &r, status);
+		}
+		ms_group_free(g);
+		close_all(&nt, &tx, 1);
+	}
+	ms_ctx_free(ctx);
+}
+
 static void c_probe(void)
 {
 	topo_up(false);
@@ -2298,6 +2494,7 @@ T(multicast)
 T(context)
 T(wire)
 T(misc)
+T(policy)
 
 int main(int argc, char **argv)
 {
@@ -2326,7 +2523,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_kernel_path), cmocka_unit_test(test_multicast),
 		cmocka_unit_test(test_context),    cmocka_unit_test(test_wire),
-		cmocka_unit_test(test_misc),
+		cmocka_unit_test(test_misc),       cmocka_unit_test(test_policy),
 	};
 	char group[64];
 	snprintf(group, sizeof(group), "xdp-%s", ms_backend_name(backend));
