@@ -187,6 +187,7 @@ static int run(struct pub *p, struct ms_ctx *ctx, uint64_t count, uint64_t rate,
 	       p->sv.dropped,
 	       p->seq, st.dests_accepted, st.dests_failed, secs,
 	       secs > 0 ? (double)p->seq / secs : 0.0, md_ctl_summary(&p->sv));
+	md_report(&p->sv);
 	if (stop)
 		fprintf(stderr, "md-publisher: interrupted after %" PRIu64 " ticks\n", p->seq);
 	return rc ? rc : erc;
@@ -218,6 +219,11 @@ static void usage(FILE *f)
 		"  --max-per-source N  at most N UDP subscribers per source address (default %d)\n"
 		"  --challenge-rate N  at most N CHALLENGE2 answers per second to one address not\n"
 		"                      yet proven (default %d)\n"
+		"  --max-conns N       at most N TCP subscribers at once (default 1024, or what\n"
+		"                      RLIMIT_NOFILE leaves)\n"
+		"  --backlog-max BYTES at most this much queued for slow TCP subscribers in all\n"
+		"                      (default 64M; K, M, G: powers of 1024)\n"
+		"  --queue-limit BYTES at most this much queued for one (default 4M)\n"
 		"  --count N           ticks to publish (default 10000)\n"
 		"  --rate R            ticks per second, 0 = as fast as possible (default 10000)\n"
 		"  --size BYTES        datagram size, >= %zu (default 64)\n"

@@ -398,7 +398,7 @@ static int run(struct relay *r)
 		uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
 		struct pollfd pfd[3] = {
 			{ .fd = r->sv.ctl, .events = POLLIN },
-			{ .fd = r->sv.lis, .events = POLLIN },
+			{ .fd = md_lis_pollfd(&r->sv), .events = POLLIN },
 			{ .fd = r->ufd, .events = r->connecting ? POLLOUT : POLLIN },
 		};
 		/* Something is always due soon: a JOIN retry or lease, a reconnect, or a
@@ -490,6 +490,13 @@ static void usage(FILE *f)
 		"  --challenge-rate N\n"
 		"                    at most N CHALLENGE2 answers per second to one address\n"
 		"                    not yet proven (default %d)\n"
+		"  --max-conns N     at most N TCP subscribers at once (default 1024, or what\n"
+		"                    RLIMIT_NOFILE leaves)\n"
+		"  --backlog-max BYTES\n"
+		"                    at most this much queued for slow TCP subscribers in all\n"
+		"                    (default 64M; K, M, G: powers of 1024)\n"
+		"  --queue-limit BYTES\n"
+		"                    at most this much queued for one (default 4M)\n"
 		"  --stats-shm PATH  live counters for multisend-stat (see md-publisher)\n"
 		"  --help\n",
 		MD_PORT_DEFAULT, MD_MAX_FIXED, MD_LEASE_MS_DEFAULT, MD_MAX_SUBS_DEFAULT,
@@ -597,6 +604,7 @@ int main(int argc, char **argv)
 	       r.invalid, r.rejoins, r.reconnects > 0 ? r.reconnects - 1 : 0,
 	       r.ended ? "yes" : "no", st.dests_accepted, st.dests_failed, secs, r.implausible,
 	       r.foreign, md_ctl_summary(&r.sv));
+	md_report(&r.sv);
 
 	md_close(&r.sv);
 	ms_ctx_free(ctx);

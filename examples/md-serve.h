@@ -12,13 +12,24 @@
  *     socket's address, whose port the ACK2 names. Its subscription is a lease that ends
  *     unless renewed, and the number of them is capped per source address and in total;
  *   - a TCP subscriber, from an accepted connection: ticks are framed by md_tick.size on the
- *     stream; the group's slow-consumer policy queues up to 4 MiB for a slow reader and then
- *     disconnects it, so a stream subscriber never loses a tick silently: it has either every
- *     tick or a closed connection;
+ *     stream; the group's slow-consumer policy queues up to --queue-limit (4 MiB) for a slow
+ *     reader and then disconnects it, so a stream subscriber never loses a tick silently: it
+ *     has either every tick or a closed connection;
  *   - a fixed address (--dest), typically an IPv4 or IPv6 multicast group: one destination
  *     that reaches every member of a segment. TTL, loopback and the outgoing interface are the
  *     options of its socket (IP_MULTICAST_TTL/LOOP/IF, IPV6_MULTICAST_HOPS/LOOP/IF), set here
  *     as the caller's socket options; the library sends to the address like any other.
+ *
+ * Resource limits: everything a remote peer can make the server hold has a cap. TCP
+ * connections: at most --max-conns at once (default: 1024, lowered to what RLIMIT_NOFILE
+ * leaves); one more is accepted and closed at once, and counted. Out of descriptors anyway
+ * (EMFILE, ENFILE: connected UDP subscribers share them, or another process takes the
+ * system's last), one spare descriptor is given up to accept and close the connection
+ * waiting, so the listener never stays readable with nothing done and the server keeps
+ * serving; without even that, the listener rests for MD_LIS_REST_NS. Backlog memory: at most
+ * --backlog-max bytes over all stream subscribers; past it the subscribers holding the most
+ * are disconnected until it fits. Per-peer log lines: at most MD_LOG_PER_SEC a second, the
+ * rest counted in one "suppressed" line.
  *
  * Everything is static: each program includes it once.
  */
@@ -34,11 +45,14 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <dirent.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,6 +76,12 @@ struct md_bucket {
 	double tokens;
 	uint64_t refilled; /* CLOCK_MONOTONIC ns, 0: never used */
 };
+#define MD_LOG_PER_SEC 10          /* per-peer log lines a second; the rest are counted */
+#define MD_MAX_CONNS_DEFAULT 1024  /* TCP subscribers at once, unless RLIMIT_NOFILE is lower */
+#define MD_FD_HEADROOM 16          /* descriptors the connection cap leaves for the rest */
+#define MD_BACKLOG_MAX_DEFAULT (64ull << 20) /* bytes queued over all stream subscribers */
+#define MD_ACCEPT_BATCH 64         /* connections taken per drain: ticks go on in a flood */
+#define MD_LIS_REST_NS 100000000u  /* out of descriptors, not even a spare: rest 100 ms */
 
 enum md_kind { MD_SUB_UDP, MD_SUB_TCP, MD_SUB_FIXED };
 
@@ -98,7 +118,6 @@ struct md_serve {
 	uint64_t joined, left, dropped;
 	uint64_t failures;  /* per-destination failures seen in ms_result, all phases */
 	uint64_t partial;   /* stream sends the policy queued (whole or in part) */
-	uint64_t logged;
 	uint64_t accepted;  /* sum of ms_sendv's return values over the ticks */
 	/* The control protocol (md-proto.h): the cookie's key, the caps and counters. */
 	uint8_t key[16];
@@ -112,7 +131,58 @@ struct md_serve {
 	uint64_t next_expiry;
 	uint64_t challenged, unknown, refused, limited, expired, renewed;
 	uint64_t ctl_logged; /* control lines logged: the first MD_MAX_LOGGED_FAILURES only */
+	/* Resource limits (see the top of this file). */
+	size_t max_conns;     /* TCP subscribers at once (md_open settles 0 to the default) */
+	size_t nconns;        /* TCP subscribers now */
+	uint64_t backlog_max; /* bytes over all stream backlogs (0: MD_BACKLOG_MAX_DEFAULT) */
+	uint32_t queue_limit; /* bytes per stream (0: the library's 4 MiB) */
+	int reserve;          /* a spare descriptor for refusing at EMFILE, if has_reserve */
+	bool has_reserve;
+	uint64_t lis_rest_until;        /* the listener rests until then (CLOCK_MONOTONIC) */
+	uint64_t conns, conn_refused;   /* TCP connections taken; refused (cap, descriptors) */
+	uint64_t refused_fd;            /* of those, for want of a descriptor */
+	uint64_t evicted;               /* stream subscribers dropped for backlog_max */
+	uint64_t log_sec, log_suppressed; /* md_log's rate limit: this second, lines held */
+	unsigned log_n;                 /* lines printed in log_sec */
+	uint64_t log_total, log_dropped; /* md_log's messages, and those never printed */
 };
+
+/* Per-peer messages (anything a remote peer can cause once per connection or datagram) go
+ * through here: at most MD_LOG_PER_SEC lines a second, so a flood cannot fill the journal;
+ * the rest are counted and said in one line when the next second begins, or by md_report. */
+static void md_log_flush(struct md_serve *p)
+{
+	if (!p->log_suppressed)
+		return;
+	fprintf(stderr, "%s: %" PRIu64 " more per-peer messages suppressed (at most %d a second)\n",
+		p->name, p->log_suppressed, MD_LOG_PER_SEC);
+	p->log_suppressed = 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void md_log(struct md_serve *p, const char *fmt, ...)
+{
+	uint64_t sec = ex_now_ns(CLOCK_MONOTONIC) / 1000000000u;
+	va_list ap;
+
+	p->log_total++;
+	if (sec != p->log_sec) {
+		md_log_flush(p);
+		p->log_sec = sec;
+		p->log_n = 0;
+	}
+	if (p->log_n >= MD_LOG_PER_SEC) {
+		p->log_suppressed++;
+		p->log_dropped++;
+		return;
+	}
+	p->log_n++;
+	fprintf(stderr, "%s: ", p->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
 
 static inline bool md_addr_equal(const struct sockaddr_storage *a,
 				 const struct sockaddr_storage *b)
@@ -252,6 +322,8 @@ static void md_forget(struct md_serve *p, struct md_sub *s)
 {
 	if (s->fd >= 0 && close(s->fd) < 0)
 		fprintf(stderr, "%s: close: %s\n", p->name, strerror(errno));
+	if (s->kind == MD_SUB_TCP)
+		p->nconns--;
 	*s = p->subs[--p->nsubs];
 }
 
@@ -415,11 +487,58 @@ static int md_expire(struct md_serve *p)
 	return 0;
 }
 
-/* Take every pending connection on the TCP listener. Returns 0 or a negative errno that
- * should stop the server. */
+/* The listener's descriptor for poll: -1 while it rests (out of descriptors), so that a
+ * listener that stays readable does not wake the caller at once, again and again. */
+static int md_lis_pollfd(const struct md_serve *p)
+{
+	if (p->lis >= 0 && p->lis_rest_until && ex_now_ns(CLOCK_MONOTONIC) < p->lis_rest_until)
+		return -1;
+	return p->lis;
+}
+
+/* accept4 found no descriptor for a connection (EMFILE, ENFILE; ENOBUFS, ENOMEM: no memory
+ * for one). Refuse that one connection and keep serving: give up the spare descriptor, take
+ * the connection with it and close it, take the spare back. Without a spare (it could not be
+ * taken back) the listener rests for MD_LIS_REST_NS: the connections wait in its queue, and
+ * the server does not spin on a listener that stays readable. Returns true while there may be
+ * more to take now. */
+static bool md_refuse_nofd(struct md_serve *p, int err)
+{
+	int fd = -1;
+
+	if (p->has_reserve) {
+		close(p->reserve);
+		fd = accept4(p->lis, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			err = errno;
+		else
+			close(fd);
+		p->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		p->has_reserve = p->reserve >= 0;
+		if (fd < 0 && (err == EAGAIN || err == EWOULDBLOCK))
+			return false; /* it was gone already */
+	}
+	if (fd < 0) {
+		p->lis_rest_until = ex_now_ns(CLOCK_MONOTONIC) + MD_LIS_REST_NS;
+		md_log(p, "TCP listener resting for %u ms: %s", MD_LIS_REST_NS / 1000000u,
+		       strerror(err));
+		return false;
+	}
+	p->conn_refused++;
+	p->refused_fd++;
+	md_log(p, "TCP connection refused: %s (connections %zu)", strerror(err), p->nconns);
+	return true;
+}
+
+/* Take the pending connections on the TCP listener, at most MD_ACCEPT_BATCH (a flood of
+ * connections must not stop the ticks). Returns 0 or a negative errno that should stop the
+ * server. */
 static int md_accept(struct md_serve *p)
 {
-	for (;;) {
+	if (md_lis_pollfd(p) < 0)
+		return 0;
+	p->lis_rest_until = 0;
+	for (int i = 0; i < MD_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage from;
 		socklen_t fromlen = sizeof(from);
 		int one = 1, fd = accept4(p->lis, (struct sockaddr *)&from, &fromlen, SOCK_CLOEXEC);
@@ -427,18 +546,36 @@ static int md_accept(struct md_serve *p)
 		if (fd < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return 0;
-			if (errno == EINTR || errno == ECONNABORTED)
+			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
 				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				if (!md_refuse_nofd(p, errno))
+					return 0;
+				continue;
+			}
 			return -errno;
+		}
+		if (p->nconns >= p->max_conns) {
+			close(fd);
+			p->conn_refused++;
+			md_log(p, "TCP connection refused: %zu connections, the most (--max-conns)",
+			       p->nconns);
+			continue;
 		}
 		/* Ticks are small and latency is the point: no Nagle delay. */
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		int rc = md_add(p, MD_SUB_TCP, &from, fromlen, fd);
 
-		if (rc < 0)
-			fprintf(stderr, "%s: TCP subscriber refused: %s\n", p->name,
-				ms_strerror(rc));
+		if (rc < 0) {
+			p->conn_refused++;
+			md_log(p, "TCP subscriber refused: %s", ms_strerror(rc));
+			continue;
+		}
+		p->nconns++;
+		p->conns++;
 	}
+	return 0;
 }
 
 /* Handle every pending control datagram and connection. A non-blocking recvfrom that finds
@@ -549,11 +686,49 @@ static void md_reap_removed(struct md_serve *p, int n)
 
 		if (!(p->slow[i].flags & MS_RES_REMOVED) || !(s = md_find_id(p, p->slow[i].id)))
 			continue;
-		fprintf(stderr, "%s: TCP subscriber %d removed: %s\n", p->name, s->id,
-			p->slow[i].status < 0 ? ms_strerror(p->slow[i].status) : "too slow");
+		md_log(p, "TCP subscriber %d removed: %s", s->id,
+		       p->slow[i].status < 0 ? ms_strerror(p->slow[i].status) : "too slow");
 		md_forget(p, s);
 		p->dropped++;
 	}
+}
+
+/* Keep the bytes queued over all stream subscribers within backlog_max: after a send whose
+ * record (n entries in p->slow, read by the caller) names every destination that holds a
+ * backlog, disconnect the ones holding the most until the total fits. The one holding the
+ * most is the one furthest behind, and each went past its share; the total can pass the cap
+ * by at most one message per stream, the send that found it. */
+static int md_cap_backlog(struct md_serve *p, int n)
+{
+	size_t total = ms_group_backlog(p->g);
+
+	if (n > 0 && (size_t)n > p->cap)
+		n = (int)p->cap;
+	while (total > p->backlog_max) {
+		struct ms_slow_result *big = NULL;
+		struct md_sub *s;
+		int rc;
+
+		for (int i = 0; i < n; i++)
+			if (!(p->slow[i].flags & MS_RES_REMOVED) && p->slow[i].backlog &&
+			    (!big || p->slow[i].backlog > big->backlog))
+				big = &p->slow[i];
+		if (!big)
+			break; /* nothing more to take from: the record is stale */
+		big->flags |= MS_RES_REMOVED; /* taken once */
+		if (!(s = md_find_id(p, big->id)) || s->kind != MD_SUB_TCP)
+			continue;
+		rc = md_remove_sub(p, s);
+		if (rc < 0)
+			return rc;
+		md_log(p, "TCP subscriber %d removed: %" PRIu64 " bytes behind, the backlogs of all "
+		       "hold %zu (--backlog-max %" PRIu64 ")", big->id, big->backlog, total,
+		       p->backlog_max);
+		p->dropped++;
+		p->evicted++;
+		total = ms_group_backlog(p->g);
+	}
+	return 0;
 }
 
 /* Account for the destinations of the last send (n results) that did not take the whole
@@ -575,14 +750,17 @@ static int md_check_results(struct md_serve *p, size_t n, size_t len, const char
 			continue;
 		}
 		p->failures++;
-		if (p->logged++ < MD_MAX_LOGGED_FAILURES)
-			fprintf(stderr, "%s: %s to destination %d: %s\n", p->name, what,
-				p->res[i].id, ms_strerror(st));
+		md_log(p, "%s to destination %d: %s", what, p->res[i].id, ms_strerror(st));
 		if (st == -ECONNREFUSED && ngone < sizeof(gone) / sizeof(gone[0]))
 			gone[ngone++] = p->res[i].id;
 	}
-	if (p->lis >= 0)
-		md_reap_removed(p, ms_group_slow_results(p->g, p->slow, p->cap));
+	if (p->lis >= 0) {
+		int k = ms_group_slow_results(p->g, p->slow, p->cap), rc;
+
+		md_reap_removed(p, k);
+		if ((rc = md_cap_backlog(p, k)) < 0)
+			return rc;
+	}
 	/* Removal reorders the group, so it waits until res has been read. */
 	for (size_t i = 0; i < ngone; i++) {
 		struct md_sub *s = md_find_id(p, gone[i]);
@@ -593,8 +771,7 @@ static int md_check_results(struct md_serve *p, size_t n, size_t len, const char
 		rc = md_remove_sub(p, s);
 		if (rc < 0)
 			return rc;
-		fprintf(stderr, "%s: destination %d refuses datagrams: dropped it\n", p->name,
-			gone[i]);
+		md_log(p, "destination %d refuses datagrams: dropped it", gone[i]);
 		p->dropped++;
 	}
 	return 0;
@@ -692,6 +869,59 @@ static int md_add_fixed(struct md_serve *p, const char *addr, const struct md_mc
 	return 0;
 }
 
+/* Descriptors open now (those of /proc/self/fd), or -1 if it cannot be read. */
+static long md_fds_open(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	long n = -1; /* the directory's own */
+
+	if (!d)
+		return -1;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 2; /* "." and ".." */
+}
+
+/* The TCP side's limits, once the listener is open: the connection cap (what --max-conns
+ * says, else the default lowered to what RLIMIT_NOFILE leaves over the descriptors open now
+ * and MD_FD_HEADROOM for the rest: an upstream, the library, stats), the backlog cap, and the
+ * spare descriptor. */
+static int md_limits(struct md_serve *p)
+{
+	struct rlimit rl;
+	long open_now = md_fds_open();
+
+	if (!p->backlog_max)
+		p->backlog_max = MD_BACKLOG_MAX_DEFAULT;
+	p->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (p->reserve < 0) {
+		int rc = -errno;
+
+		fprintf(stderr, "%s: /dev/null: %s\n", p->name, strerror(-rc));
+		return rc;
+	}
+	p->has_reserve = true;
+	if (open_now < 0)
+		open_now = 64;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		rlim_t left = rl.rlim_cur > (rlim_t)open_now + MD_FD_HEADROOM ?
+				      rl.rlim_cur - (rlim_t)open_now - MD_FD_HEADROOM : 1;
+
+		if (!p->max_conns)
+			p->max_conns = left < MD_MAX_CONNS_DEFAULT ? (size_t)left :
+								     MD_MAX_CONNS_DEFAULT;
+		else if (p->max_conns > left)
+			fprintf(stderr, "%s: --max-conns %zu: RLIMIT_NOFILE %llu leaves about %llu; "
+				"connections past that are refused as descriptors run out\n",
+				p->name, p->max_conns, (unsigned long long)rl.rlim_cur,
+				(unsigned long long)left);
+	}
+	if (!p->max_conns)
+		p->max_conns = MD_MAX_CONNS_DEFAULT;
+	return 0;
+}
+
 /* Control socket on addr (port 0: any, printed for scripts), without connected the one socket
  * all UDP ticks leave from, and with tcp_port >= 0 a TCP listener on the same address
  * (0: any, printed). */
@@ -744,12 +974,14 @@ static int md_open(struct md_serve *p, const char *addr, unsigned port, int tcp_
 	printf("control port %u\n", ex_port(&local));
 	if (tcp_port >= 0) {
 		struct ms_slow_config sc = { .size = sizeof(sc), .policy = MS_SLOW_QUEUE,
-					     .overflow = MS_SLOW_DISCONNECT };
+					     .overflow = MS_SLOW_DISCONNECT,
+					     .queue_limit = p->queue_limit };
 		int one = 1;
 
 		/* A stream is framed only as long as every message goes whole: the policy
 		 * completes what a full socket took part of, and disconnects a reader that
-		 * falls 4 MiB behind instead of blocking the whole fan-out on it. */
+		 * falls queue_limit (4 MiB) behind instead of blocking the whole fan-out on
+		 * it. */
 		rc = ms_group_set_slow(p->g, &sc);
 		if (rc < 0) {
 			fprintf(stderr, "%s: ms_group_set_slow: %s\n", p->name, ms_strerror(rc));
@@ -768,6 +1000,9 @@ static int md_open(struct md_serve *p, const char *addr, unsigned port, int tcp_
 				tcp_port, strerror(-rc));
 			return rc;
 		}
+		rc = md_limits(p);
+		if (rc < 0)
+			return rc;
 		printf("tcp port %u\n", ex_port(&local));
 	}
 	return fflush(stdout) == EOF ? -errno : 0;
@@ -782,7 +1017,7 @@ static int md_wait_for(struct md_serve *p, size_t want, unsigned timeout_s,
 	while (p->nsubs < want && !*stop) {
 		uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
 		struct pollfd pfd[2] = { { .fd = p->ctl, .events = POLLIN },
-					 { .fd = p->lis, .events = POLLIN } };
+					 { .fd = md_lis_pollfd(p), .events = POLLIN } };
 		int rc;
 
 		if (now >= deadline) {
@@ -790,7 +1025,12 @@ static int md_wait_for(struct md_serve *p, size_t want, unsigned timeout_s,
 				p->nsubs, want, timeout_s);
 			return -ETIMEDOUT;
 		}
-		rc = poll(pfd, p->lis >= 0 ? 2 : 1, (int)((deadline - now + 999999) / 1000000));
+		/* A resting listener (-1) is not polled: wake when its rest ends. */
+		uint64_t wake = pfd[1].fd < 0 && p->lis >= 0 && p->lis_rest_until < deadline ?
+					p->lis_rest_until : deadline;
+
+		rc = poll(pfd, p->lis >= 0 ? 2 : 1,
+			  wake > now ? (int)((wake - now + 999999) / 1000000) : 0);
 		if (rc < 0 && errno != EINTR)
 			rc = -errno;
 		else
@@ -818,7 +1058,36 @@ struct md_serve_opts {
 	size_t max_subs;         /* --max-subscribers */
 	size_t max_per_source;   /* --max-per-source */
 	uint64_t reply_rate;     /* --challenge-rate */
+	size_t max_conns;        /* --max-conns (0: the default, see md_limits) */
+	uint64_t backlog_max;    /* --backlog-max, bytes (0: MD_BACKLOG_MAX_DEFAULT) */
+	uint32_t queue_limit;    /* --queue-limit, bytes (0: the library's 4 MiB) */
 };
+
+/* getopt_long values of the options without a letter */
+enum { MD_OPT_MAX_CONNS = 0x300, MD_OPT_BACKLOG_MAX, MD_OPT_QUEUE_LIMIT };
+
+/* A byte count for option opt: digits, then optionally K, M or G (KiB, MiB, GiB), in
+ * min..max. Exits on error, like ex_num. */
+static unsigned long long md_bytes(const char *opt, const char *s, unsigned long long min,
+				   unsigned long long max)
+{
+	char num[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+
+	if (n > 0 && n < sizeof(num)) {
+		switch (s[n - 1]) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		}
+	}
+	if (!shift || n >= sizeof(num))
+		return ex_num(opt, s, min, max);
+	memcpy(num, s, n - 1);
+	num[n - 1] = '\0';
+	return ex_num(opt, num, (min + (1ull << shift) - 1) >> shift, max >> shift) << shift;
+}
 #define MD_SERVE_OPTS_INIT                                                                   \
 	{ .bind = "127.0.0.1", .port = MD_PORT_DEFAULT, .tcp_port = -1,                      \
 	  .mo = { .ttl = -1, .loop = -1 }, .join_timeout = 10,                               \
@@ -846,7 +1115,10 @@ enum { MD_OPT_LEASE = 0x200, MD_OPT_MAX_SUBS, MD_OPT_MAX_PER_SOURCE, MD_OPT_CHAL
 	{ "lease", required_argument, NULL, MD_OPT_LEASE },                                  \
 	{ "max-subscribers", required_argument, NULL, MD_OPT_MAX_SUBS },                     \
 	{ "max-per-source", required_argument, NULL, MD_OPT_MAX_PER_SOURCE },                \
-	{ "challenge-rate", required_argument, NULL, MD_OPT_CHALLENGE_RATE }
+	{ "challenge-rate", required_argument, NULL, MD_OPT_CHALLENGE_RATE },                \
+	{ "max-conns", required_argument, NULL, MD_OPT_MAX_CONNS },                          \
+	{ "backlog-max", required_argument, NULL, MD_OPT_BACKLOG_MAX },                      \
+	{ "queue-limit", required_argument, NULL, MD_OPT_QUEUE_LIMIT }
 
 /* getopt_long's letter c (argument arg), if it is one of MD_SERVE_LONGOPTS: into o, sv (its
  * connected flag) and cfg (backend, and the live-counter file: the library expands %p and
@@ -890,6 +1162,13 @@ static int md_serve_opt(int c, const char *arg, struct md_serve_opts *o, struct 
 	case MD_OPT_CHALLENGE_RATE:
 		o->reply_rate = ex_num("challenge-rate", arg, 0, 10000000);
 		return 1;
+	case MD_OPT_MAX_CONNS: o->max_conns = ex_num("max-conns", arg, 1, 1u << 20); return 1;
+	case MD_OPT_BACKLOG_MAX:
+		o->backlog_max = md_bytes("backlog-max", arg, 1, 1ull << 40);
+		return 1;
+	case MD_OPT_QUEUE_LIMIT:
+		o->queue_limit = (uint32_t)md_bytes("queue-limit", arg, 1, 1u << 30);
+		return 1;
 	default: return 0;
 	}
 }
@@ -905,6 +1184,9 @@ static int md_serve_start(struct md_serve *sv, const struct md_serve_opts *o,
 	sv->max_subs = o->max_subs;
 	sv->max_per_source = o->max_per_source;
 	sv->reply_rate = o->reply_rate;
+	sv->max_conns = o->max_conns;
+	sv->backlog_max = o->backlog_max;
+	sv->queue_limit = o->queue_limit;
 	rc = md_open(sv, o->bind, o->port, o->tcp_port);
 	for (size_t i = 0; i < o->ndests && rc >= 0; i++)
 		rc = md_add_fixed(sv, o->dests[i], &o->mo);
@@ -939,6 +1221,20 @@ static void md_end_streams(struct md_serve *p)
 			i++;
 }
 
+/* What md_log still holds back, and the limits' counts: one line on stdout after the
+ * program's summary (with a TCP listener only). */
+static void md_report(struct md_serve *p)
+{
+	md_log_flush(p);
+	if (p->lis < 0)
+		return;
+	printf("%s: tcp connections %" PRIu64 " (at most %zu at once), refused %" PRIu64
+	       " (no descriptor %" PRIu64 "), dropped for the backlog cap %" PRIu64
+	       " (--backlog-max %" PRIu64 "), per-peer messages %" PRIu64 " (suppressed %" PRIu64
+	       ")\n", p->name, p->conns, p->max_conns, p->conn_refused, p->refused_fd, p->evicted,
+	       p->backlog_max, p->log_total, p->log_dropped);
+}
+
 static void md_close(struct md_serve *p)
 {
 	while (p->nsubs > 0)
@@ -954,6 +1250,9 @@ static void md_close(struct md_serve *p)
 	free(p->buckets);
 	if (p->lis >= 0)
 		close(p->lis);
+	if (p->has_reserve)
+		close(p->reserve);
+	p->has_reserve = false;
 	if (p->data >= 0)
 		close(p->data);
 	if (p->ctl >= 0)
