@@ -158,8 +158,13 @@ static void upstream_close(struct relay *r, const char *why)
 static int upstream_connect(struct relay *r)
 {
 	r->ufd = socket(r->up.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (r->ufd < 0)
+	if (r->ufd < 0) {
+		/* Out of descriptors or memory (subscribers hold them): tried again after
+		 * RETRY_NS, as a refused connect is; the relay keeps serving meanwhile. */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			return 0;
 		return -errno;
+	}
 	/* Failing only leaves a smaller buffer: the upstream's policy copes with a slow
 	 * reader. */
 	(void)ex_set_rcvbuf(r->ufd, 8 << 20);
