@@ -1004,13 +1004,17 @@ def frames(name, rows, cols, n):
     return out
 f80 = frames("screen-24x80", 24, 80, 3)
 text = "\n".join(f80[-1])
-for w in ["fanouts", "dests_accepted", " k/s", "B/s", "call_last_ns", "interval",
+for w in ["fanouts", "dests_accepted", "B/s", "call_last_ns", "interval",
           "counters at zero not shown"]:
     assert w in text, w
+# fanouts at a rate above zero, with an SI prefix or none (how fast is the machine's business).
+assert re.search(r"\bfanouts +\d[\d.]* *[kMG]? +[\d.]*[1-9][\d.]* [kMG]?/s", text), "no rate for fanouts"
 assert "dests_failed" not in text, "a zero counter shown"
 # Per-interval percentiles: the interval's count of call_last_ns, beside the cumulative one.
-h = [l for l in f80[-1] if l.split()[:1] == ["call_last_ns"]][0].split()
-assert h[5] == "|" and h[6] not in ("0", "-") and h[7] != "-", h
+# (a count of 1000 or more has an SI prefix: "1.34 k", two words)
+h = [l for l in f80[-1] if l.split()[:1] == ["call_last_ns"]][0]
+iv = h.split("|")[1].split()
+assert h.count("|") == 1 and iv[0] not in ("0", "-") and iv[-2] != "-", h
 # Two counters a line on 80 columns.
 assert any(len(re.findall(r"[a-z_]+ +\d[\d.]* *[kMG]?B? +[\d.]+ [kMG]?B?/s", l)) == 2
            for l in f80[-1]), "not two counters a line"
