@@ -259,21 +259,27 @@ static void add_counts(struct shim_thread *t, const struct ms__xport_counts *xc,
 	*syscalls += xc->syscalls;
 }
 
-bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+bool shim_bypass_send(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
 		      uint32_t info, uint64_t *syscalls, ssize_t *r)
 {
 	*syscalls = 0;
-	unsigned why = shim_why(e, info, s->flags, s->control);
-	/* The kernel's to judge: a bad buffer or address (EFAULT); a number past the table,
-	 * whose changes the shim does not see; a write of nothing, which sends nothing on a
-	 * socket (a send of nothing sends an empty datagram). */
-	if (!why && (s->iovcnt > IOV_MAX || !e || shim_iov_bad(s->iov, (size_t)s->iovcnt) ||
-		     (s->addr && shim_bad_ptr(s->addr, s->alen)) ||
-		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
-		why = MS__XDP_OTHER;
+	unsigned why = shim_why(e, info, s->flags, false);
 	struct ms__xport *p = gate(t, &why, 1);
 	if (!p)
 		return false;
+	/* The kernel's to judge: a header, buffer or address it would refuse (EFAULT, and
+	 * lengths past its limits: nothing of it is read here, probe.c); a number past the
+	 * table, whose changes the shim does not see; a write of nothing, which sends nothing
+	 * on a socket (a send of nothing sends an empty datagram). */
+	if (!e || !shim_send_load(s, -1) || s->iovcnt > IOV_MAX ||
+	    (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV)))
+		why = MS__XDP_OTHER;
+	else if (s->control)
+		why = SHIM_XR_CONTROL;
+	if (why) {
+		t->fc.xdp_fallback[why]++;
+		return false;
+	}
 	struct mmsghdr m = { .msg_hdr = {
 		.msg_name = (void *)s->addr, .msg_namelen = s->addr ? s->alen : 0,
 		.msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt } };
@@ -296,16 +302,17 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 	*syscalls = 0;
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV; /* as the kernel does */
-	bool control = false, odd = !msgs || shim_bad_ptr(msgs, n * sizeof(*msgs));
-	for (unsigned i = 0; !odd && i < n; i++) {
-		const struct msghdr *h = &msgs[i].msg_hdr;
-		control |= h->msg_controllen != 0;
-		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov) ||
-		       shim_bad_ptr(h->msg_iov, h->msg_iovlen * sizeof(struct iovec)) ||
-		       (h->msg_name && shim_bad_ptr(h->msg_name, h->msg_namelen)) ||
-		       shim_iov_bad(h->msg_iov, h->msg_iovlen);
+	unsigned why = shim_why(e, info, flags, false);
+	/* Every message read only once probed: one the kernel would refuse (EFAULT, a length
+	 * past its limits) sends the whole call by its path, which answers as it does. */
+	bool control = false, odd = false;
+	if (!why && n) {
+		odd = !shim_mmsg_readable(msgs, n);
+		for (unsigned i = 0; !odd && i < n; i++)
+			control |= msgs[i].msg_hdr.msg_controllen != 0;
+		if (control)
+			why = SHIM_XR_CONTROL;
 	}
-	unsigned why = shim_why(e, info, flags, control);
 	if (!why && (odd || !e))
 		why = MS__XDP_OTHER;
 	struct ms__xport *p = n ? gate(t, &why, n) : NULL;

@@ -20,6 +20,7 @@
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
 #   bypass-test.sh sigsend                               tests/shim/bypass-sigsend.c
 #   bypass-test.sh live                                  multisend-stat's final shim slot
+#   bypass-test.sh efault                                tests/shim/efault.c: bad pointers
 #
 # Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR, STAT_BIN). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
@@ -721,6 +722,31 @@ errno_test() {
 	echo "PASS: bypass-errno $what: the same results under --bypass"
 }
 
+# ---- bad pointers ------------------------------------------------------------------------------
+
+# tests/shim/efault.c peer: every send call with memory or lengths the kernel refuses, between
+# good sends to the peer that go as frames: the same results (the kernel's errno, no signal)
+# without the shim and under --bypass. Issue 26, item 9.
+efault_test() {
+	bin=${TESTS_DIR:?}/shim-efault
+	[ -x "$bin" ] || fail "$bin is not built"
+	rig
+	plain ef.plain "$bin" peer 10.77.0.2
+	echo "exit status $rc" >>"$tmp/ef.plain.out"
+	[ "$rc" = 0 ] || { show "$tmp/ef.plain.out" "$tmp/ef.plain.err"; fail "efault without the shim: exit $rc"; }
+	bypass ef.bypass "$bin" peer 10.77.0.2
+	echo "exit status $rc" >>"$tmp/ef.bypass.out"
+	show "$tmp/ef.bypass.err"
+	same "$tmp/ef.plain.out" "$tmp/ef.bypass.out" "efault's results"
+	check_shape "$tmp/ef.bypass.json"
+	# The good fan-outs between the bad calls went as frames; the bad ones by the kernel's
+	# path, which refused them.
+	check_stats "$tmp/ef.bypass.json" "len(r) == 1" "t['xdp_frames'] > 50" "x['other'] > 20" \
+		"t['errors'] > 20"
+	show_report "$tmp/ef.bypass.json"
+	echo "PASS: bad pointers and lengths under --bypass: the kernel's answers, no signal"
+}
+
 # ---- live counters ------------------------------------------------------------------------------
 
 # bypass-errno all (a send for nearly every reason) under --stats-shm: once it has exited,
@@ -821,5 +847,6 @@ sendmmsg) sendmmsg_test "$2" ;;
 multicast) multicast_test ;;
 sigsend) sigsend_test ;;
 live) live_test ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend|live ..." ;;
+efault) efault_test ;;
+*) fail "usage: $0 efault|legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend|live ..." ;;
 esac
