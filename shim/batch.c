@@ -530,8 +530,11 @@ static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32
 		for (uint32_t off = 0; off < cnt;) {
 			struct ms__xport_counts xc = { 0 };
 			uint32_t skip = 0;
+			const uint64_t other0 = t->fc.xdp_fallback[MS__XDP_OTHER];
 			uint32_t k = ms__xport_send(xp, fd, gen, mm + off, cnt - off, 0, &skip,
 						    t->fc.xdp_fallback, &xc);
+			if (unlikely(!k))
+				shim_xport_check(xp, t->fc.xdp_fallback, other0);
 			t->fc.xdp_frames += xc.frames;
 			t->fc.xdp_kicks += xc.kicks;
 			count_flush_syscalls(t, fd, xc.syscalls);

@@ -760,6 +760,13 @@ void shim_report_retire_rows(struct shim_thread *t);
 /* The process's AF_XDP port (batch mode with an interface; bypass mode), made by the first send
  * that needs it; NULL when there is none (said once, on stderr). */
 struct ms__xport *shim_xport(void);
+/* After a send through port p that made no frame (fb: the fallback counters it added to,
+ * other0: fb[MS__XDP_OTHER] before it): did taking its queue (which its first frame does)
+ * fail? Then what it skipped for that counts unavailable, the failure is said once, and the
+ * port is no more. */
+void shim_xport_check(struct ms__xport *p, uint64_t *fb, uint64_t other0);
+/* For the report: "none" (no queue taken: no datagram went as a frame), "taken", "failed". */
+const char *shim_xport_queue_state(void);
 /* close, dup2, close_range: is fd the port's own? (Then the program never had it.) */
 bool shim_xport_owns(int fd);
 /* The port's interface ("" until the first send that needs it names one). */
