@@ -538,7 +538,8 @@ struct shim_send {
 /* probe.c: fill in s's loaded fields and say whether the payload may be read (s->readable;
  * s->loaded: the rest may). taken >= 0: the kernel has just accepted the send, taking that
  * many bytes (no system call); < 0: probe (one process_vm_readv call for send, sendto and
- * write, two for writev, three for sendmsg; a payload over SHIM_LAST_MAX is never read).
+ * write, two for writev, three for sendmsg; a payload over SHIM_LAST_MAX is not probed, and
+ * not readable).
  * Keeps errno; async-signal-safe. */
 bool shim_send_load(struct shim_send *s, ssize_t taken);
 /* Is [p, p + len) readable (one process_vm_readv; none when len is 0)? */
