@@ -530,8 +530,11 @@ static void send_group(struct shim_thread *t, int fd, struct mmsghdr *mm, uint32
 		for (uint32_t off = 0; off < cnt;) {
 			struct ms__xport_counts xc = { 0 };
 			uint32_t skip = 0;
+			const uint64_t other0 = t->fc.xdp_fallback[MS__XDP_OTHER];
 			uint32_t k = ms__xport_send(xp, fd, gen, mm + off, cnt - off, 0, &skip,
 						    t->fc.xdp_fallback, &xc);
+			if (unlikely(!k))
+				shim_xport_check(xp, t->fc.xdp_fallback, other0);
 			t->fc.xdp_frames += xc.frames;
 			t->fc.xdp_kicks += xc.kicks;
 			count_flush_syscalls(t, fd, xc.syscalls);
@@ -650,10 +653,10 @@ static void payload_copy(uint8_t *buf, const struct iovec *iov, int iovcnt)
 
 bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok)
 {
-	if (!(info & FD_BATCHABLE) || (s->flags & ~MSG_NOSIGNAL) || s->control ||
+	if (!s->loaded || !(info & FD_BATCHABLE) || (s->flags & ~MSG_NOSIGNAL) || s->control ||
 	    s->len > SHIM_PAYLOAD_MAX || !dest_ok || s->call == CALL_SENDMMSG)
 		return false;
-	return !shim_iov_bad(s->iov, (size_t)s->iovcnt); /* EFAULT is the kernel's to give */
+	return s->readable; /* else EFAULT is the kernel's to give */
 }
 
 /*
@@ -796,14 +799,14 @@ static struct shim_sigmsg *sigq_slot(struct shim_batch *b, struct shim_thread *t
 	return &(*seg_out)->m[0];
 }
 
-int shim_batch_signal_send(const struct shim_send *s)
+int shim_batch_signal_send(struct shim_send *s)
 {
 	struct shim_thread *t = shim_self;
 	struct shim_dest d;
 
 	if (!t || !t->b || shim_cfg.mode != SHIM_BATCH || t->sigq_busy ||
 	    atomic_load_explicit(&shim_exiting, memory_order_relaxed) ||
-	    s->call > CALL_SENDMSG || s->len > SHIM_SIGQ_PAYLOAD)
+	    s->call > CALL_SENDMSG || (s->call != CALL_SENDMSG && s->len > SHIM_SIGQ_PAYLOAD))
 		return 0;
 	struct shim_fd *e = shim_fd_peek(s->fd);
 	uint32_t info = e ? __atomic_load_n(&e->info, __ATOMIC_RELAXED) : 0;
@@ -811,7 +814,10 @@ int shim_batch_signal_send(const struct shim_send *s)
 	/* Nothing of this thread's to overtake: straight through keeps the order. */
 	if (!e || (atomic_load_explicit(&e->pending, memory_order_relaxed) != t && sigq_empty(b)))
 		return 0;
-	if (!shim_batchable(s, info, shim_dest_ok(info, s->addr, s->alen)))
+	/* Read only once probed (a system call: async-signal-safe), so that a bad pointer
+	 * goes to the kernel, which answers EFAULT. */
+	if (!(info & FD_BATCHABLE) || !shim_send_load(s, -1) || s->len > SHIM_SIGQ_PAYLOAD ||
+	    !shim_batchable(s, info, shim_dest_ok(info, s->addr, s->alen)))
 		return 0;
 	shim_dest_make(&d, s->fd, info, s->addr, s->alen);
 	t->sigq_busy = 1;
@@ -859,16 +865,37 @@ int shim_batch_signal_send(const struct shim_send *s)
 	return q != NULL;
 }
 
+int shim_batch_deferred(struct shim_fd *e)
+{
+	if (shim_cfg.defer_errors && atomic_load_explicit(&e->deferred, memory_order_relaxed))
+		return atomic_exchange(&e->deferred, 0);
+	return 0;
+}
+
+bool shim_batch_surely_passes(const struct shim_thread *t)
+{
+	/* What shim_batch_send decides after the predictor has seen this send's destination:
+	 * with fewer than two messages in the cycle so far, no destination can make the
+	 * predicted fan-out two or longer (shim_plan_observe). */
+	if (!shim_cfg.fanout_end)
+		return false;
+	if (!t->b)
+		return true;
+	const struct shim_plan *p = &t->b->plan;
+	return p->pred_len < 2 && p->cycle_len < 2 &&
+	       !__atomic_load_n(&t->b->first_ns, __ATOMIC_RELAXED);
+}
+
+void shim_batch_observe(struct shim_thread *t, uint64_t key)
+{
+	if (shim_thread_batch(t))
+		shim_plan_observe(&t->b->plan, key);
+}
+
 int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
 		    uint32_t info, uint64_t key, bool can, int *err)
 {
-	if (shim_cfg.defer_errors && atomic_load_explicit(&e->deferred, memory_order_relaxed)) {
-		int de = atomic_exchange(&e->deferred, 0);
-		if (de) {
-			*err = de;
-			return -1;
-		}
-	}
+	(void)err;
 	if (!can || !shim_thread_batch(t))
 		goto pass;
 

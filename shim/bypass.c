@@ -39,7 +39,8 @@ const char *const shim_xreason_name[SHIM_XR_N] = {
 static struct ms__xport *xport;
 static _Atomic int xport_state; /* 0 not tried, 1 being made, 2 made or failed for good */
 static char xport_ifname[IF_NAMESIZE];
-static _Atomic bool xport_gone; /* lost its descriptors (dup2 onto one), or a forked child */
+static _Atomic bool xport_gone; /* lost its descriptors (dup2 onto one), a forked child, or
+                                   its queue could not be taken */
 
 /* The port if it is made and still this process's own, else NULL (nothing is made here). */
 static struct ms__xport *port_now(void)
@@ -49,6 +50,47 @@ static struct ms__xport *port_now(void)
 		return NULL;
 	return xport;
 }
+
+static _Atomic bool queue_failed; /* the port could not take its queue (said once) */
+#endif
+
+void shim_xport_check(struct ms__xport *p, uint64_t *fb, uint64_t other0)
+{
+#ifdef MS_HAVE_XDP
+	/* The port takes its queue with its first frame (lib/be/xdp.h): if that failed, say so
+	 * once, as an open that failed would have, and the port is no more. What the call just
+	 * skipped for want of the queue (the port's "other") is the shim's "unavailable", as
+	 * every send after it. */
+	char why[192];
+	if (likely(ms__xport_queue(p, why, sizeof(why)) >= 0))
+		return;
+	const uint64_t d = fb[MS__XDP_OTHER] - other0;
+	fb[MS__XDP_OTHER] -= d;
+	fb[SHIM_XR_UNAVAILABLE] += d;
+	if (!atomic_exchange_explicit(&queue_failed, true, memory_order_relaxed)) {
+		shim_warn("kernel bypass on %s unavailable, %s: %s", xport_ifname,
+			  shim_cfg.mode == SHIM_BYPASS ? "sends go by the kernel's path"
+						       : "batches go by sendmmsg", why);
+		atomic_store_explicit(&xport_gone, true, memory_order_relaxed);
+	}
+#else
+	(void)p, (void)fb, (void)other0;
+#endif
+}
+
+const char *shim_xport_queue_state(void)
+{
+#ifdef MS_HAVE_XDP
+	if (atomic_load_explicit(&queue_failed, memory_order_relaxed))
+		return "failed";
+	if (atomic_load_explicit(&xport_state, memory_order_acquire) == 2 && xport &&
+	    ms__xport_queue(xport, NULL, 0) > 0)
+		return "taken";
+#endif
+	return "none";
+}
+
+#ifdef MS_HAVE_XDP
 
 /* The device of the IPv4 default route (the first with the lowest metric), from
  * /proc/net/route: no allocation, no netlink. false: none. */
@@ -259,21 +301,27 @@ static void add_counts(struct shim_thread *t, const struct ms__xport_counts *xc,
 	*syscalls += xc->syscalls;
 }
 
-bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+bool shim_bypass_send(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
 		      uint32_t info, uint64_t *syscalls, ssize_t *r)
 {
 	*syscalls = 0;
-	unsigned why = shim_why(e, info, s->flags, s->control);
-	/* The kernel's to judge: a bad buffer or address (EFAULT); a number past the table,
-	 * whose changes the shim does not see; a write of nothing, which sends nothing on a
-	 * socket (a send of nothing sends an empty datagram). */
-	if (!why && (s->iovcnt > IOV_MAX || !e || shim_iov_bad(s->iov, (size_t)s->iovcnt) ||
-		     (s->addr && shim_bad_ptr(s->addr, s->alen)) ||
-		     (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV))))
-		why = MS__XDP_OTHER;
+	unsigned why = shim_why(e, info, s->flags, false);
 	struct ms__xport *p = gate(t, &why, 1);
 	if (!p)
 		return false;
+	/* The kernel's to judge: a header, buffer or address it would refuse (EFAULT, and
+	 * lengths past its limits: nothing of it is read here, probe.c); a number past the
+	 * table, whose changes the shim does not see; a write of nothing, which sends nothing
+	 * on a socket (a send of nothing sends an empty datagram). */
+	if (!e || !shim_send_load(s, -1) || s->iovcnt > IOV_MAX ||
+	    (s->len == 0 && (s->call == CALL_WRITE || s->call == CALL_WRITEV)))
+		why = MS__XDP_OTHER;
+	else if (s->control)
+		why = SHIM_XR_CONTROL;
+	if (why) {
+		t->fc.xdp_fallback[why]++;
+		return false;
+	}
 	struct mmsghdr m = { .msg_hdr = {
 		.msg_name = (void *)s->addr, .msg_namelen = s->addr ? s->alen : 0,
 		.msg_iov = (struct iovec *)s->iov, .msg_iovlen = (size_t)s->iovcnt } };
@@ -281,8 +329,11 @@ bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct s
 	uint32_t skip = 0;
 	const int pflags = (s->flags & MSG_DONTWAIT) || (info & FD_NONBLOCK) ? MSG_DONTWAIT : 0;
 	const uint32_t gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED); /* e: checked above */
+	const uint64_t other0 = t->fc.xdp_fallback[MS__XDP_OTHER];
 	uint32_t k = ms__xport_send(p, s->fd, gen, &m, 1, pflags, &skip, t->fc.xdp_fallback, &xc);
 	add_counts(t, &xc, syscalls);
+	if (unlikely(!k))
+		shim_xport_check(p, t->fc.xdp_fallback, other0);
 	if (k == 1) {
 		*r = (ssize_t)s->len;
 		return true;
@@ -296,16 +347,17 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 	*syscalls = 0;
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV; /* as the kernel does */
-	bool control = false, odd = !msgs || shim_bad_ptr(msgs, n * sizeof(*msgs));
-	for (unsigned i = 0; !odd && i < n; i++) {
-		const struct msghdr *h = &msgs[i].msg_hdr;
-		control |= h->msg_controllen != 0;
-		odd |= h->msg_iovlen > IOV_MAX || (h->msg_iovlen && !h->msg_iov) ||
-		       shim_bad_ptr(h->msg_iov, h->msg_iovlen * sizeof(struct iovec)) ||
-		       (h->msg_name && shim_bad_ptr(h->msg_name, h->msg_namelen)) ||
-		       shim_iov_bad(h->msg_iov, h->msg_iovlen);
+	unsigned why = shim_why(e, info, flags, false);
+	/* Every message read only once probed: one the kernel would refuse (EFAULT, a length
+	 * past its limits) sends the whole call by its path, which answers as it does. */
+	bool control = false, odd = false;
+	if (!why && n) {
+		odd = !shim_mmsg_readable(msgs, n);
+		for (unsigned i = 0; !odd && i < n; i++)
+			control |= msgs[i].msg_hdr.msg_controllen != 0;
+		if (control)
+			why = SHIM_XR_CONTROL;
 	}
-	unsigned why = shim_why(e, info, flags, control);
 	if (!why && (odd || !e))
 		why = MS__XDP_OTHER;
 	struct ms__xport *p = n ? gate(t, &why, n) : NULL;
@@ -319,9 +371,12 @@ int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t 
 	while (off < n) {
 		struct ms__xport_counts xc = { 0 };
 		uint32_t skip = 0;
+		const uint64_t other0 = t->fc.xdp_fallback[MS__XDP_OTHER];
 		uint32_t k = ms__xport_send(p, fd, gen, msgs + off, n - off, pflags, &skip,
 					    t->fc.xdp_fallback, &xc);
 		add_counts(t, &xc, syscalls);
+		if (unlikely(!k))
+			shim_xport_check(p, t->fc.xdp_fallback, other0);
 		for (uint32_t i = 0; i < k; i++) {
 			const struct msghdr *h = &msgs[off + i].msg_hdr;
 			size_t len = 0;

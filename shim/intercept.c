@@ -105,24 +105,42 @@ static ssize_t real_send(const struct shim_send *s)
 {
 	switch (s->call) {
 	case CALL_SEND:
-		return shim_real.send(s->fd, s->iov[0].iov_base, s->len, s->flags);
+		return shim_real.send(s->fd, s->buf, s->len, s->flags);
 	case CALL_SENDTO:
-		return shim_real.sendto(s->fd, s->iov[0].iov_base, s->len, s->flags, s->addr,
-					s->alen);
+		return shim_real.sendto(s->fd, s->buf, s->len, s->flags, s->uaddr, s->ualen);
 	case CALL_SENDMSG:
 		return shim_real.sendmsg(s->fd, s->msg, s->flags);
 	case CALL_WRITE:
-		return shim_real.write(s->fd, s->iov[0].iov_base, s->len);
+		return shim_real.write(s->fd, s->buf, s->len);
 	case CALL_WRITEV:
-		return shim_real.writev(s->fd, s->iov, s->iovcnt);
+		return shim_real.writev(s->fd, s->uiov, s->uiovcnt);
 	default:
 		errno = ENOSYS;
 		return -1;
 	}
 }
 
+/* The kernel makes the send, then the shim counts it (reading only what the kernel read, or
+ * what it probes: shim_count_made). Guard set; returns with it cleared, errno as the kernel
+ * left it on failure, else saved. */
+static ssize_t made_then_counted(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
+				 uint32_t info, int saved, bool observe)
+{
+	int *errp = &errno;
+
+	shim_guard = 0;
+	*errp = saved;
+	ssize_t r = real_send(s);
+	int err = *errp;
+	shim_guard = 1;
+	shim_count_made(t, s, e, info, r, err, observe);
+	shim_guard = 0;
+	*errp = r < 0 ? err : saved;
+	return r;
+}
+
 /* Called with the guard set and init done; returns with the guard cleared. */
-static ssize_t do_send(const struct shim_send *s)
+static ssize_t do_send(struct shim_send *s)
 {
 	int *errp = &errno;
 	int saved = *errp;
@@ -134,41 +152,57 @@ static ssize_t do_send(const struct shim_send *s)
 		return real_send(s);
 	}
 	uint32_t info = shim_fd_info(s->fd, e);
-	uint64_t key = shim_cfg.mode == SHIM_BYPASS ? 0 : shim_dest_key(s->fd, s->addr, s->alen);
-	bool dest_ok = shim_cfg.mode != SHIM_BYPASS && (info & FD_BATCHABLE) &&
-		       shim_dest_ok(info, s->addr, s->alen);
-	bool can = dest_ok && s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
-	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
+
+	if (shim_cfg.mode == SHIM_METRICS)
+		return made_then_counted(t, s, e, info, saved, false);
 
 	uint64_t port_sys = 0; /* bypass mode: the port's system calls before the kernel's path */
+	struct shim_sockrow *row;
 	if (shim_cfg.mode == SHIM_BYPASS) {
 		ssize_t r;
 		if (unlikely((info & (FD_SOCKET | FD_INET | FD_UNIX)) == FD_SOCKET))
 			shim_xport_recheck(true); /* netlink (and the like): routes may change now */
+		/* (bypass mode reads nothing of a send to count it) */
+		row = shim_count_send(t, s, e, 0, info, false);
 		if (shim_bypass_send(t, s, e, info, &port_sys, &r)) {
 			shim_count_framed(row, (size_t)r, port_sys);
 			shim_guard = 0;
 			*errp = saved;
 			return r;
 		}
-	} else if (shim_cfg.mode == SHIM_BATCH) {
-		if (e && s->call <= CALL_SENDMSG) {
-			int err = 0;
-			int r = shim_batch_send(t, s, e, info, key, can, &err);
-			if (r > 0) {
-				shim_count_result(t, row, (ssize_t)s->len, 0, 1, true, 0);
-				shim_guard = 0;
-				*errp = saved;
-				return (ssize_t)s->len;
-			}
-			if (r < 0) {
-				shim_count_result(t, row, -1, err, 1, false, 0);
-				shim_guard = 0;
-				*errp = err;
-				return -1;
-			}
-		} else {
+	} else {
+		/* batch mode */
+		if (!e || s->call > CALL_SENDMSG) {
 			shim_flush_fd(s->fd, s->call >= CALL_WRITE ? FLUSH_WRITE : FLUSH_SEND);
+			return made_then_counted(t, s, e, info, saved, false);
+		}
+		int de = shim_batch_deferred(e);
+		if (de) {
+			row = shim_count_send(t, s, e, shim_dest_key(s->fd, NULL, 0), info, false);
+			shim_count_result(t, row, -1, de, 1, false, 0);
+			shim_guard = 0;
+			*errp = de;
+			return -1;
+		}
+		/* A send that will pass whatever it holds is made first and looked at after; one
+		 * that may be batched is probed first (probe.c), and passes if the kernel would
+		 * refuse it, which then says why. */
+		const bool maybe = (info & FD_BATCHABLE) && !(s->flags & ~MSG_NOSIGNAL);
+		const bool sure = maybe && shim_batch_surely_passes(t);
+		if (!maybe || sure || !shim_send_load(s, -1)) {
+			shim_flush_fd(s->fd, FLUSH_SEND);
+			return made_then_counted(t, s, e, info, saved, sure);
+		}
+		uint64_t key = shim_dest_key(s->fd, s->addr, s->alen);
+		bool dest_ok = shim_dest_ok(info, s->addr, s->alen);
+		bool can = dest_ok && shim_batchable(s, info, dest_ok);
+		row = shim_count_send(t, s, e, key, info, can);
+		int err = 0;
+		if (shim_batch_send(t, s, e, info, key, can, &err) > 0) {
+			shim_count_result(t, row, (ssize_t)s->len, 0, 1, true, 0);
+			shim_guard = 0;
+			*errp = saved;
+			return (ssize_t)s->len;
 		}
 	}
 
@@ -186,11 +220,10 @@ static ssize_t do_send(const struct shim_send *s)
 SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			   __CONST_SOCKADDR_ARG addr, socklen_t alen)
 {
+	struct shim_send s = { .call = CALL_SENDTO, .fd = fd, .flags = flags, .buf = buf,
+			       .uaddr = addr.__sockaddr__, .ualen = alen, .len = len };
 	if (unlikely(shim_guard)) {
 		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
-		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-		struct shim_send s = { .call = CALL_SENDTO, .fd = fd, .flags = flags, .iov = &iov,
-				       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
 			return shim_count_reentered(CALL_SENDTO, (ssize_t)len, true);
@@ -212,19 +245,15 @@ SHIM_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
 			return r;
 		}
 	}
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct shim_send s = { .call = CALL_SENDTO, .fd = fd, .flags = flags, .iov = &iov,
-			       .iovcnt = 1, .len = len, .addr = addr.__sockaddr__, .alen = alen };
 	return do_send(&s);
 }
 
 SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
+	struct shim_send s = { .call = CALL_SEND, .fd = fd, .flags = flags, .buf = buf,
+			       .len = len };
 	if (unlikely(shim_guard)) {
 		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
-		struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-		struct shim_send s = { .call = CALL_SEND, .fd = fd, .flags = flags, .iov = &iov,
-				       .iovcnt = 1, .len = len };
 		if (shim_batch_signal_send(&s)) {
 			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
 			return shim_count_reentered(CALL_SEND, (ssize_t)len, true);
@@ -245,50 +274,28 @@ SHIM_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
 			return r;
 		}
 	}
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct shim_send s = { .call = CALL_SEND, .fd = fd, .flags = flags, .iov = &iov,
-			       .iovcnt = 1, .len = len };
 	return do_send(&s);
 }
 
 SHIM_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	/* Nothing of msg is read here: the kernel reads it first, or the shim probes it
+	 * (probe.c). */
+	struct shim_send s = { .call = CALL_SENDMSG, .fd = fd, .flags = flags, .msg = msg };
 	if (unlikely(shim_guard)) {
 		atomic_fetch_add_explicit(&shim_reentered, 1, memory_order_relaxed);
-		if (msg && msg->msg_iovlen <= 64 && (msg->msg_iov || !msg->msg_iovlen)) {
-			size_t len = 0;
-			for (size_t i = 0; i < msg->msg_iovlen; i++)
-				len += msg->msg_iov[i].iov_len;
-			struct shim_send s = { .call = CALL_SENDMSG, .fd = fd, .flags = flags,
-					       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen,
-					       .len = len, .addr = msg->msg_name,
-					       .alen = msg->msg_name ? msg->msg_namelen : 0,
-					       .control = msg->msg_controllen != 0, .msg = msg };
-			if (shim_batch_signal_send(&s)) {
-				atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
-				return shim_count_reentered(CALL_SENDMSG, (ssize_t)len, true);
-			}
+		if (shim_batch_signal_send(&s)) {
+			atomic_fetch_add_explicit(&shim_sigqueued, 1, memory_order_relaxed);
+			return shim_count_reentered(CALL_SENDMSG, (ssize_t)s.len, true);
 		}
 		return shim_count_reentered(CALL_SENDMSG, shim_raw_sendmsg(fd, msg, flags), false);
 	}
 	shim_guard = 1;
 	shim_init();
-	if (unlikely(off() || !msg || shim_bad_ptr(msg, sizeof(*msg)) ||
-		     msg->msg_iovlen > IOV_MAX ||
-		     shim_bad_ptr(msg->msg_iov, msg->msg_iovlen * sizeof(struct iovec)) ||
-		     (msg->msg_iovlen && !msg->msg_iov))) {
-		shim_guard = 0; /* nothing to count that the kernel will not refuse */
+	if (unlikely(off())) {
+		shim_guard = 0;
 		return shim_real.sendmsg(fd, msg, flags);
 	}
-	size_t len = 0;
-	for (size_t i = 0; i < msg->msg_iovlen; i++)
-		len += msg->msg_iov[i].iov_len;
-	struct shim_send s = { .call = CALL_SENDMSG, .fd = fd, .flags = flags,
-			       .iov = msg->msg_iov, .iovcnt = (int)msg->msg_iovlen, .len = len,
-			       .addr = msg->msg_name, .alen = msg->msg_namelen,
-			       .control = msg->msg_controllen != 0, .msg = msg };
-	if (!msg->msg_name)
-		s.alen = 0;
 	return do_send(&s);
 }
 
@@ -328,6 +335,7 @@ SHIM_EXPORT int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags
 		err = errno;
 		shim_guard = 1;
 	}
+	/* (msg_len of the messages sent: the kernel wrote them) */
 	uint64_t bytes = 0;
 	for (int i = 0; i < r; i++)
 		bytes += msgs[i].msg_len;
@@ -355,8 +363,7 @@ SHIM_EXPORT ssize_t write(int fd, const void *buf, size_t len)
 		shim_guard = 0;
 		return shim_real.write(fd, buf, len);
 	}
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct shim_send s = { .call = CALL_WRITE, .fd = fd, .iov = &iov, .iovcnt = 1, .len = len };
+	struct shim_send s = { .call = CALL_WRITE, .fd = fd, .buf = buf, .len = len };
 	return do_send(&s);
 }
 
@@ -366,15 +373,12 @@ SHIM_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 		return shim_raw_writev(fd, iov, n);
 	shim_guard = 1;
 	shim_init();
-	if (off() || n < 0 || n > IOV_MAX || (n && !iov) ||
-	    shim_bad_ptr(iov, (size_t)n * sizeof(*iov)) || !on_socket(fd)) {
+	if (off() || !on_socket(fd)) {
 		shim_guard = 0;
 		return shim_real.writev(fd, iov, n);
 	}
-	size_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	struct shim_send s = { .call = CALL_WRITEV, .fd = fd, .iov = iov, .iovcnt = n, .len = len };
+	/* (the iovec array is read only once the kernel has, or once probed: probe.c) */
+	struct shim_send s = { .call = CALL_WRITEV, .fd = fd, .uiov = iov, .uiovcnt = n };
 	return do_send(&s);
 }
 

@@ -209,8 +209,8 @@ struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_se
 	if (shim_cfg.mode == SHIM_BYPASS) {
 		/* Fan-out runs tell what batching would save: nothing bypass mode does. */
 	} else if (likely(s->call != CALL_SENDMMSG)) {
-		/* A buffer the kernel will refuse (EFAULT) is not touched. */
-		const bool valid = !shim_iov_bad(s->iov, (size_t)s->iovcnt);
+		/* Only a payload known to be readable is looked at (probe.c). */
+		const bool valid = s->readable;
 		if (valid && last_eq(t, s->iov, s->iovcnt, s->len)) {
 			if (key != t->last_key)
 				t->run_len = t->run_len ? t->run_len + 1 : 2;
@@ -248,8 +248,7 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 	struct shim_thread *t = shim_self;
 	struct shim_fd *e = shim_fd_peek(fd);
 
-	if (unlikely(!t || !e || (unsigned)fd >= SHIM_SOCK_SLOTS || !buf ||
-		     shim_bad_ptr(buf, len) || (addr && shim_bad_ptr(addr, alen))))
+	if (unlikely(!t || !e || (unsigned)fd >= SHIM_SOCK_SLOTS))
 		return SHIM_SLOW;
 	/* The row is this socket's if it was made for the same (info, generation) pair, which
 	 * shim_fd keeps side by side: one 64-bit compare. */
@@ -260,12 +259,26 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 	uint32_t info = (uint32_t)now_tag;
 	if (unlikely(!info || now_tag != row_tag || row->fd != fd))
 		return SHIM_SLOW;
+
+	/* The kernel first: nothing of the program's is read before it has read it (a buffer
+	 * or an address it refuses with EFAULT is never touched; probe.c). */
+	shim_guard = 0;
+	ssize_t r = call == CALL_SENDTO ? shim_real.sendto(fd, buf, len, flags, addr, alen)
+					: shim_real.send(fd, buf, len, flags);
+	shim_guard = 1;
+	const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+	if (unlikely(r < 0 || (size_t)r != len ||
+		     (addr && (alen < sizeof(*in) || in->sin_family != AF_INET)))) {
+		int err = errno;
+		struct shim_send s = { .call = call, .fd = fd, .flags = flags, .buf = buf,
+				       .uaddr = addr, .ualen = alen, .len = len };
+		shim_count_made(t, &s, e, info, r, err, false);
+		errno = err;
+		return r;
+	}
 	uint64_t key = (uint64_t)(uint16_t)fd << 48;
 	bool dest_ok;
 	if (addr) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
-		if (unlikely(alen < sizeof(*in) || in->sin_family != AF_INET))
-			return SHIM_SLOW;
 		key |= (uint64_t)in->sin_port << 32 | in->sin_addr.s_addr;
 		dest_ok = !(info & FD_V6) && in->sin_port &&
 			  in->sin_addr.s_addr != htonl(INADDR_BROADCAST);
@@ -297,22 +310,33 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 	}
 
 	shim_live_count(t);
-	shim_guard = 0;
-	ssize_t r = call == CALL_SENDTO ? shim_real.sendto(fd, buf, len, flags, addr, alen)
-					: shim_real.send(fd, buf, len, flags);
-	shim_guard = 1;
 	/* In metrics mode every call is one system call passed through: report.c fills in
 	 * those two counters from the calls. */
-	if (likely(r >= 0)) {
-		row->c.datagrams++;
-		row->c.bytes += (uint64_t)r;
-	} else {
-		int err = errno;
-		row->c.errors++;
-		row->c.last_errno = err;
-		t->errs[err > 0 && err < SHIM_ERRNO_MAX ? err : 0]++;
-	}
+	row->c.datagrams++;
+	row->c.bytes += (uint64_t)r;
 	return r;
+}
+
+void shim_count_made(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
+		     uint32_t info, ssize_t r, int err, bool observe)
+{
+	/* What the kernel took it has read; after any other failure than EFAULT the shim
+	 * looks for itself (probe.c); after EFAULT it reads nothing. */
+	if (r >= 0 || err != EFAULT)
+		shim_send_load(s, r >= 0 ? r : -1);
+	uint64_t key = 0;
+	bool can = false;
+	if (shim_cfg.mode != SHIM_BYPASS) {
+		key = s->loaded ? shim_dest_key(s->fd, s->addr, s->alen)
+				: shim_dest_key(s->fd, NULL, 0);
+		bool dest_ok = s->loaded && (info & FD_BATCHABLE) &&
+			       shim_dest_ok(info, s->addr, s->alen);
+		can = dest_ok && s->call <= CALL_SENDMSG && shim_batchable(s, info, dest_ok);
+	}
+	struct shim_sockrow *row = shim_count_send(t, s, e, key, info, can);
+	if (observe && can)
+		shim_batch_observe(t, key);
+	shim_count_result(t, row, r, err, 1, false, 1);
 }
 
 static unsigned errno_slot(int err)

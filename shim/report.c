@@ -246,8 +246,9 @@ static void json(struct out *o, const struct totals *T, const struct shim_sockro
 	    T->fc.sendmmsg_calls, T->fc.single_sends, re->calls, re->queued, re->overflow,
 	    re->unordered);
 	if (xdp_shown()) {
-		put(o, ",\"xdp_iface\":\"%s\",\"xdp_frames\":%lu,\"xdp_kicks\":%lu,\"xdp_fallback\":{",
-		    shim_xport_ifname(), T->fc.xdp_frames, T->fc.xdp_kicks);
+		put(o, ",\"xdp_iface\":\"%s\",\"xdp_queue\":\"%s\",\"xdp_frames\":%lu,\"xdp_kicks\":%lu,"
+		       "\"xdp_fallback\":{",
+		    shim_xport_ifname(), shim_xport_queue_state(), T->fc.xdp_frames, T->fc.xdp_kicks);
 		for (int k = 1; k < xdp_reasons(); k++)
 			put(o, "%s\"%s\":%lu", k > 1 ? "," : "", shim_xreason_name[k],
 			    T->fc.xdp_fallback[k] + (k == SHIM_XR_REENTERED ? re->calls : 0));
@@ -320,9 +321,9 @@ static void text(struct out *o, const struct totals *T, const struct shim_sockro
 		put(o, "\n  flushed with sendmmsg %lu, with sendto %lu", T->fc.sendmmsg_calls,
 		    T->fc.single_sends);
 	if (xdp_shown()) {
-		put(o, "\n  kernel bypass on %s: %lu datagrams as AF_XDP frames, %lu kicks; by the "
-		       "kernel's path:", shim_xport_ifname()[0] ? shim_xport_ifname() : "(none)",
-		    T->fc.xdp_frames, T->fc.xdp_kicks);
+		put(o, "\n  kernel bypass on %s (queue %s): %lu datagrams as AF_XDP frames, %lu kicks; "
+		       "by the kernel's path:", shim_xport_ifname()[0] ? shim_xport_ifname() : "(none)",
+		    shim_xport_queue_state(), T->fc.xdp_frames, T->fc.xdp_kicks);
 		for (int k = 1; k < xdp_reasons(); k++)
 			put(o, " %s %lu", shim_xreason_name[k],
 			    T->fc.xdp_fallback[k] + (k == SHIM_XR_REENTERED ? re->calls : 0));

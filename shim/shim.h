@@ -508,25 +508,58 @@ extern _Atomic bool shim_exiting;
 
 /* ---- batch.c -------------------------------------------------------------------------------- */
 
-/* What the send wrappers pass to the shared send path. */
+/* What the send wrappers pass to the shared send path: the arguments as the program gave
+ * them, which the shim does not read (they may not be readable memory: the kernel answers
+ * EFAULT), and what shim_send_load makes of them once it may. */
 struct shim_send {
 	enum shim_call call;
 	int fd;
 	int flags;
+	/* the arguments, as given */
+	const void *buf;                /* send, sendto, write */
+	const struct sockaddr *uaddr;   /* sendto */
+	socklen_t ualen;
+	const struct iovec *uiov;       /* writev */
+	int uiovcnt;
+	const struct msghdr *msg;       /* sendmsg: the program's header, passed on as is */
+	/* loaded (shim_send_load), or set by the caller where it knows them: */
 	const struct iovec *iov;
 	int iovcnt;
-	size_t len;
+	size_t len;                     /* send, sendto, write: the argument, always set */
 	const struct sockaddr *addr;
 	socklen_t alen;
 	bool control; /* sendmsg with control data */
-	const struct msghdr *msg; /* sendmsg: the program's header, passed on as is */
+	bool loaded;   /* iov, iovcnt, len, addr, alen and control are set, and the header, the
+	                  iovec array and the address may be read */
+	bool readable; /* ... and the payload too */
+	struct iovec one;
 };
 
-/* Try to take the send into this thread's batch (can: shim_batchable said yes). Returns 1 (batched: the program gets len),
- * 0 (send it for real, after whatever had to be flushed first), or -1 with *err set (an error
- * the program must see now: a synchronous one, or one deferred from a flush). */
+/* probe.c: fill in s's loaded fields and say whether the payload may be read (s->readable;
+ * s->loaded: the rest may). taken >= 0: the kernel has just accepted the send, taking that
+ * many bytes (no system call); < 0: probe (one process_vm_readv call for send, sendto and
+ * write, two for writev, three for sendmsg; a payload over SHIM_LAST_MAX is not probed, and
+ * not readable).
+ * Keeps errno; async-signal-safe. */
+bool shim_send_load(struct shim_send *s, ssize_t taken);
+/* Is [p, p + len) readable (one process_vm_readv; none when len is 0)? */
+bool shim_readable(const void *p, size_t len);
+/* Is every message of msgs[0..n) one the kernel takes as it is, all of it readable? */
+bool shim_mmsg_readable(const struct mmsghdr *msgs, unsigned n);
+
+/* Try to take the send (loaded and readable: probe.c) into this thread's batch (can:
+ * shim_batchable said yes). Returns 1 (batched: the program gets len) or 0 (send it for real,
+ * after whatever had to be flushed first). (A deferred error is shim_batch_deferred's; err is
+ * unused.) */
 int shim_batch_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
 		    uint32_t info, uint64_t key, bool can, int *err);
+/* MULTISEND_DEFER_ERRORS: the error a flush found for e's socket, taken (0: none). */
+int shim_batch_deferred(struct shim_fd *e);
+/* Will the next send of t pass whatever its destination (no fan-out pattern known, nothing
+ * pending)? Then it is made first and looked at after (shim_count_made). */
+bool shim_batch_surely_passes(const struct shim_thread *t);
+/* The predictor sees a destination that a send bound to pass went to. */
+void shim_batch_observe(struct shim_thread *t, uint64_t key);
 /* Could this send be batched, as far as the cached socket facts tell (metrics mode's
  * estimate; batch mode also asks the kernel whether the socket is blocking)? */
 bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok);
@@ -534,7 +567,7 @@ bool shim_batchable(const struct shim_send *s, uint32_t info, bool dest_ok);
 /* A send re-entering the shim from a signal handler (shim_guard set). Returns 1 when it was
  * queued behind this thread's batch (the caller reports len), 0 when it may go straight
  * through. Async-signal-safe: no lock; memory only from mmap, when the ring is full. */
-int shim_batch_signal_send(const struct shim_send *s);
+int shim_batch_signal_send(struct shim_send *s);
 /* Of the queued ones: how many went to the overflow chain; and sends that had to be queued
  * but found no memory for it, so went straight through, possibly ahead of earlier data. */
 extern _Atomic uint64_t shim_sigoverflow, shim_sigunordered;
@@ -575,22 +608,12 @@ uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen);
 
 /* Can p .. p + len not be the program's memory: in the first page (which no process maps:
  * vm.mmap_min_addr), past the largest user address (five-level paging), or wrapping? The
- * kernel answers such a call with EFAULT; the shim must not touch it (it would fault, where
- * the program expects the error). Other bad pointers, into unmapped user memory, the shim
- * cannot tell without a system call: it touches only what it copies or compares. */
+ * kernel answers such a call with EFAULT without a look. Other bad pointers, into unmapped
+ * user memory, need a probe (probe.c). */
 static inline bool shim_bad_ptr(const void *p, size_t len)
 {
 	const uintptr_t a = (uintptr_t)p;
 	return len && (a < 4096 || a + len < a || a + len > ((uintptr_t)1 << 56));
-}
-
-/* Is any buffer of iov[0..n) one shim_bad_ptr refuses? */
-static inline bool shim_iov_bad(const struct iovec *iov, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (shim_bad_ptr(iov[i].iov_base, iov[i].iov_len))
-			return true;
-	return false;
 }
 
 /* memcmp for the short payloads of the hot path, inlined (16 bytes a step with SSE2). */
@@ -682,6 +705,12 @@ ssize_t shim_metrics_fast(int fd, const void *buf, size_t len, int flags,
 struct shim_sockrow *shim_count_send(struct shim_thread *t, const struct shim_send *s,
 				     struct shim_fd *e, uint64_t key, uint32_t info,
 				     bool batchable);
+/* A send the kernel has just made (r, and err when r < 0), counted as shim_count_send and
+ * shim_count_result would: the shim reads what the kernel read, probes the rest unless the
+ * kernel said EFAULT. observe: batch mode, a send that was bound to pass: the fan-out
+ * predictor sees its destination now. */
+void shim_count_made(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
+		     uint32_t info, ssize_t r, int err, bool observe);
 /* Count the outcome seen by the program: r >= 0 bytes, or -1 with err. */
 void shim_count_result(struct shim_thread *t, struct shim_sockrow *row, ssize_t r, int err,
 		       uint64_t datagrams, bool batched, uint64_t syscalls);
@@ -732,6 +761,13 @@ void shim_report_retire_rows(struct shim_thread *t);
 /* The process's AF_XDP port (batch mode with an interface; bypass mode), made by the first send
  * that needs it; NULL when there is none (said once, on stderr). */
 struct ms__xport *shim_xport(void);
+/* After a send through port p that made no frame (fb: the fallback counters it added to,
+ * other0: fb[MS__XDP_OTHER] before it): did taking its queue (which its first frame does)
+ * fail? Then what it skipped for that counts unavailable, the failure is said once, and the
+ * port is no more. */
+void shim_xport_check(struct ms__xport *p, uint64_t *fb, uint64_t other0);
+/* For the report: "none" (no queue taken: no datagram went as a frame), "taken", "failed". */
+const char *shim_xport_queue_state(void);
 /* close, dup2, close_range: is fd the port's own? (Then the program never had it.) */
 bool shim_xport_owns(int fd);
 /* The port's interface ("" until the first send that needs it names one). */
@@ -747,7 +783,7 @@ void shim_xport_lose(void);
 void shim_xport_after_fork_child(void);
 /* Bypass mode: send s now as an AF_XDP frame if it can go as one. true: sent, *r is the length;
  * false: the caller sends it by the kernel's path (the reason is counted). Guard set. */
-bool shim_bypass_send(struct shim_thread *t, const struct shim_send *s, struct shim_fd *e,
+bool shim_bypass_send(struct shim_thread *t, struct shim_send *s, struct shim_fd *e,
 		      uint32_t info, uint64_t *syscalls, ssize_t *r);
 /* Bypass mode's sendmmsg: what the kernel's sendmmsg would return, errno set on -1. */
 int shim_bypass_mmsg(struct shim_thread *t, int fd, struct shim_fd *e, uint32_t info,

@@ -484,8 +484,9 @@ static void xdp_ctx_fini(void *state)
 }
 
 /* Set up st (ifname, settings and ctx set) on its interface: the link, the packet memory,
- * the socket. 0, or -errno with why_buf saying what failed. */
-static int xstate_open(struct xstate *st)
+ * the socket (unless lazy: a port takes its queue at its first frame, ms__xport_send). 0, or
+ * -errno with why_buf saying what failed. */
+static int xstate_open(struct xstate *st, bool lazy)
 {
 	st->fd = -1;
 	int err = ms__nl_open(&st->nl);
@@ -516,7 +517,9 @@ static int xstate_open(struct xstate *st)
 		return -ENOMEM;
 	if (st->ctx && (err = ms__mlock(st->ctx, st->freel, st->nframes * sizeof(*st->freel))))
 		return err;
-	if ((err = xsk_open(st)))
+	if (lazy)
+		st->next_reopen = UINT64_MAX; /* made by the first frame, not by xstate_tick */
+	else if ((err = xsk_open(st)))
 		return err;
 	st->next_check = now_ns() + CHECK_NS;
 	return 0;
@@ -543,7 +546,7 @@ static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
 	st->queue_set = ctx->xdp.queue_set;
 	st->queue_want = ctx->xdp.queue;
 	st->nframes = ctx->xdp.frames;
-	int err = xstate_open(st);
+	int err = xstate_open(st, false);
 	if (err) {
 		if (why_buf[0])
 			ctx->init_why = why_buf;
@@ -1595,6 +1598,9 @@ struct ms__xport {
 	uint16_t ip_id;
 	uint32_t epoch;        /* bumped whenever the cache is made again (pfd.last_slot) */
 	bool lost;             /* ms__xport_lose: its descriptors are not its own any more */
+	int queue;             /* 0: no queue taken yet (no frame made); 1 taken; -errno: taking
+	                          it failed, queue_why says why (every message skipped since) */
+	char queue_why[160];
 	uint64_t nl_poll_at;   /* when a kick polls the rtnetlink listener next (port_kick) */
 	bool recheck;          /* read the notifications at the next send (atomic) */
 };
@@ -1667,7 +1673,7 @@ int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct m
 	snprintf(st->ifname, sizeof(st->ifname), "%s", ifname);
 	st->copy_only = copy_only;
 	st->nframes = frames ? frames : 2048;
-	err = xstate_open(st);
+	err = xstate_open(st, true);
 	if (!err) {
 		p->cap = PORT_CACHE_MIN;
 		p->epoch = 1; /* a pfd's last_epoch 0 never matches */
@@ -1704,7 +1710,37 @@ void ms__xport_close(struct ms__xport *p)
 
 void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len)
 {
-	xdp_describe(NULL, &p->st, buf, len);
+	if (p->queue <= 0)
+		snprintf(buf, len, "AF_XDP on %s: no queue taken%s%s", p->st.ifname,
+			 p->queue < 0 ? ": " : " (no frame yet)", p->queue < 0 ? p->queue_why : "");
+	else
+		xdp_describe(NULL, &p->st, buf, len);
+}
+
+int ms__xport_queue(const struct ms__xport *p, char *why, size_t whylen)
+{
+	const int q = __atomic_load_n(&p->queue, __ATOMIC_ACQUIRE);
+	if (q < 0 && why)
+		snprintf(why, whylen, "%s", p->queue_why);
+	return q;
+}
+
+/* The port's first frame: take the queue now (lock held). false: taking it failed, for good. */
+static bool take_queue(struct ms__xport *p, uint64_t now)
+{
+	struct xstate *st = &p->st;
+	why_buf[0] = '\0';
+	st->queue = pick_queue(st);
+	const int err = xsk_open(st);
+	if (err) {
+		snprintf(p->queue_why, sizeof(p->queue_why), "%s",
+			 why_buf[0] ? why_buf : ms_strerror(err));
+		__atomic_store_n(&p->queue, err, __ATOMIC_RELEASE);
+		return false;
+	}
+	st->next_check = now + CHECK_NS;
+	__atomic_store_n(&p->queue, 1, __ATOMIC_RELEASE);
+	return true;
 }
 
 /* The socket's record, read again when the caller's generation changed. */
@@ -1940,7 +1976,8 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 	st->sys = 0;
 	uint32_t k = 0;
 	const uint32_t head0 = st->tx.head;
-	struct pfd *f = st->fd >= 0 ? port_fd(p, fd, fdgen, &t) : NULL;
+	/* (before its first frame a port has no socket, and decides as it would with one) */
+	struct pfd *f = st->fd >= 0 || !p->queue ? port_fd(p, fd, fdgen, &t) : NULL;
 	if (!f || !f->udp) {
 		*skip = cnt;
 		fb[MS__XDP_OTHER] += cnt;
@@ -1962,7 +1999,8 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 			goto out;
 		}
 	}
-	reap(st);
+	if (st->fd >= 0)
+		reap(st);
 	unsigned why = 0; /* why m[k] stopped the frames */
 	for (; k < cnt; k++) {
 		const struct msghdr *h = &m[k].msg_hdr;
@@ -1971,6 +2009,16 @@ uint32_t ms__xport_send(struct ms__xport *p, int fd, uint32_t fdgen, const struc
 		why = port_why(d, h, &len);
 		if (why)
 			break;
+		if (unlikely(st->fd < 0)) {
+			/* A program that never sends a datagram the interface would carry (only
+			 * to loopback, say) never holds one of its queues. */
+			if (!take_queue(p, now)) {
+				why = MS__XDP_OTHER;
+				*skip = cnt - k;
+				fb[why] += *skip;
+				break;
+			}
+		}
 		if (!st->nfree) {
 			uint32_t cons;
 			if (port_kick(p, f, fd, now, &t, &cons)) {

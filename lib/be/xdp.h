@@ -40,11 +40,17 @@ struct ms__xport_counts {
 };
 
 /* A port on interface ifname: frames packet buffers (0: 2048), copy mode only or zero copy
- * first. 0, or -errno with why (whylen bytes) saying what failed. */
+ * first; its queue is taken by its first frame (ms__xport_queue). 0, or -errno with why
+ * (whylen bytes) saying what failed. */
 int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct ms__xport **out,
 		   char *why, size_t whylen);
 void ms__xport_close(struct ms__xport *p);
 void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);
+/* A port takes its transmit queue (its AF_XDP socket and packet memory) with its first frame,
+ * not when it is opened: a program that never sends a datagram the interface would carry never
+ * holds one. 1: taken; 0: not yet; -errno: taking it failed (why, whylen bytes, says what),
+ * and every message is skipped since (MS__XDP_OTHER). */
+int ms__xport_queue(const struct ms__xport *p, char *why, size_t whylen);
 /* The network may have changed (the program made a request on a netlink socket: now true;
  * it waited for something, another process perhaps: now false): the next send reads the
  * kernel's notifications before it makes a frame; with now false, only if none were read or

@@ -20,6 +20,8 @@
 #   bypass-test.sh multicast                             IPv4 multicast, loop off and on
 #   bypass-test.sh sigsend                               tests/shim/bypass-sigsend.c
 #   bypass-test.sh live                                  multisend-stat's final shim slot
+#   bypass-test.sh efault                                tests/shim/efault.c: bad pointers
+#   bypass-test.sh queue local|peer                      when the port takes its queue
 #
 # Environment as shim-test.sh's (SHIM_DIR, EXAMPLES_DIR, TESTS_DIR, STAT_BIN). Exit status: 0 pass,
 # 1 fail, 77 skip (not root, no network namespaces or veth, AF_XDP unavailable: the shim's
@@ -721,6 +723,67 @@ errno_test() {
 	echo "PASS: bypass-errno $what: the same results under --bypass"
 }
 
+# ---- bad pointers ------------------------------------------------------------------------------
+
+# tests/shim/efault.c peer: every send call with memory or lengths the kernel refuses, between
+# good sends to the peer that go as frames: the same results (the kernel's errno, no signal)
+# without the shim and under --bypass. Issue 26, item 9.
+efault_test() {
+	bin=${TESTS_DIR:?}/shim-efault
+	[ -x "$bin" ] || fail "$bin is not built"
+	rig
+	plain ef.plain "$bin" peer 10.77.0.2
+	echo "exit status $rc" >>"$tmp/ef.plain.out"
+	[ "$rc" = 0 ] || { show "$tmp/ef.plain.out" "$tmp/ef.plain.err"; fail "efault without the shim: exit $rc"; }
+	bypass ef.bypass "$bin" peer 10.77.0.2
+	echo "exit status $rc" >>"$tmp/ef.bypass.out"
+	show "$tmp/ef.bypass.err"
+	same "$tmp/ef.plain.out" "$tmp/ef.bypass.out" "efault's results"
+	check_shape "$tmp/ef.bypass.json"
+	# The good fan-outs between the bad calls went as frames; the bad ones by the kernel's
+	# path, which refused them.
+	check_stats "$tmp/ef.bypass.json" "len(r) == 1" "t['xdp_frames'] > 50" "x['other'] > 20" \
+		"t['errors'] > 20"
+	show_report "$tmp/ef.bypass.json"
+	echo "PASS: bad pointers and lengths under --bypass: the kernel's answers, no signal"
+}
+
+# ---- the queue ---------------------------------------------------------------------------------
+
+# queue local|peer: tests/shim/bypass-queue.c under --bypass, with S's default route out of xs0
+# and no --xdp-iface (the shim picks xs0 itself, as a user's would): 200 datagrams to loopback
+# leave the process holding no AF_XDP socket (no queue of xs0 taken), the report says "none"
+# and every datagram went by the kernel's path (local); 200 to the peer take one, as frames.
+queue_test() {
+	bin=${TESTS_DIR:?}/bypass-queue
+	[ -x "$bin" ] || fail "$bin is not built"
+	rig
+	ipq -n "$nsS" route add default via 10.77.0.2 || fail "default route"
+	xopt=''
+	case $1 in
+	local)
+		bypass q "$bin" 127.0.0.1 9 200
+		show "$tmp/q.out" "$tmp/q.err"
+		[ "$rc" = 0 ] || fail "bypass-queue: exit $rc"
+		grep -qx 'sent 200, AF_XDP sockets 0' "$tmp/q.out" ||
+			fail "loopback datagrams only, and the process holds an AF_XDP socket"
+		check_stats "$tmp/q.json" "len(r) == 1" "r[0]['total']['xdp_queue'] == 'none'" \
+			"t['xdp_iface'] == 'xs0'" "t['xdp_frames'] == 0" "x['local'] == 200" \
+			"fball() == 200" ;;
+	peer)
+		bypass q "$bin" 10.77.0.2 9 200
+		show "$tmp/q.out" "$tmp/q.err"
+		[ "$rc" = 0 ] || fail "bypass-queue: exit $rc"
+		grep -qx 'sent 200, AF_XDP sockets 1' "$tmp/q.out" ||
+			fail "datagrams out of xs0, and the process holds no AF_XDP socket"
+		check_stats "$tmp/q.json" "len(r) == 1" "r[0]['total']['xdp_queue'] == 'taken'" \
+			"t['xdp_frames'] == 200" "fball() == 0" ;;
+	*) fail "queue: local or peer" ;;
+	esac
+	show_report "$tmp/q.json"
+	echo "PASS: --bypass takes a queue only for a datagram that leaves by its interface ($1)"
+}
+
 # ---- live counters ------------------------------------------------------------------------------
 
 # bypass-errno all (a send for nearly every reason) under --stats-shm: once it has exited,
@@ -821,5 +884,7 @@ sendmmsg) sendmmsg_test "$2" ;;
 multicast) multicast_test ;;
 sigsend) sigsend_test ;;
 live) live_test ;;
-*) fail "usage: $0 legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend|live ..." ;;
+efault) efault_test ;;
+queue) queue_test "$2" ;;
+*) fail "usage: $0 efault|queue|legacy|legacy-local|legacy-mtu|legacy-neigh|legacy-gateway|legacy-default|legacy-noiface|foreign|patterns|errno|sendmmsg|multicast|sigsend|live ..." ;;
 esac
