@@ -11,8 +11,8 @@ the day someone adds a tool):
     `env`, `unshare ...`, `setpriv ...`, `script -c`);
   - Python: the first string of a list literal (["ip", "link", ...]), the command string of
     subprocess calls, shutil.which("x");
-  - C: exec*/posix_spawn*/system/popen arguments, argv initialisers { "x", ... }, and string
-    literals that begin with a program and a space ("ip netns add %s");
+  - C: exec*/posix_spawn*/system/popen arguments, argv initialisers (char *argv[] = { "x", ...)
+    and command lines handed to a shell helper (sh("ip netns add %s"));
   - meson: find_program('x', ...).
 A word counts as a program when it is a file in PATH here (`type -P`); words that are shell
 functions, builtins only, variables or the project's own programs are not found there and are
@@ -40,13 +40,12 @@ if not shutil.which('dpkg-query') or not shutil.which('dpkg'):
     print('SKIP: not a Debian system (no dpkg)')
     sys.exit(77)
 
-# Words that are files in PATH on a typical machine but are not programs where they appear.
-# Each needs a reason; keep this short.
-NOT_PROGRAMS = {
-}
+# Words the scan takes for programs where they are not (a file of that name in PATH, used as
+# data): the escape hatch for a false alarm, each with its reason. Empty today.
+NOT_PROGRAMS = set()
 
-# Wrappers whose arguments contain a further command: name -> how many words of options follow
-# (None: skip words starting with '-' and VAR=value).
+# Wrappers whose arguments hold a further command, found after their options (words starting
+# with '-', VAR=value, and timeout's duration).
 WRAPPERS = {'exec', 'env', 'nice', 'nohup', 'sudo', 'time', 'command', 'chroot', 'setsid',
             'stdbuf', 'taskset', 'timeout', 'unshare', 'setpriv', 'prlimit', 'nsenter',
             'valgrind', 'strace', 'xargs', 'ionice', 'chrt', 'runuser', 'su', 'flock',
@@ -257,9 +256,6 @@ def scan_python(text, where, add):
     for m in re.finditer(r'(?:which|run|Popen|check_output|check_call|call|system)\(\s*'
                          r'(?:f|r)?["\']([A-Za-z0-9/][A-Za-z0-9_./+-]*)', text):
         add(m.group(1), f'{where}:{text.count(chr(10), 0, m.start()) + 1}')
-    # Shell command lines inside Python strings handed to a shell.
-    for m in re.finditer(r'shell=True', text):
-        pass
 
 
 def scan_c(text, where, add):
@@ -296,13 +292,10 @@ def scan_markdown(text, where, add):
 
 
 uses = {}   # program word -> [where, ...]
-weak = set()
 probed = set()  # looked for before use (command -v): optional where missing
 
 
-def add(word, where, weak_match=False, **kw):
-    if kw.get('weak'):
-        weak_match = True
+def add(word, where, **kw):
     if not word or word in NOT_PROGRAMS or (kw.get('shell') and (word in BUILTINS or word in FUNCTIONS)):
         return
     if word.startswith('/'):
@@ -312,10 +305,6 @@ def add(word, where, weak_match=False, **kw):
         return
     if kw.get('probe'):
         probed.add(word)
-    if word not in uses and weak_match:
-        weak.add(word)
-    elif not weak_match:
-        weak.discard(word)
     uses.setdefault(word, []).append(where)
 
 
@@ -418,7 +407,7 @@ for word in sorted(uses):
         path = shutil.which(word, path=PATH)
     if path:
         paths[word] = path
-    elif word not in weak:
+    else:
         unknown.append(word)
 # Python modules the scripts import: each resolved by python3 itself to its file (a module of
 # the project's own, next to its script, is not a dependency), then to its package like a
