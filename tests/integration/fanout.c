@@ -6,10 +6,8 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -742,42 +738,13 @@ static void test_other_thread(void **state)
 	net_free(&nt);
 }
 
-/*
- * The N = 3000 shapes take up to 6,000 ephemeral ports at once (a receiver each, and a sender
- * each when connected) from a range that every process of the network namespace shares
- * (28,232 ports by default). On a machine where other test runs hold thousands, bind and
- * connect fail with EADDRINUSE: a failure of the machine, not of the library. So where it may
- * (root), the test runs in a network namespace of its own, with its own loopback and port
- * range; elsewhere in the shared one, as before.
- */
-static void private_netns(void)
-{
-	if (unshare(CLONE_NEWNET)) {
-		printf("# the shared network namespace (unshare: %s): its port range is shared\n",
-		       strerror(errno));
-		return;
-	}
-	struct ifreq ifr = { 0 };
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	strcpy(ifr.ifr_name, "lo");
-	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr)) {
-		perror("fanout: lo in a new network namespace");
-		exit(1);
-	}
-	ifr.ifr_flags |= IFF_UP;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr)) {
-		perror("fanout: bringing lo up in a new network namespace");
-		exit(1);
-	}
-	close(s);
-}
-
 int main(int argc, char **argv)
 {
 	backend = net_backend_arg(argc, argv, (struct ms_config){ 0 }, NULL, 0);
 	net_raise_nofile(16384);
-	private_netns();
+	/* The N = 3000 shapes hold up to 6,000 ephemeral ports at once (a receiver each, and a
+	 * sender each when connected). */
+	net_private_netns("fanout");
 
 	static const size_t sizes[] = { 1, 7, 1024, 1025, 3000 };
 	static const enum kind kinds[] = { K_UDP4, K_UDP6,      K_UDP4_CONN, K_UDP6_CONN, K_UNIX,
