@@ -91,7 +91,11 @@ usage: smoke.py TEST BENCH
                 or is skipped with the library's reason; raw-xdp and xdp are skipped with a
                 reason on netns-drop; the namespace is removed; raw-xdp's frames, read at the
                 peer inside the namespace (odd size), are well-formed: MACs, addresses, ports,
-                lengths, IPv4 and UDP checksums. Skipped without root or AF_XDP
+                lengths, IPv4 and UDP checksums (the peer capture waits for the link to be up).
+                Skipped without root or AF_XDP
+  xdp-capture   (root) that peer capture started in a namespace of its own while msb1 is still
+                down, msb1 brought up once the capture has its socket, frames sent into msb0:
+                the capture reads them, well-formed, instead of failing with ENETDOWN
   callgrind     --callgrind (needs valgrind; skipped without it): the rows parse, instructions
                 per destination and the library / hand-written ratios are positive and finite,
                 --callgrind-out keeps callgrind's files
@@ -108,6 +112,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 SKIP = 77
 failures = []
@@ -764,9 +769,29 @@ def have_af_xdp():
 
 # Run inside the bench's namespace: read what arrives at the veth's peer and check that raw-xdp's
 # frames are well-formed UDP datagrams (checksums included, which nobody on the path verifies).
+# The namespace appears before the bench has made msb1 and brought it up: a packet socket bound
+# to a device that is down gets ENETDOWN at its first recv (the kernel reports it at bind), and
+# one bound while the device flaps gets it again. So wait (bounded) until msb1 exists and is
+# up with a carrier, then bind, and take a later ENETDOWN as "nothing yet".
 FRAME_CHECK = r'''
-import socket, struct, sys, time
+import errno, os, socket, struct, sys, time
+size, n = int(sys.argv[1]), int(sys.argv[2])
+wait = float(sys.argv[3]) if len(sys.argv) > 3 else 20
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+def link_up(dev):
+    try:
+        with open(f"/sys/class/net/{dev}/operstate") as f:
+            state = f.read().strip()
+        with open(f"/sys/class/net/{dev}/carrier") as f:
+            return state == "up" and f.read().strip() == "1"
+    except OSError:  # not there yet, or carrier unreadable while down
+        return False
+deadline = time.time() + wait
+while not link_up("msb1") and time.time() < deadline:
+    time.sleep(0.02)
+if not link_up("msb1"):
+    print("msb1 never came up within %g s" % wait)
+    sys.exit(1)
 s.bind(("msb1", 0))
 s.settimeout(1.0)
 def csum(b):
@@ -776,13 +801,17 @@ def csum(b):
     while x >> 16:
         x = (x & 0xffff) + (x >> 16)
     return x
-size, n, seen, bad, deadline = int(sys.argv[1]), int(sys.argv[2]), 0, [], time.time() + 20
+seen, bad, deadline = 0, [], time.time() + 20
 ports = set()
 while seen < 200 and time.time() < deadline:
     try:
         f = s.recv(4096)
     except socket.timeout:
         continue
+    except OSError as e:
+        if e.errno != errno.ENETDOWN:
+            raise
+        continue  # the link went down after the bind; it delivers again once up
     if f[12:14] != b"\x08\x00":
         continue
     ip, udp = f[14:34], f[34:]
@@ -803,6 +832,94 @@ while seen < 200 and time.time() < deadline:
 if not ports <= set(range(10000, 10000 + n)): bad.append("ports %s" % sorted(ports))
 print("frames", seen, "bad", len(bad), bad[:3])
 '''
+
+
+# Sends well-formed 33-byte UDP datagrams 10.213.0.1 -> 10.213.0.2 ports 10000..10003 out of
+# msb0 (IP_HDRINCL, checksums computed here: veth would leave a kernel datagram's UDP checksum
+# to an offload nobody performs), paced, until argv[1] seconds have passed or it is killed.
+FRAME_SEND = r'''
+import socket, struct, sys, time
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    x = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while x >> 16:
+        x = (x & 0xffff) + (x >> 16)
+    return x
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+src, dst = socket.inet_aton("10.213.0.1"), socket.inet_aton("10.213.0.2")
+payload, end, i = b"x" * 33, time.time() + float(sys.argv[1]), 0
+while time.time() < end:
+    port = 10000 + i % 4
+    udp = struct.pack("!HHHH", 9999, port, 8 + len(payload), 0) + payload
+    c = 0xffff - csum(src + dst + struct.pack("!BBH", 0, 17, len(udp)) + udp)
+    udp = udp[:6] + struct.pack("!H", c or 0xffff) + udp[8:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i & 0xffff, 0x4000, 64, 17, 0,
+                     src, dst)
+    ip = ip[:10] + struct.pack("!H", 0xffff - csum(ip)) + ip[12:]
+    try:
+        s.sendto(ip + udp, ("10.213.0.2", 0))
+    except OSError:
+        pass  # msb0 has no carrier while msb1 is down
+    i += 1
+    time.sleep(0.005)
+'''
+
+
+def t_xdp_capture(bench):
+    """The peer capture of check_xdp_frames started while msb1 is still down (as when it wins
+    the race with the bench's `ip link set msb1 up`): it waits for the link and reads the
+    frames sent once it is up, instead of failing with ENETDOWN."""
+    if not have_netns():
+        return SKIP
+    name = "msbcap-" + uuid.uuid4().hex[:12]
+    ip = lambda *a: subprocess.run(["ip", "-n", name, *a], capture_output=True, text=True)
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
+    if not check(made.returncode == 0, f"ip netns add {name}: {made.stderr.strip()}"):
+        return 1
+    cap = snd = None
+    try:
+        for cmd in (["link", "add", "msb0", "type", "veth", "peer", "name", "msb1"],
+                    ["link", "set", "msb0", "addrgenmode", "none"],
+                    ["link", "set", "msb1", "addrgenmode", "none"],
+                    ["addr", "add", "10.213.0.1/24", "dev", "msb0"],
+                    ["link", "set", "msb0", "up"],
+                    ["neigh", "replace", "10.213.0.2", "lladdr", "02:00:5e:10:00:02", "dev",
+                     "msb0", "nud", "permanent"]):
+            r = ip(*cmd)
+            if not check(r.returncode == 0, f"ip {' '.join(cmd)}: {r.stderr.strip()}"):
+                return 1
+        cap = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", FRAME_CHECK,
+                                "33", "4", "60"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # msb1 stays down until the capture has its packet socket (listed in the namespace's
+        # /proc/net/packet), so the capture always starts before the link is up.
+        deadline = time.time() + 30
+        while time.time() < deadline and cap.poll() is None:
+            r = subprocess.run(["ip", "netns", "exec", name, "cat", "/proc/net/packet"],
+                               capture_output=True, text=True)
+            if len(r.stdout.splitlines()) > 1:
+                break
+            time.sleep(0.02)
+        r = ip("link", "set", "msb1", "up")
+        check(r.returncode == 0, f"ip link set msb1 up: {r.stderr.strip()}")
+        snd = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", FRAME_SEND,
+                                "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        out, err = cap.communicate(timeout=120)
+        words = out.split()
+        check(cap.returncode == 0 and len(words) >= 4 and words[0] == "frames" and
+              int(words[1]) > 0 and words[3] == "0",
+              f"the capture started before msb1 was up: exit status {cap.returncode}: "
+              f"{out.strip()} {err.strip()}")
+    finally:
+        for p in (cap, snd):
+            if p and p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    check(name not in namespaces(), f"namespace {name} left behind")
+    return 0
 
 
 def check_xdp_frames(bench):
@@ -1914,6 +2031,7 @@ def main():
              "variants": t_variants, "connect": t_connect, "offload": t_offload,
              "workers": t_workers, "zc": t_zc, "tcp": t_tcp,
              "auto": t_auto, "load": t_load, "timeline": t_timeline, "xdp": t_xdp,
+             "xdp-capture": t_xdp_capture,
              "callgrind": t_callgrind, "preflight": t_preflight,
              "sigint-report": t_sigint_report, "ratecap": t_ratecap}
     rc = tests[sys.argv[1]](sys.argv[2])

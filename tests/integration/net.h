@@ -50,6 +50,10 @@ struct net {
 
 /* Raise RLIMIT_NOFILE so thousands of sockets fit (root may also raise the hard limit). */
 void net_raise_nofile(unsigned need);
+/* Where it may (root), move the process into a network namespace of its own with its loopback
+ * up; elsewhere say so on stderr (prog names the program) and stay. Call before any socket or
+ * thread. */
+void net_private_netns(const char *prog);
 /* The backend the test program's one argument names (loop, sendmmsg, io_uring), checked to
  * work here with cfg's other fields (its backend set, MS_CFG_NO_FALLBACK and
  * MS_CFG_IGNORE_ENV added): exits 2 on a bad argument and 77 (skipped) when the backend is
