@@ -66,6 +66,11 @@ MS_EXPORT const char *ms_version_string(void);
  *                        transmit queue, one system call per batch the kernel takes; what it
  *                        cannot carry goes by the kernel's path, per destination (see "Kernel
  *                        bypass" below). Available only where an interface is named.
+ *   MS_BACKEND_KFANOUT   kernel fan-out: one sendto(2) of the message per slice of up to 256
+ *                        UDP destinations, which a BPF program an administrator attached to
+ *                        the egress interface replicates inside the kernel (see "Kernel
+ *                        fan-out" below). Available only where an attachment is found and
+ *                        the process may use it (no capability needed).
  *   MS_BACKEND_AUTO      measures them on the fan-outs the context sends and uses the cheapest
  *                        (see "Choosing a backend" at ms_ctx_new).
  */
@@ -75,9 +80,10 @@ enum ms_backend {
 	MS_BACKEND_SENDMMSG = 2,
 	MS_BACKEND_IO_URING = 3,
 	MS_BACKEND_XDP = 4,
+	MS_BACKEND_KFANOUT = 5,
 };
 
-/* "auto", "loop", "sendmmsg", "io_uring", "xdp"; NULL for a value outside the enum. */
+/* "auto", "loop", "sendmmsg", "io_uring", "xdp", "kfanout"; NULL for a value outside the enum. */
 MS_EXPORT const char *ms_backend_name(enum ms_backend b);
 
 /* The backend a name stands for (the inverse of ms_backend_name), or -EINVAL. */
@@ -254,7 +260,10 @@ struct ms_config {
  * io_uring is probed once per process; seccomp filters, kernel.io_uring_disabled and old
  * kernels make it unavailable, quietly. xdp is available only where an interface is named
  * (xdp_ifname, MULTISEND_XDP_IFACE; see "Kernel bypass" at ms_group_kernel_path), and then
- * AUTO measures it beside the others.
+ * AUTO measures it beside the others. kfanout is available where an administrator attached
+ * the kernel fan-out to an interface of this network namespace and this process may open its
+ * pinned maps (see "Kernel fan-out"), and then AUTO measures it beside the others; it is
+ * never a fallback.
  *
  * MS_BACKEND_AUTO measures instead of assuming: which backend costs least per destination
  * depends on the host (system-call entry cost, mitigations, caches, the neighbours' load), on
@@ -285,10 +294,10 @@ struct ms_config {
  *
  * Environment (read with secure_getenv, so ignored in setuid programs; ignored entirely with
  * MS_CFG_IGNORE_ENV):
- *   MULTISEND_BACKEND=auto|loop|sendmmsg|io_uring|xdp  replaces cfg->backend (an unknown
+ *   MULTISEND_BACKEND=auto|loop|sendmmsg|io_uring|xdp|kfanout  replaces cfg->backend (an unknown
  *     name is ignored, with one warning on stderr per process).
- *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1, MULTISEND_NO_XDP=1
- *     disable one.
+ *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1, MULTISEND_NO_XDP=1,
+ *     MULTISEND_NO_KFANOUT=1 disable one.
  *   MULTISEND_XDP_IFACE=name  when cfg->xdp_ifname is NULL: the xdp backend's interface.
  *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped;
  *     with AUTO, also each decision as it is made (first per shape, and every change).
@@ -495,6 +504,60 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * kept. Returns 0, -EINVAL (g NULL, id < 0 and not MS_GROUP_ALL) or -ENOENT (no such id). */
 #define MS_GROUP_ALL (-1)
 MS_EXPORT int ms_group_kernel_path(struct ms_group *g, int id, int on);
+
+/*
+ * Kernel fan-out (MS_BACKEND_KFANOUT)
+ *
+ * The kfanout backend sends the UDP destinations of an unconnected IPv4 or IPv6 socket whose
+ * route leaves by an interface where an administrator attached the kernel fan-out
+ * (`multisend-kfanout attach IFACE`, docs/kfanout.md) with one sendto(2) per slice of up to
+ * 256 of them (the slice size is the attachment's): the message goes once, on the caller's
+ * own socket, to a reserved template address; the attached BPF program, on the interface's
+ * egress, in the caller's context and before sendto returns, copies it to each destination
+ * of the slice (rewriting the Ethernet, IP and UDP destinations and checksums) and writes
+ * each copy's result where the library reads it. So a destination's status is what the
+ * device said of its copy: its length, -ENOBUFS for exactly the copies a full queue did not
+ * take, or -EPERM for a destination outside the prefixes and ports the administrator allowed
+ * (kfanout_refused). Never twice, never skipped: a template the program did not run for
+ * (detached meanwhile, a route that changed, a send that failed) is taken back and its slice
+ * goes by the kernel's path in the same call (kfanout_reclaimed).
+ *
+ * The copies are the template's: the socket's source address and port (an unbound socket is
+ * bound by the template's sendto, as by any first send), TOS/TCLASS, TTL/hop limit and DF,
+ * and one IPv4 ID for the slice. What they skip, plainly: routing per destination (the
+ * library checks when the group or the network changes that each destination's route leaves
+ * by the attachment's interface, from the template's source address, with a resolved next
+ * hop, whose link-layer address it writes into the destination's record: kept current as the
+ * xdp backend keeps its frames' headers, by rtnetlink notifications read at most every 5 ms),
+ * netfilter (OUTPUT and POSTROUTING rules see the template only), IPsec policies, and the
+ * kernel's UDP counters; they do pass the device's root qdisc and taps. A destination that
+ * needs any of them must stay on the kernel's path: ms_group_kernel_path.
+ *
+ * A destination the kernel fan-out cannot carry goes by the kernel's path (sendmmsg runs) in
+ * the same call, with the same meaning, counted by reason: kfanout_fallback_local (local,
+ * loopback, broadcast), _iface (its route leaves by an interface without an attachment),
+ * _mtu (the message does not fit the path's MTU in one datagram), _route (no usable route),
+ * _neigh (next hop not resolved yet: the kernel's send resolves it), _other (not UDP, a
+ * connected socket, opted out, a multicast group, a socket with IP_RECVERR / IPV6_RECVERR,
+ * UDP_CORK, UDP_SEGMENT, IP_OPTIONS or SO_TIMESTAMPING for sends, IPV6_V6ONLY with an IPv4
+ * destination, a route whose source address is not the template's, an attachment whose
+ * template route is gone). A gathered message (ms_sendv with several pieces) goes by the
+ * loop backend as a whole.
+ *
+ * Who may use it: anyone who may open the attachment's pinned maps (KF_PIN_ROOT/IFACE/ in
+ * bpffs: their owner group and mode are the administrator's choice); no capability. The
+ * context finds every attachment of its network namespace when it is made (the ones added
+ * later are not seen). Unavailable, ms_ctx_new falls back quietly, or under
+ * MS_CFG_NO_FALLBACK fails with -ENOTSUP (not built, disabled, no attachment here), -EACCES
+ * (the pins exist but this user may not open them), -EPERM (bpf(2) refused: a kernel before
+ * 6.5 with kernel.unprivileged_bpf_disabled refuses every call without CAP_BPF), -ENOSYS or
+ * -EINVAL (a kernel without bpf(2) or mmap-able maps, before 5.5); MULTISEND_SHOW_BACKEND=1
+ * says why. A context holds one slot of the attachment (1024 in all) per socket and slice of
+ * each group, claimed when a group is sent first after a change and released when the group
+ * or context is freed (a process that dies leaves claims a later one takes over). Fan-outs
+ * are sent whole from one thread (workers do not split them); in a child forked after the
+ * context was made, the loop sends (fork_fallback).
+ */
 
 /* Number of destinations in the group (0 for NULL). */
 MS_EXPORT size_t ms_group_size(const struct ms_group *g);
@@ -938,6 +1001,24 @@ struct ms_stats {
 	uint64_t fork_fallback;   /* destinations the loop sent because the context's backend
 	                             (io_uring, xdp) keeps state that is the parent's (its ring,
 	                             its AF_XDP socket); ms_ctx_backend then says loop */
+	/* MS_BACKEND_KFANOUT (see "Kernel fan-out"): */
+	uint64_t kfanout_templates; /* template sends the attached program replicated */
+	uint64_t kfanout_clones;  /* destinations whose copy the device took (status 0) */
+	uint64_t kfanout_refused; /* destinations outside the attachment's policy (-EPERM) */
+	uint64_t kfanout_clone_err; /* clones the device refused (-ENOBUFS for a full queue...) */
+	uint64_t kfanout_reclaimed; /* destinations of template sends the program did not run
+	                             for (detached, another route, the send failed): sent by the
+	                             kernel's path in the same call */
+	uint64_t kfanout_fallback_local; /* destinations sent by the kernel's path instead: local,
+	                             loopback or broadcast */
+	uint64_t kfanout_fallback_iface; /* ... leaving by an interface with no attachment */
+	uint64_t kfanout_fallback_mtu;   /* ... a message larger than the path's MTU */
+	uint64_t kfanout_fallback_route; /* ... no usable route (the kernel's error is the result) */
+	uint64_t kfanout_fallback_neigh; /* ... next hop not resolved yet */
+	uint64_t kfanout_fallback_other; /* ... not UDP, a connected socket, opted out, multicast,
+	                             a socket option clones cannot honour, a source address the
+	                             template would not have, the attachment's template route gone */
+	uint64_t auto_ns_kfanout; /* as auto_ns_loop, for the kfanout backend */
 };
 
 /*

@@ -207,5 +207,8 @@ extern const struct ms__backend ms__backend_iouring;
 #ifdef MS_HAVE_XDP
 extern const struct ms__backend ms__backend_xdp;
 #endif
+#ifdef MS_HAVE_KFANOUT
+extern const struct ms__backend ms__backend_kfanout;
+#endif
 
 #endif

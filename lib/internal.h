@@ -10,7 +10,7 @@
 #include "multisend.h"
 #include "backend.h"
 
-#define MS__NEXEC_G 4 /* = MS__NEXEC (below) */
+#define MS__NEXEC_G 5 /* = MS__NEXEC (below) */
 
 /* One destination, stored in its socket's bucket. */
 struct ms__dest {
@@ -188,8 +188,8 @@ struct ms__exec {
 	const struct ms__backend *be;
 	void *state;
 };
-#define MS__NEXEC 4 /* loop, sendmmsg, io_uring, xdp: what one context can hold at once */
-#define MS__BACKEND_LAST MS_BACKEND_XDP
+#define MS__NEXEC 5 /* loop, sendmmsg, io_uring, xdp, kfanout: what one context can hold at once */
+#define MS__BACKEND_LAST MS_BACKEND_KFANOUT
 _Static_assert(MS__NEXEC == MS__NEXEC_G, "one gdata per backend a context holds");
 
 struct ms_ctx {

@@ -39,6 +39,11 @@ static const struct ms__backend *const preference[] = {
 	&ms__backend_iouring,
 #endif
 	&ms__backend_sendmmsg,
+#ifdef MS_HAVE_KFANOUT
+	/* Never a fallback either: it is set up only where an administrator attached the kernel
+	 * fan-out and this process may open its pins (lib/be/kfanout/backend.c finds them). */
+	&ms__backend_kfanout,
+#endif
 #ifdef MS_HAVE_XDP
 	&ms__backend_xdp, /* last: never a fallback (it takes a NIC queue, and needs a name) */
 #endif
@@ -88,6 +93,8 @@ const char *ms_backend_name(enum ms_backend b)
 		return "io_uring";
 	case MS_BACKEND_XDP:
 		return "xdp";
+	case MS_BACKEND_KFANOUT:
+		return "kfanout";
 	}
 	return NULL;
 }
@@ -156,12 +163,14 @@ static const char *const no_env[] = {
 	[MS_BACKEND_SENDMMSG] = "MULTISEND_NO_SENDMMSG",
 	[MS_BACKEND_IO_URING] = "MULTISEND_NO_IO_URING",
 	[MS_BACKEND_XDP] = "MULTISEND_NO_XDP",
+	[MS_BACKEND_KFANOUT] = "MULTISEND_NO_KFANOUT",
 };
 static const char *const no_env_why[] = {
 	[MS_BACKEND_LOOP] = "disabled by MULTISEND_NO_LOOP",
 	[MS_BACKEND_SENDMMSG] = "disabled by MULTISEND_NO_SENDMMSG",
 	[MS_BACKEND_IO_URING] = "disabled by MULTISEND_NO_IO_URING",
 	[MS_BACKEND_XDP] = "disabled by MULTISEND_NO_XDP",
+	[MS_BACKEND_KFANOUT] = "disabled by MULTISEND_NO_KFANOUT",
 };
 
 /* ---- published counters --------------------------------------------------------------------- */
@@ -540,6 +549,7 @@ static int fork_why(const struct ms__backend *be, char *buf, size_t len)
 			"state (%s) is the parent's: the loop sends, counted in fork_fallback",
 			be->name, be->id == MS_BACKEND_XDP ? "its AF_XDP socket and rings"
 			: be->id == MS_BACKEND_IO_URING	   ? "its ring"
+			: be->id == MS_BACKEND_KFANOUT	   ? "its slots in the attachment's maps"
 							   : "its kernel objects");
 }
 
@@ -604,6 +614,10 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 	ch->skipped[MS_BACKEND_XDP] = "not built (linux/if_xdp.h was not found at build time, or "
 				      "-Dxdp=disabled)";
 #endif
+#ifndef MS_HAVE_KFANOUT
+	ch->skipped[MS_BACKEND_KFANOUT] = "not built (-Dkfanout=disabled, or libbpf or clang's BPF "
+					  "target was not found at build time)";
+#endif
 	pthread_once(&probe_once, probe_all);
 	for (size_t k = 0; k < NBACKENDS; k++)
 		if (probe_err[k])
@@ -620,7 +634,7 @@ static enum ms_backend backend_wanted(const struct ms_config *c, bool use_env, s
 			 * value write to the terminal (escaped). */
 			char e[MS__ESC_CAP(MS__ESC_MAX)];
 			fprintf(stderr, "libmultisend: MULTISEND_BACKEND=%s is not one of "
-					"auto, loop, sendmmsg, io_uring, xdp; ignored\n",
+					"auto, loop, sendmmsg, io_uring, xdp, kfanout; ignored\n",
 				ms__esc(e, sizeof(e), v, MS__ESC_MAX));
 		}
 	}

@@ -38,6 +38,21 @@
 	X(xdp_fallback_neigh)                                                                 \
 	X(xdp_fallback_other)
 
+/* The kfanout backend's (lib/be/kfanout/backend.c), kept the same way; at the end of the
+ * table, as they are at the end of struct ms_stats. */
+#define MS__KF_COUNTERS(X)                                                                    \
+	X(kfanout_templates)                                                                  \
+	X(kfanout_clones)                                                                     \
+	X(kfanout_refused)                                                                    \
+	X(kfanout_clone_err)                                                                  \
+	X(kfanout_reclaimed)                                                                  \
+	X(kfanout_fallback_local)                                                             \
+	X(kfanout_fallback_iface)                                                             \
+	X(kfanout_fallback_mtu)                                                               \
+	X(kfanout_fallback_route)                                                             \
+	X(kfanout_fallback_neigh)                                                             \
+	X(kfanout_fallback_other)
+
 #define MS__COUNTERS(X, E)                                                                    \
 	X(fanouts)                                                                            \
 	X(dests_attempted)                                                                    \
@@ -76,7 +91,9 @@
 	X(auto_ns_xdp)                                                                        \
 	X(ts_hw_stamped)                                                                      \
 	X(ts_hw_unavailable)                                                                  \
-	X(fork_fallback)
+	X(fork_fallback)                                                                      \
+	MS__KF_COUNTERS(X)                                                                    \
+	X(auto_ns_kfanout)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {
@@ -120,7 +137,8 @@ _Static_assert(sizeof(struct ms__counters) == 8 * MS__NCOUNTERS, "one word per c
 	X(failed)                                                                             \
 	X(zc_sends)                                                                           \
 	X(zc_copied)                                                                          \
-	MS__XDP_COUNTERS(X)
+	MS__XDP_COUNTERS(X)                                                                   \
+	MS__KF_COUNTERS(X)
 
 struct ms__tally {
 #define MS__T_FIELD(n) uint32_t n;
@@ -129,6 +147,7 @@ struct ms__tally {
 	uint32_t err[MS__ERR_NCLASSES];
 	uint64_t bytes, syscalls;
 	bool xdp; /* the xdp backend counted something in its fields */
+	bool kf;  /* the kfanout backend did */
 };
 
 #endif

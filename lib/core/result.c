@@ -44,6 +44,7 @@ void ms__tally_add(struct ms__tally *to, const struct ms__tally *t)
 	to->bytes += t->bytes;
 	to->syscalls += t->syscalls;
 	to->xdp |= t->xdp;
+	to->kf |= t->kf;
 }
 
 void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
@@ -63,6 +64,11 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		MS__XDP_COUNTERS(ADD)
 #undef ADD
 	}
+	if (unlikely(t->kf)) {
+#define ADD(n) c->n += t->n;
+		MS__KF_COUNTERS(ADD)
+#undef ADD
+	}
 	if (unlikely(t->partial || t->failed || s->g->nmanaged)) {
 		c->dests_partial += t->partial;
 		c->dests_failed += t->failed;
@@ -75,7 +81,7 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
 	 * (whose sampling changes counters of its own on the way), moved only five counters. */
 	if (likely(!t->failed && !t->partial && !s->g->nmanaged && !ctx->ts_sample &&
-		   !(t->zc_sends | t->zc_copied) && !s->counted && !t->xdp))
+		   !(t->zc_sends | t->zc_copied) && !s->counted && !t->xdp && !t->kf))
 		ms__publish_sent(ctx);
 	else
 		ms__publish(ctx);

@@ -227,6 +227,8 @@ static uint64_t *ns_counter(struct ms_ctx *ctx, enum ms_backend b)
 		return &ctx->c.auto_ns_io_uring;
 	case MS_BACKEND_XDP:
 		return &ctx->c.auto_ns_xdp;
+	case MS_BACKEND_KFANOUT:
+		return &ctx->c.auto_ns_kfanout;
 	default:
 		return NULL;
 	}

@@ -52,7 +52,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, xdp_queue, CFG_PTRS + 3 * PTR),
 	OFF(struct ms_config, xdp_frames, CFG_PTRS + 3 * PTR + 4),
 
-	SIZE(struct ms_stats, 8 + 8 * 51),
+	SIZE(struct ms_stats, 8 + 8 * 63),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -106,6 +106,18 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, ts_hw_stamped, 392),
 	OFF(struct ms_stats, ts_hw_unavailable, 400),
 	OFF(struct ms_stats, fork_fallback, 408),
+	OFF(struct ms_stats, kfanout_templates, 416),
+	OFF(struct ms_stats, kfanout_clones, 424),
+	OFF(struct ms_stats, kfanout_refused, 432),
+	OFF(struct ms_stats, kfanout_clone_err, 440),
+	OFF(struct ms_stats, kfanout_reclaimed, 448),
+	OFF(struct ms_stats, kfanout_fallback_local, 456),
+	OFF(struct ms_stats, kfanout_fallback_iface, 464),
+	OFF(struct ms_stats, kfanout_fallback_mtu, 472),
+	OFF(struct ms_stats, kfanout_fallback_route, 480),
+	OFF(struct ms_stats, kfanout_fallback_neigh, 488),
+	OFF(struct ms_stats, kfanout_fallback_other, 496),
+	OFF(struct ms_stats, auto_ns_kfanout, 504),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -132,7 +144,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 51),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 63),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),

@@ -84,18 +84,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * (no such interface, not Ethernet, down, its queue taken, locked memory). */
 		const bool xdp_only = !null_cfg && cfg->backend == MS_BACKEND_XDP &&
 				      (cfg->flags & MS_CFG_NO_FALLBACK);
+		/* The kfanout backend likewise: pins it may not open, a kernel without bpf(2) or
+		 * mmap-able maps. */
+		const bool kf_only = !null_cfg && cfg->backend == MS_BACKEND_KFANOUT &&
+				     (cfg->flags & MS_CFG_NO_FALLBACK);
 		CHECK(err == -EINVAL || err == -ENOTSUP || err == -ENOMEM || err == -EPERM ||
+		      (kf_only && (err == -EACCES || err == -ENOSYS)) ||
 		      (xdp_only && (err == -ENODEV || err == -EPROTONOSUPPORT || err == -ENETDOWN ||
 				    err == -EBUSY || err == -ENOBUFS)));
 		CHECK(!null_cfg || err == -ENOTSUP); /* defaults fail only when all are disabled */
 		return 0;
 	}
 	enum ms_backend b = ms_ctx_backend(ctx);
-	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_XDP);
+	CHECK(b >= MS_BACKEND_LOOP && b <= MS_BACKEND_KFANOUT);
 	if (!null_cfg) {
 		/* This layout or a newer one: never a size that cuts the struct short. */
 		CHECK(cfg->size >= sizeof(struct ms_config) && cfg->size <= 4096);
-		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_XDP);
+		CHECK((cfg->flags & ~MS_CFG_ALL_FLAGS) == 0 && cfg->backend <= MS_BACKEND_KFANOUT);
 		/* Kernel bypass: a queue only with its flag, frames a power of two in range, a
 		 * name an interface can have. */
 		CHECK(!cfg->xdp_queue || (cfg->flags & MS_CFG_XDP_QUEUE));

@@ -113,7 +113,7 @@ static void test_backend_outside_enum(void **state)
 {
 	(void)state;
 	struct ms_config c = base();
-	c.backend = MS_BACKEND_XDP + 1;
+	c.backend = MS_BACKEND_KFANOUT + 1;
 	assert_int_equal(try_cfg(&c), -EINVAL);
 	c.backend = UINT32_MAX;
 	assert_int_equal(try_cfg(&c), -EINVAL);
@@ -128,7 +128,7 @@ static void test_auto_freeze_needs_auto(void **state)
 	(void)state;
 	struct ms_config c = base();
 	c.flags |= MS_CFG_AUTO_FREEZE;
-	for (uint32_t b = MS_BACKEND_LOOP; b <= MS_BACKEND_XDP; b++) {
+	for (uint32_t b = MS_BACKEND_LOOP; b <= MS_BACKEND_KFANOUT; b++) {
 		c.backend = b;
 		assert_int_equal(try_cfg(&c), -EINVAL);
 	}

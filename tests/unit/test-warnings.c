@@ -87,7 +87,7 @@ static void test_backend_escape(void **state)
 	printf("%s", out);
 	printable(out, n);
 	assert_string_equal(out, "libmultisend: MULTISEND_BACKEND=\\x1b[2J\\x0afake\\x5c is not "
-				 "one of auto, loop, sendmmsg, io_uring, xdp; ignored\n");
+				 "one of auto, loop, sendmmsg, io_uring, xdp, kfanout; ignored\n");
 }
 
 static void test_backend_long(void **state)
