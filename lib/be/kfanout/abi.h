@@ -46,7 +46,9 @@
 #define KF_MAP_CTL "kf_ctl"       /* ARRAY[1] struct kf_ctl; group read, root write */
 #define KF_MAP_SLOTS "kf_slots"   /* ARRAY[KF_SLOTS] struct kf_slot, BPF_F_MMAPABLE; group rw */
 #define KF_MAP_DESTS "kf_dests"   /* ARRAY[KF_SLOTS * KF_SLICE_MAX] struct kf_dest, MMAPABLE */
-#define KF_MAP_STATUS "kf_status" /* ARRAY[KF_SLOTS * KF_SLICE_MAX] __s32, MMAPABLE */
+#define KF_MAP_STATUS "kf_status" /* ARRAY[KF_SLOTS * KF_SLICE_MAX] __s64, MMAPABLE */
+/* __s64, not __s32: an array map's elements are value_size rounded up to 8 bytes apart, in the
+ * mmap too, so a __s32 status would sit at every other 32-bit word of the mapping. */
 #define KF_MAP_STATS "kf_stats"   /* PERCPU_ARRAY[KF_STAT_N] __u64; group read */
 #define KF_MAP_POLICY "kf_policy" /* LPM_TRIE struct kf_prefix -> struct kf_ports; root only */
 #define KF_MAP_GROUPS "kf_groups" /* HASH struct kf_gkey -> __u32 slot; root only */
