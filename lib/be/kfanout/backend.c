@@ -459,7 +459,7 @@ static int att_open(struct att *a, const char *name)
 	    (err = att_map(a, dir, KF_MAP_DESTS, M_DESTS, KF_SLOTS * KF_SLICE_MAX,
 			   sizeof(struct kf_dest))) ||
 	    (err = att_map(a, dir, KF_MAP_STATUS, M_STATUS, KF_SLOTS * KF_SLICE_MAX,
-			   sizeof(__s32))))
+			   sizeof(__s64))))
 		return err;
 	a->mine = calloc(a->nslots, 1);
 	return a->mine ? 0 : -ENOMEM;
@@ -895,9 +895,9 @@ static inline struct kf_dest *dest_at(const struct att *a, uint32_t slot, uint32
 				  ((size_t)slot * KF_SLICE_MAX + i) * a->stride[M_DESTS]);
 }
 
-static inline int32_t status_at(const struct att *a, uint32_t slot, uint32_t i)
+static inline int64_t status_at(const struct att *a, uint32_t slot, uint32_t i)
 {
-	int32_t v;
+	int64_t v;
 	memcpy(&v, a->map[M_STATUS] + ((size_t)slot * KF_SLICE_MAX + i) * a->stride[M_STATUS],
 	       sizeof(v));
 	return v;
@@ -1251,7 +1251,7 @@ static void fire(struct kstate *st, struct ms__batch *b, struct kgroup *x, struc
 	const struct ms__plan_entry *const plan = b->plan;
 	uint32_t ok = 0;
 	for (uint32_t i = 0; i < done; i++) {
-		const int32_t stv = status_at(a, s->slot, i);
+		const int64_t stv = status_at(a, s->slot, i);
 		const uint32_t p = pos[i];
 		if (likely(stv == 0)) {
 			ok++;
@@ -1263,7 +1263,7 @@ static void fire(struct kstate *st, struct ms__batch *b, struct kgroup *x, struc
 			b->t.kfanout_refused++;
 		else
 			b->t.kfanout_clone_err++;
-		ms__status(b, p, stv < 0 ? stv : -EIO);
+		ms__status(b, p, stv < 0 && stv >= -4095 ? (int)stv : -EIO);
 	}
 	b->t.kfanout_clones += ok;
 	b->t.accepted += ok;
