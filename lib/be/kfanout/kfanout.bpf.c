@@ -160,14 +160,18 @@ static __always_inline int kf_allowed(const struct kf_dest *d, __u32 v6)
 /*
  * Rewrite the packet's destination to d (MAC, address, port), the checksums incrementally:
  * the IPv4 header's over the address, UDP's over the address (pseudo-header) and the port.
- * BPF_F_MARK_MANGLED_0: an IPv4 UDP checksum of 0 (none) stays 0, a computed 0 becomes 0xffff.
+ * BPF_F_MARK_MANGLED_0 on every update, both families: a checksum that an update makes zero
+ * is written 0xffff, as the stack writes it (an incremental update lands on 0x0000, which
+ * IPv6 receivers drop as a checksum error and IPv4 ones read as "no checksum"; and a 0 left
+ * by the address's update would make the port's update skip the field). An IPv4 checksum of
+ * 0 (none) stays 0; so does an IPv6 one (UDP_NO_CHECK6_TX: the sender's choice).
  * With CHECKSUM_PARTIAL (offload) the helpers update only the pseudo-header sum, as they must.
  */
 static __always_inline int kf_rewrite(struct kf_run *r, const __u8 *mac, const void *addr,
 				      __be16 port)
 {
 	struct __sk_buff *skb = r->skb;
-	__u64 mangled = r->v6 ? 0 : BPF_F_MARK_MANGLED_0;
+	const __u64 mangled = BPF_F_MARK_MANGLED_0;
 	__u32 csum = r->l4 + KF_UDP_CSUM;
 
 	if (bpf_skb_store_bytes(skb, 0, mac, 6, 0))
@@ -176,7 +180,7 @@ static __always_inline int kf_rewrite(struct kf_run *r, const __u8 *mac, const v
 		__s64 diff = bpf_csum_diff((__be32 *)r->w->cur6, 16, (__be32 *)addr, 16, 0);
 
 		if (diff < 0 ||
-		    bpf_l4_csum_replace(skb, csum, 0, diff, BPF_F_PSEUDO_HDR) ||
+		    bpf_l4_csum_replace(skb, csum, 0, diff, BPF_F_PSEUDO_HDR | mangled) ||
 		    bpf_skb_store_bytes(skb, KF_ETH_LEN + offsetof(struct ipv6hdr, daddr), addr,
 					16, 0))
 			return -1;
