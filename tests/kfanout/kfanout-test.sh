@@ -1,0 +1,351 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The kernel fan-out's program and its tool, without the library, in two network namespaces
+# the test makes (S sends, R receives, a veth pair between them: IFACE in S, its peer in R).
+# Usage: kfanout-test.sh CASE TOOL DRIVER OBJECT
+#   tool     attach, status, detach round trip: pins, their owner and modes, routes,
+#            neighbours and the tcx link made and then all gone; attach twice refused; bad
+#            input refused with status 2 and nothing made
+#   e2e      N = 1, 255, 256 (the slice) and 1024 (4 templates), IPv4 and IPv6, 16 and
+#            1472 B (1452 for IPv6, whose header is 20 B longer): every receiver gets one
+#            byte-identical copy per call, statuses 0, InCsumErrors 0, counters agree
+#            (kf-driver run checks all that); the sender's device computes no checksums, so
+#            the receiving kernel verifies every one; then with checksum offload as it was
+#   policy   empty policy: every destination -EPERM and counted, nothing arrives; prefixes
+#            and a port range: exactly the destinations they allow
+#   perms    a user outside the pins' group cannot open them (EACCES); one in it publishes
+#   group    an unmodified program (python3) sends to a multicast group; every member in R
+#            gets every datagram once, the original still reaches the group once; an
+#            unresolved member is refused; group del frees the group's slot
+#   enobufs  a device queue that takes only part of a slice (tbf with a small limit on the
+#            sender's veth): the statuses say -ENOBUFS exactly for the clones that did not
+#            arrive, the counters agree
+# KF_WRAP (e.g. "valgrind --error-exitcode=99 --leak-check=full") is put before every run of
+# the tool and the driver. Root; exit 77 when BPF, bpffs or namespaces are unavailable.
+set -u
+CASE=$1 TOOL=$2 DRIVER=$3 OBJECT=$4
+WRAP=${KF_WRAP:-}
+[ "$(id -u)" = 0 ] || { echo "SKIP: not root"; exit 77; }
+for p in ip python3 nsenter; do
+	command -v $p >/dev/null || { echo "SKIP: $p not found"; exit 77; }
+done
+
+tag=$(mktemp -u XXXXXXXX | tr 'A-Z' 'a-z')
+S=kfs$tag R=kfr$tag A=kfa$tag B=kfb$tag
+work=$(mktemp -d)
+attached=
+cleanup() {
+	[ -n "$attached" ] && nsenter --net=/run/netns/$S "$TOOL" detach $A >/dev/null 2>&1
+	ip netns del $S 2>/dev/null
+	ip netns del $R 2>/dev/null
+	# The pins outlive the namespaces; a detach that could not run leaves them to remove here.
+	rm -rf "/sys/fs/bpf/multisend/$A" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+fail() { echo "FAIL: $*"; exit 1; }
+inS() { nsenter --net=/run/netns/$S "$@"; }
+tool() { nsenter --net=/run/netns/$S $WRAP "$TOOL" "$@"; }
+driver() { $WRAP "$DRIVER" "$@"; }
+sleep_s() { python3 -c "import time; time.sleep($1)"; }
+
+ip netns add $S && ip netns add $R || { echo "SKIP: ip netns add failed"; exit 77; }
+ip -n $S link add $A type veth peer name $B netns $R || fail "veth"
+ip -n $S link set lo up && ip -n $R link set lo up || fail "lo up"
+ip -n $S link set $A up && ip -n $R link set $B up || fail "veth up"
+ip -n $S addr add 10.9.0.1/24 dev $A && ip -n $R addr add 10.9.0.2/24 dev $B || fail "addr"
+ip -n $R addr add 10.9.1.2/24 dev $B && ip -n $R addr add 10.9.0.3/24 dev $B || fail "addr"
+ip -n $S -6 addr add fd00:9::1/64 dev $A nodad && ip -n $R -6 addr add fd00:9::2/64 dev $B nodad ||
+	fail "addr6"
+n=0
+until ip -n $S link show $A | grep -q LOWER_UP && ip -n $R link show $B | grep -q LOWER_UP; do
+	n=$((n + 1))
+	[ $n -le 200 ] || fail "$A/$B never got a carrier"
+	sleep_s 0.05
+done
+MAC=$(ip -n $R -br link show $B | awk '{print $3}')
+PINS=/sys/fs/bpf/multisend/$A
+
+# Attach (the object and bpffs must work here: a kernel without BPF or bpffs skips).
+attach() {
+	tool attach $A --object "$OBJECT" "$@" >"$work/attach.out" 2>&1
+	st=$?
+	if [ $st != 0 ]; then
+		cat "$work/attach.out"
+		if grep -qE "bpffs is not mounted|Operation not permitted|Function not implemented" \
+			"$work/attach.out"; then
+			echo "SKIP: BPF or bpffs unavailable here"
+			exit 77
+		fi
+		fail "attach $*: exit $st"
+	fi
+	attached=1
+	cat "$work/attach.out"
+}
+detach() {
+	tool detach $A || fail "detach: exit $?"
+	attached=
+}
+run() {
+	driver run --iface $A --rx-ns /run/netns/$R --tx-ns /run/netns/$S --mac "$MAC" "$@" \
+		>"$work/run.out" 2>&1
+	st=$?
+	cat "$work/run.out"
+	return $st
+}
+
+case $CASE in
+tool)
+	# Bad input: status 2, nothing made.
+	for args in "attach" "attach $A extra" "attach $A --slice 0" "attach $A --slice 257" \
+		"attach $A --mode 0771" "attach $A --mode xyz" "frob $A" "status $A --group root" \
+		"policy add $A 10.0.0.0/33" "policy add $A 10.0.0.0/8 70000" \
+		"policy add $A 10.0.0.0/8 9-1" "policy frob $A 10.0.0.0/8" \
+		"group add $A 10.1.1.1:5000 10.9.0.2:1" "group add $A 239.1.1.1:0 10.9.0.2:1" \
+		"group add $A 239.1.1.1:5000" "detach $A --consume" "attach $A --template4 198.18.1.0" \
+		"attach $A --template6 100::1"; do
+		# shellcheck disable=SC2086
+		tool $args >"$work/bad.out" 2>&1
+		st=$?
+		[ $st = 2 ] || { cat "$work/bad.out"; fail "'$args': exit $st, not 2"; }
+		grep -q "multisend-kfanout: " "$work/bad.out" || fail "'$args': no message"
+	done
+	[ -e "$PINS" ] && fail "a refused command left $PINS"
+	tool attach nosuch$tag --object "$OBJECT" >"$work/bad.out" 2>&1
+	[ $? = 1 ] && grep -q "no such interface" "$work/bad.out" || fail "attach to no interface"
+	tool status $A >"$work/st.out" 2>&1 && fail "status before attach succeeded"
+	grep -q "not attached" "$work/st.out" || fail "status before attach: $(cat "$work/st.out")"
+	tool detach $A >/dev/null 2>&1 && fail "detach before attach succeeded"
+
+	attach --mode 0640 --group root --slice 100
+	grep -q "attached (tcx)" "$work/attach.out" ||
+		echo "note: not tcx (a kernel before 6.6?): $(cat "$work/attach.out")"
+	# Pins: owner, group, modes as multisend-kfanout(8) says for --mode 0640.
+	for m in kf_ctl:-rw-r----- kf_slots:-rw-r----- kf_dests:-rw-r----- kf_status:-rw-r----- \
+		kf_stats:-rw-r----- kf_policy:-rw------- kf_groups:-rw------- kf_prog:-rw------- \
+		kf_link:-rw-------; do
+		f=${m%%:*} want=${m#*:}
+		[ -e "$PINS/$f" ] || { [ $f = kf_link ] && continue; fail "no pin $f"; }
+		got=$(stat -c '%A %U %G' "$PINS/$f")
+		[ "$got" = "$want root root" ] || fail "$f: $got, not $want root root"
+	done
+	[ "$(stat -c '%A' "$PINS")" = drwxr-x--- ] || fail "$PINS: $(stat -c %A "$PINS")"
+	# Routes and neighbours of the templates.
+	inS ip -4 route show 198.18.0.0/16 | grep -q "via 198.18.255.254 dev $A" || fail "no v4 route"
+	inS ip -6 route show 100::/64 | grep -q "via 100::ffff:fffe dev $A" || fail "no v6 route"
+	inS ip -4 neigh show 198.18.255.254 | grep -q PERMANENT || fail "no v4 neighbour"
+	inS ip -6 neigh show 100::ffff:fffe | grep -q PERMANENT || fail "no v6 neighbour"
+	inS ip -4 route get 198.18.0.7 | grep -q "dev $A" || fail "a template does not leave by $A"
+	tool status $A >"$work/st.out" 2>&1 || { cat "$work/st.out"; fail "status: exit $?"; }
+	cat "$work/st.out"
+	grep -q "^$A: attached (tc.*), ifindex [0-9]*, program id [1-9][0-9]*, abi 1, slice 100$" \
+		"$work/st.out" || fail "status's first line"
+	grep -q "^templates 0$" "$work/st.out" && grep -q "^slots in use 0 of 1024$" "$work/st.out" &&
+		grep -q "^policy empty" "$work/st.out" || fail "status's counters, slots or policy"
+	# Twice: refused, and the first attachment untouched.
+	tool attach $A --object "$OBJECT" >"$work/twice.out" 2>&1
+	st=$?
+	[ $st = 1 ] && grep -q "already attached" "$work/twice.out" ||
+		{ cat "$work/twice.out"; fail "second attach: exit $st"; }
+	tool status $A >/dev/null 2>&1 || fail "status after a refused second attach"
+	# Policy add, list, del.
+	tool policy add $A 10.9.0.0/16 5000-5999 >/dev/null || fail "policy add"
+	tool policy add $A fd00:9::/64 >/dev/null || fail "policy add v6"
+	tool policy list $A >"$work/pol.out" || fail "policy list"
+	grep -q "^policy 10.9.0.0/16 ports 5000-5999$" "$work/pol.out" &&
+		grep -q "^policy fd00:9::/64 ports 0-65535$" "$work/pol.out" ||
+		{ cat "$work/pol.out"; fail "policy list"; }
+	tool policy del $A 10.9.0.0/16 || fail "policy del"
+	tool policy del $A 10.9.0.0/16 >/dev/null 2>&1 && fail "policy del of no entry succeeded"
+	# Detach: nothing left (pins, routes, neighbours, the program on the device).
+	detach
+	[ -e "$PINS" ] && fail "$PINS left: $(ls "$PINS")"
+	[ -z "$(inS ip -4 route show 198.18.0.0/16)" ] || fail "v4 route left"
+	[ -z "$(inS ip -6 route show 100::/64)" ] || fail "v6 route left"
+	inS ip -4 neigh show 198.18.255.254 | grep -q . && fail "v4 neighbour left"
+	inS ip -6 neigh show 100::ffff:fffe | grep -q . && fail "v6 neighbour left"
+	inS tc filter show dev $A egress 2>/dev/null | grep -q . && fail "a tc filter left"
+	tool status $A >/dev/null 2>&1 && fail "status after detach succeeded"
+	# Attach again after a detach works (nothing stale in the way).
+	attach
+	detach
+	echo "tool: ok"
+	;;
+e2e)
+	attach --slice 256
+	tool policy add $A 10.9.0.0/24 >/dev/null && tool policy add $A fd00:9::/64 >/dev/null ||
+		fail "policy add"
+	inS "$DRIVER" csum-off $A || fail "csum-off"
+	for n in 1 255 256 1024; do
+		for f in 4 6; do
+			dst=10.9.0.2 big=1472
+			[ $f = 6 ] && dst=fd00:9::2 big=1452
+			for size in 16 $big; do
+				run --family $f --dst $dst --n $n --size $size --rounds 3 ||
+					fail "N=$n IPv$f $size B"
+			done
+		done
+	done
+	# With the device's checksum offload on (CHECKSUM_PARTIAL: the program updates only the
+	# pseudo-header sum, as the helpers must); the bytes are checked, the sums are not.
+	detach
+	ip -n $S link del $A
+	ip -n $S link add $A type veth peer name $B netns $R || fail "veth again"
+	ip -n $S link set $A up && ip -n $R link set $B up || fail "veth up"
+	ip -n $S addr add 10.9.0.1/24 dev $A && ip -n $R addr add 10.9.0.2/24 dev $B || fail "addr"
+	MAC=$(ip -n $R -br link show $B | awk '{print $3}')
+	attach --slice 256
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	run --family 4 --dst 10.9.0.2 --n 256 --size 1472 --rounds 2 || fail "offload on"
+	echo "e2e: ok"
+	;;
+policy)
+	attach --slice 64
+	# Empty: nowhere.
+	run --family 4 --dst 10.9.0.2 --n 64 --size 100 --rounds 2 --expect eperm ||
+		fail "empty policy"
+	grep -q "eperm 128" "$work/run.out" || fail "empty policy: not 128 -EPERM"
+	# Two prefixes, one with a port range that splits the receivers' ephemeral ports.
+	ip netns exec $R sh -c 'echo 40000 40999 >/proc/sys/net/ipv4/ip_local_port_range' ||
+		fail "port range"
+	tool policy add $A 10.9.0.2/32 >/dev/null && tool policy add $A 10.9.1.0/24 40000-40499 \
+		>/dev/null || fail "policy add"
+	run --family 4 --dst 10.9.0.2,10.9.1.2,10.9.0.3 --n 192 --size 100 --rounds 2 \
+		--expect policy --allow 10.9.0.2/32:0-65535 --allow 10.9.1.0/24:40000-40499 ||
+		fail "policy with prefixes and ports"
+	ok=$(sed -n 's/.*statuses ok \([0-9]*\) eperm \([0-9]*\).*/\1 \2/p' "$work/run.out")
+	set -- $ok
+	[ "${1:-0}" -gt 128 ] && [ "${2:-0}" -gt 128 ] ||
+		fail "policy: $ok: some of 10.9.1.2's ports should be allowed and 10.9.0.3 refused"
+	# A longer prefix inside an allowed one decides: 10.9.0.3/32 with no port allowed.
+	tool policy add $A 10.9.0.0/24 >/dev/null && tool policy add $A 10.9.0.3/32 0 >/dev/null ||
+		fail "policy add"
+	run --family 4 --dst 10.9.0.2,10.9.0.3 --n 64 --size 100 --expect policy \
+		--allow 10.9.0.2/32:0-65535 || fail "longest prefix"
+	echo "policy: ok"
+	;;
+perms)
+	getent group users >/dev/null || { echo "SKIP: no group 'users'"; exit 77; }
+	gid=$(getent group users | cut -d: -f3)
+	attach --group users --mode 0660 --slice 64
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	# Outside the group: every pin EACCES, at bpf(BPF_OBJ_GET).
+	setpriv --reuid 65534 --regid 65534 --clear-groups $WRAP "$DRIVER" open $A >"$work/open.out"
+	st=$?
+	cat "$work/open.out"
+	[ $st = 1 ] && [ "$(grep -c ' EACCES$' "$work/open.out")" = 5 ] ||
+		fail "uid 65534 outside the group: exit $st"
+	# In the group: every pin opens, and it publishes (the driver drops to 65534 itself after
+	# making its receivers and entering S, which needs root).
+	setpriv --reuid 65534 --regid 65534 --groups "$gid" $WRAP "$DRIVER" open $A >"$work/open.out" ||
+		{ cat "$work/open.out"; fail "uid 65534 in the group cannot open the pins"; }
+	run --family 4 --dst 10.9.0.2 --n 64 --size 200 --rounds 2 --as 65534:65534:$gid ||
+		fail "publishing as uid 65534 in the group"
+	# Root's alone: policy and groups.
+	setpriv --reuid 65534 --regid 65534 --groups "$gid" "$TOOL" policy list $A >"$work/p.out" 2>&1 &&
+		fail "uid 65534 read the policy"
+	grep -q "Permission denied" "$work/p.out" || fail "policy list as 65534: $(cat "$work/p.out")"
+	echo "perms: ok"
+	;;
+group)
+	attach --slice 64
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	inS ip route add 224.0.0.0/4 dev $A || fail "multicast route"
+	for a in 10.9.0.2 10.9.0.3; do
+		inS ip neigh replace $a lladdr "$MAC" dev $A nud permanent || fail "neigh $a"
+	done
+	# Receivers in R: three members (port 0, read back) and one socket joined to the group.
+	# Told how many to expect through a FIFO (a regular file would read as empty at once).
+	mkfifo "$work/rx.in" || fail "mkfifo"
+	ip netns exec $R python3 -c '
+import socket, struct, sys, time
+ms = []
+for a in ("10.9.0.2", "10.9.0.3", "10.9.0.2"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a, 0))
+    ms.append(s)
+g = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+g.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+g.bind(("239.7.7.7", 0))
+g.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+             struct.pack("4s4s", socket.inet_aton("239.7.7.7"), socket.inet_aton("10.9.0.2")))
+print(" ".join("%s:%d" % s.getsockname() for s in ms), g.getsockname()[1], flush=True)
+want = int(sys.stdin.readline())          # datagrams per member, once the sender is done
+import select
+socks = ms + [g]
+got = {s: [] for s in socks}
+end = time.monotonic() + 30
+while time.monotonic() < end and any(len(got[s]) < want for s in ms):
+    r, _, _ = select.select(socks, [], [], 1)
+    for s in r:
+        got[s].append(s.recv(4096))
+for s in socks:
+    s.setblocking(False)
+    try:
+        while True:
+            got[s].append(s.recv(4096))
+    except BlockingIOError:
+        pass
+exp = [b"tick %d " % i + bytes(range(100)) for i in range(want)]
+print(" ".join("ok" if sorted(got[s]) == sorted(exp) else "bad:%d" % len(got[s]) for s in ms),
+      "group:%d" % len(got[g]), "groupok" if sorted(got[g]) == sorted(exp) else "groupbad", flush=True)
+' <"$work/rx.in" >"$work/rx.out" 2>&1 &
+	rxpid=$!
+	exec 3>"$work/rx.in"
+	n=0
+	until [ -s "$work/rx.out" ]; do
+		n=$((n + 1))
+		[ $n -le 400 ] || fail "receivers never started"
+		sleep_s 0.05
+	done
+	set -- $(head -n 1 "$work/rx.out")
+	m1=$1 m2=$2 m3=$3 gport=$4
+	# An unresolved member is refused, nothing added.
+	tool group add $A 239.7.7.7:$gport $m1 10.9.0.99:7 >"$work/g.out" 2>&1 &&
+		fail "a member with no neighbour was accepted"
+	grep -q "not resolved" "$work/g.out" || fail "unresolved member: $(cat "$work/g.out")"
+	tool group add $A 239.7.7.7:$gport $m1 $m2 $m3 || fail "group add"
+	tool group list $A | grep -q "^group 239.7.7.7:$gport slot [0-9]* members 3:" ||
+		fail "group list: $(tool group list $A)"
+	# The publisher: python3, knowing nothing of any of this.
+	ip netns exec $S python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("10.9.0.1"))
+for i in range(100):
+    s.sendto(b"tick %d " % i + bytes(range(100)), ("239.7.7.7", int(sys.argv[1])))
+' "$gport" || fail "python3 sender"
+	echo 100 >&3
+	exec 3>&-
+	wait $rxpid
+	cat "$work/rx.out"
+	tail -n 1 "$work/rx.out" | grep -q "^ok ok ok group:100 groupok$" ||
+		fail "every member once, the group's own copy once"
+	tool status $A | grep -q "^group_datagrams 100$" || fail "group_datagrams: $(tool status $A)"
+	tool status $A | grep -q "^clones 300$" || fail "clones: $(tool status $A)"
+	tool group del $A 239.7.7.7:$gport || fail "group del"
+	tool group list $A | grep -q . && fail "group left after del"
+	tool status $A | grep -q "^slots in use 0 of 1024$" || fail "group slot not released"
+	echo "group: ok"
+	;;
+enobufs)
+	attach --slice 256
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	# A queue that takes a few kilobytes and sends 1 Mbit/s: part of a 256-clone slice is
+	# queued (and arrives, slowly), the rest refused by the qdisc (NET_XMIT_DROP).
+	inS tc qdisc add dev $A root tbf rate 1mbit burst 3000 limit 6000 || fail "tbf"
+	run --family 4 --dst 10.9.0.2 --n 256 --size 100 --expect enobufs ||
+		fail "a full queue"
+	set -- $(sed -n 's/.*statuses ok \([0-9]*\) eperm [0-9]* enobufs \([0-9]*\).*/\1 \2/p' \
+		"$work/run.out")
+	[ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ] || fail "not a partial queue: ok ${1:-?} enobufs ${2:-?}"
+	echo "enobufs: ok"
+	;;
+*)
+	echo "unknown case $CASE"
+	exit 2
+	;;
+esac
+exit 0
