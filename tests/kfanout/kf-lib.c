@@ -6,7 +6,7 @@
  *
  *   kf-lib run --rx-ns PATH --tx-ns PATH --family 4|6 --dst ADDR[,ADDR...] --n N --slice K
  *              [--size B] [--rounds R] [--as UID:GID[:GROUP]] [--refuse ADDR]
- *              [--enobufs] [--mixed] [--churn] [--csum-zero] [--detach CMD]
+ *              [--enobufs] [--mixed] [--churn] [--csum-zero] [--auto] [--detach CMD]
  *     In the receivers' namespace: N UDP sockets bound to port 0 of the addresses given (in
  *     turn). In the sender's namespace (as UID:GID with the supplementary GROUP, if given): a
  *     context with MS_BACKEND_KFANOUT and MS_CFG_NO_FALLBACK, one unconnected UDP socket, a
@@ -25,6 +25,8 @@
  *       --csum-zero  the message's first two bytes make the first destination's UDP
  *                 checksum zero (sent as 0xffff): what an incremental update must not leave
  *                 at 0x0000 (IPv6 receivers drop it as a checksum error)
+ *       --auto    MS_BACKEND_AUTO instead: it must measure kfanout beside the others
+ *                 (auto_ns_kfanout) and send with it at times; results as above
  *       --detach  a thread runs CMD (multisend-kfanout detach) while the calls go on; calls
  *                 continue until it is done and 3 more after: no loss, no duplicate, and the
  *                 kernel's path carried the calls after it (kfanout_reclaimed + fallbacks)
@@ -193,6 +195,15 @@ static void csum_zero(unsigned char *buf, size_t size, const struct sockaddr_sto
 	buf[1] = (unsigned char)w;
 }
 
+static struct ms_ctx *ctx_auto(int *err)
+{
+	struct ms_config c = {.size = sizeof(c), .backend = MS_BACKEND_AUTO};
+	struct ms_ctx *ctx = NULL;
+
+	*err = ms_ctx_new(&ctx, &c);
+	return *err ? NULL : ctx;
+}
+
 static struct ms_ctx *ctx_kfanout(bool no_fallback, int *err)
 {
 	struct ms_config c = {.size = sizeof(c), .backend = MS_BACKEND_KFANOUT};
@@ -286,14 +297,14 @@ static int cmd_run(int argc, char **argv)
 		{"slice", required_argument, NULL, 'k'},  {"refuse", required_argument, NULL, 'x'},
 		{"enobufs", no_argument, NULL, 'E'},      {"mixed", no_argument, NULL, 'M'},
 		{"churn", no_argument, NULL, 'C'},        {"detach", required_argument, NULL, 'D'},
-		{"csum-zero", no_argument, NULL, 'Z'},
+		{"csum-zero", no_argument, NULL, 'Z'},    {"auto", no_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *rxns = NULL, *txns = NULL, *as = NULL, *detach = NULL;
 	char *dsts = NULL, *refuse_s = NULL;
 	unsigned char addrs[64][16], refuse[16];
 	int family = AF_INET, naddr = 0, n = 1, size = 16, rounds = 1, slice = 0, c;
-	bool enobufs = false, mixed = false, churn = false, czero = false;
+	bool enobufs = false, mixed = false, churn = false, czero = false, autob = false;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -312,6 +323,7 @@ static int cmd_run(int argc, char **argv)
 		case 'C': churn = true; break;
 		case 'D': detach = optarg; break;
 		case 'Z': czero = true; break;
+		case 'A': autob = true; break;
 		default: return 2;
 		}
 	}
@@ -420,9 +432,10 @@ static int cmd_run(int argc, char **argv)
 	if (as && become(as) < 0)
 		return 1;
 	int err;
-	struct ms_ctx *ctx = ctx_kfanout(true, &err);
+	struct ms_ctx *ctx = autob ? ctx_auto(&err) : ctx_kfanout(true, &err);
 	if (!ctx) {
-		printf("FAIL: ms_ctx_new(kfanout, NO_FALLBACK): %s\n", ms_strerror(err));
+		printf("FAIL: ms_ctx_new(%s): %s\n", autob ? "auto" : "kfanout, NO_FALLBACK",
+		       ms_strerror(err));
 		return 1;
 	}
 	struct ms_group *g = NULL;
@@ -634,7 +647,18 @@ static int cmd_run(int argc, char **argv)
 		     " statuses -ENOBUFS", D(kfanout_clone_err), D(err_nobufs), nnobufs);
 	if (enobufs && !nnobufs)
 		FAIL("no -ENOBUFS: the queue never overflowed");
-	if (!detach) {
+	if (autob) {
+		/* AUTO measured kfanout beside the others (and sent some calls with it). */
+		char desc[1024];
+
+		ms_ctx_describe(ctx, desc, sizeof(desc));
+		printf("auto: backend %s, auto_ns_kfanout %" PRIu64 " sendmmsg %" PRIu64
+		       " loop %" PRIu64 "; %s\n", ms_backend_name(ms_ctx_backend(ctx)),
+		       s1.auto_ns_kfanout, s1.auto_ns_sendmmsg, s1.auto_ns_loop, desc);
+		if (!s1.auto_ns_kfanout || !s1.kfanout_templates)
+			FAIL("AUTO did not measure kfanout (auto_ns_kfanout %" PRIu64
+			     ", templates %" PRIu64 ")", s1.auto_ns_kfanout, s1.kfanout_templates);
+	} else if (!detach) {
 		/* Every template destination by a template; the rest by the kernel's path. */
 		if (D(kfanout_clones) != ntmpl_ok || D(kfanout_clones) + D(kfanout_refused) +
 								  D(kfanout_clone_err) != want_tmpl)
@@ -647,7 +671,7 @@ static int cmd_run(int argc, char **argv)
 	} else if (D(kfanout_reclaimed) + fb == 0) {
 		FAIL("after the detach no call went by the kernel's path");
 	}
-	if (!mixed && !churn && !detach) {
+	if (!mixed && !churn && !detach && !autob) {
 		/* One template per slice, one system call per template. */
 		uint64_t per = ((uint64_t)n + slice - 1) / slice;
 

@@ -32,6 +32,7 @@
 #                publishes
 #   lib-mixed    templates, connected sockets and kernel-path destinations in one group
 #   lib-churn    destinations leave and come back between calls
+#   lib-auto     MS_BACKEND_AUTO measures kfanout beside the others (auto_ns_kfanout)
 #   lib-detach   multisend-kfanout detach while a publisher sends: no loss, no duplicate
 #   lib-enobufs  a full device queue: -ENOBUFS exactly for what did not arrive, counted
 # KF_WRAP (e.g. "valgrind --error-exitcode=99 --leak-check=full") is put before every run of
@@ -449,6 +450,13 @@ lib-churn)
 	lib --family 6 --dst fd00:9::2 --n 300 --size 64 --rounds 8 --slice 64 --churn ||
 		fail "churn"
 	echo "lib-churn: ok"
+	;;
+lib-auto)
+	attach --slice 256
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	lib --family 4 --dst 10.9.0.2 --n 512 --size 64 --rounds 300 --slice 256 --auto ||
+		fail "AUTO with an attachment"
+	echo "lib-auto: ok"
 	;;
 lib-detach)
 	attach --slice 128
