@@ -839,7 +839,7 @@ struct family {
 static bool is_gauge(const char *n)
 {
 	return !strcmp(n, "backlog_bytes") || !strcmp(n, "auto_backend") ||
-	       !strncmp(n, "auto_ns_", 8);
+	       !strncmp(n, "auto_ns_", 8) || !strncmp(n, "auto_cpu_ns_", 12);
 }
 
 /* name made a metric name: "multisend_" and the name with every character outside

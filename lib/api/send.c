@@ -93,7 +93,7 @@ static void before(struct ms_ctx *ctx, struct ms__send *s)
 	if (s->managed)
 		ms__slow_before(s);
 	if (s->sampled)
-		s->cpu_ns = ms__thread_cpu_ns();
+		ms__auto_start(s);
 }
 
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,

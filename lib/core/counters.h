@@ -76,7 +76,12 @@
 	X(auto_ns_xdp)                                                                        \
 	X(ts_hw_stamped)                                                                      \
 	X(ts_hw_unavailable)                                                                  \
-	X(fork_fallback)
+	X(fork_fallback)                                                                      \
+	X(auto_clock_low)                                                                     \
+	X(auto_cpu_ns_loop)                                                                   \
+	X(auto_cpu_ns_sendmmsg)                                                               \
+	X(auto_cpu_ns_io_uring)                                                               \
+	X(auto_cpu_ns_xdp)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

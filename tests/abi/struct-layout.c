@@ -52,7 +52,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, xdp_queue, CFG_PTRS + 3 * PTR),
 	OFF(struct ms_config, xdp_frames, CFG_PTRS + 3 * PTR + 4),
 
-	SIZE(struct ms_stats, 8 + 8 * 51),
+	SIZE(struct ms_stats, 8 + 8 * 56),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -106,6 +106,11 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, ts_hw_stamped, 392),
 	OFF(struct ms_stats, ts_hw_unavailable, 400),
 	OFF(struct ms_stats, fork_fallback, 408),
+	OFF(struct ms_stats, auto_clock_low, 416),
+	OFF(struct ms_stats, auto_cpu_ns_loop, 424),
+	OFF(struct ms_stats, auto_cpu_ns_sendmmsg, 432),
+	OFF(struct ms_stats, auto_cpu_ns_io_uring, 440),
+	OFF(struct ms_stats, auto_cpu_ns_xdp, 448),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -132,7 +137,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 51),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 56),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),
