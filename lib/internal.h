@@ -135,6 +135,13 @@ struct ms__cost {
 	uint64_t cpu_unseen;           /* pieces whose thread slept */
 };
 
+/* A sampled call's clocks: the calling thread's at the start, and what the library threads'
+ * parts took. */
+struct ms__sample {
+	struct ms__clocks clk;
+	struct ms__cost parts;
+};
+
 /* One ms_send call in progress: the executor's batch, and what the stages around it keep. */
 struct ms__send {
 	struct ms__batch b;
@@ -147,8 +154,8 @@ struct ms__send {
 	const struct ms__exec *x; /* the executor of this call: ctx->exec[0], or AUTO's pick */
 	bool sampled;            /* AUTO times this call: the sending threads' CPU time */
 	bool counted;            /* AUTO counted something (ms__commit publishes everything) */
-	struct ms__clocks clk;   /* ... the calling thread's clocks at the start */
-	struct ms__cost part_cost; /* ... what the library threads' parts took */
+	struct ms__sample *smp;  /* ... its clocks (in ms__do_send's frame; written only for a
+	                            sampled call, so that the others pay nothing for them) */
 	uint32_t slow_queued, slow_dropped, slow_removed;
 };
 
@@ -337,7 +344,7 @@ uint8_t ms__auto_shape(const struct ms_group *g);
 /* Before the other stages: the executor for this call (s->x), and whether
  * to time it (s->sampled: then ms__auto_start is the last thing before the executor). */
 void ms__auto_pick(struct ms_ctx *ctx, struct ms__send *s);
-/* A sampled call's start (ms__clocks_start into s->clk). */
+/* A sampled call's start: s->smp zeroed, the calling thread's clocks into it. */
 void ms__auto_start(struct ms__send *s);
 /* The calling thread's clocks now, switches first and its CPU clock last (so that reading
  * them is outside the piece ms__cost_add measures). */

@@ -502,9 +502,9 @@ int ms__pool_send(struct ms__send *s)
 			wait_change(&w->done, seen, p->spin_ns);
 		ms__tally_add(&s->b.t, &w->b.t);
 		if (w->sample) {
-			s->part_cost.cpu_seen += w->cost.cpu_seen;
-			s->part_cost.oncpu_seen += w->cost.oncpu_seen;
-			s->part_cost.cpu_unseen += w->cost.cpu_unseen;
+			s->smp->parts.cpu_seen += w->cost.cpu_seen;
+			s->smp->parts.oncpu_seen += w->cost.oncpu_seen;
+			s->smp->parts.cpu_unseen += w->cost.cpu_unseen;
 		}
 		if (!err)
 			err = w->err;

@@ -216,7 +216,8 @@ void ms__cost_add(struct ms__cost *acc, const struct ms__clocks *start)
 
 void ms__auto_start(struct ms__send *s)
 {
-	ms__clocks_start(&s->clk);
+	*s->smp = (struct ms__sample){ 0 };
+	ms__clocks_start(&s->smp->clk);
 }
 
 int ms__auto_new(struct ms_ctx *ctx, bool freeze, uint32_t recheck)
@@ -539,8 +540,8 @@ void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s)
 	unsigned shape = s->g->shape;
 	struct shape *h = &a->sh[shape];
 	unsigned x = (unsigned)(s->x - ctx->exec);
-	struct ms__cost c = s->part_cost;
-	ms__cost_add(&c, &s->clk);
+	struct ms__cost c = s->smp->parts;
+	ms__cost_add(&c, &s->smp->clk);
 
 	/* How much this backend's CPU clock charges of the time its threads stayed on the CPU. */
 	if (c.oncpu_seen) {
