@@ -660,6 +660,16 @@ static void cell(char *dst, size_t cap, const struct slot_view *v, unsigned k, u
 	snprintf(dst, cap, "%s%*s %8s %9s", name, c < w ? (int)(w - c) : 0, "", val, r);
 }
 
+/* The width of column c of a table read down, then across, of rows rows: its longest name
+ * (nw[j]: the name widths of the n cells), at least 8. */
+static unsigned col_width(const unsigned *nw, unsigned n, unsigned rows, unsigned c)
+{
+	unsigned w = 8;
+	for (unsigned j = c * rows; j < n && j < (c + 1) * rows; j++)
+		w = nw[j] > w ? nw[j] : w;
+	return w;
+}
+
 /* The counters to show of slot v, in order, into idx; returns how many, and *zero how many
  * were left out for being zero (the chosen ones are shown zero or not). */
 static unsigned pick(const struct slot_view *v, unsigned idx[MS_SHM_COUNTERS], unsigned *zero)
@@ -721,21 +731,30 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 			h += v->hist[k].count != 0;
 		fixed += h ? h + 1 : 0;
 		nidx[i] = pick(v, idx[i], &zero[i]);
-		/* As many columns of cells as fit (" " cell "  " cell ...), names as wide as the
-		 * longest shown: one column, names cut, when even one does not fit. */
-		unsigned w = 8;
+		/* As many columns of cells as fit (" " cell "  " cell ...), each column's names
+		 * as wide as its longest (so one long name widens one column, not all): one
+		 * column, names cut, when even two do not fit. */
+		unsigned nw[MS_SHM_COUNTERS], w = 8;
 		for (unsigned j = 0; j < nidx[i]; j++) {
 			char e[4 * MS_SHM_NAME + 1];
-			unsigned c = chars_of(stat_escape(e, sizeof(e), v->counter_name[idx[i][j]],
-							  false));
-			w = c > w ? c : w;
+			nw[j] = chars_of(stat_escape(e, sizeof(e), v->counter_name[idx[i][j]], false));
+			w = nw[j] > w ? nw[j] : w;
 		}
-		ncol[i] = (scr_cols + 1) / (w + CELL_REST + 2);
-		if (!ncol[i]) {
-			ncol[i] = 1;
+		ncol[i] = 1;
+		for (unsigned nc = (scr_cols + 1) / (8 + CELL_REST + 2); nc >= 2; nc--) {
+			unsigned rows = (nidx[i] + nc - 1) / nc, width = 1;
+			if (nidx[i] <= (nc - 1) * rows)
+				continue; /* fewer columns hold them */
+			for (unsigned c = 0; c < nc; c++)
+				width += (c ? 2 : 0) + col_width(nw, nidx[i], rows, c) + CELL_REST;
+			if (width <= scr_cols) {
+				ncol[i] = nc;
+				break;
+			}
+		}
+		if (ncol[i] == 1 && w + CELL_REST + 1 > scr_cols)
 			w = scr_cols > CELL_REST + 9 ? scr_cols - CELL_REST - 1 : 8;
-		}
-		namew[i] = w;
+		namew[i] = w; /* one column's */
 		need[i] = (nidx[i] + ncol[i] - 1) / ncol[i];
 	}
 	unsigned left = scr_rows > fixed ? scr_rows - fixed : 0;
@@ -766,6 +785,18 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 		unsigned rows = give[i], shown = nidx[i];
 		if (rows < need[i]) /* the last cell says how many more */
 			shown = rows ? rows * ncol[i] - 1 : 0;
+		unsigned nw[MS_SHM_COUNTERS], cw[MS_SHM_COUNTERS], used = 1;
+		for (unsigned j = 0; j < shown; j++) {
+			char e[4 * MS_SHM_NAME + 1];
+			nw[j] = chars_of(stat_escape(e, sizeof(e), v->counter_name[idx[i][j]], false));
+		}
+		for (unsigned c = 0; c < ncol[i]; c++) {
+			cw[c] = ncol[i] == 1 ? namew[i] : col_width(nw, shown, rows, c);
+			used += (c ? 2 : 0) + cw[c] + CELL_REST;
+		}
+		if (ncol[i] > 1 && used > scr_cols) /* rows were cut: other cells in each column */
+			for (unsigned c = 0; c < ncol[i]; c++)
+				cw[c] = (scr_cols + 1) / ncol[i] - CELL_REST - 2;
 		for (unsigned r = 0; r < rows; r++) {
 			char buf[1024] = " ";
 			size_t o = 1;
@@ -773,7 +804,7 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 				unsigned j = c * rows + r;
 				char one[512];
 				if (j < shown)
-					cell(one, sizeof(one), v, idx[i][j], namew[i]);
+					cell(one, sizeof(one), v, idx[i][j], cw[c]);
 				else if (j == shown && shown < nidx[i])
 					snprintf(one, sizeof(one),
 						 "... %u more: --counters a,b,...",
@@ -839,7 +870,7 @@ struct family {
 static bool is_gauge(const char *n)
 {
 	return !strcmp(n, "backlog_bytes") || !strcmp(n, "auto_backend") ||
-	       !strncmp(n, "auto_ns_", 8);
+	       !strncmp(n, "auto_ns_", 8) || !strncmp(n, "auto_cpu_ns_", 12);
 }
 
 /* name made a metric name: "multisend_" and the name with every character outside

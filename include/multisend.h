@@ -285,10 +285,19 @@ struct ms_config {
  * scratch when the chosen backend's own cost moves by more than 25% (the load changed).
  *   - Results, errors, order and counters are the same whichever backend sends a call (every
  *     backend keeps the same contract); only system-call counts differ.
+ *   - What it minimises: the time the sending threads spend on the CPU per destination,
+ *     kernel time included. The thread's CPU clock alone is not trusted for it (on some hosts
+ *     it under-charges some backends' kernel work): a timed fan-out on a thread that never
+ *     slept is measured from outside that clock, by its wall time less what it waited on a run
+ *     queue (/proc/thread-self/schedstat) when it was preempted; only a thread that slept is
+ *     measured by its CPU clock, corrected by the ratio that clock was seen to charge.
+ *     auto_ns_* are these figures, auto_cpu_ns_* the CPU clock's alone, auto_clock_low counts
+ *     the fan-outs whose clock charged under 80% of their time on the CPU.
  *   - Cost: an untimed fan-out costs one counter decrement. A timed one (8 per period, plus
  *     one per backend in each re-check, plus the first decision's rounds) reads the thread's
- *     CPU clock twice (two clock_gettime system calls, and the same on each library thread
- *     sending a part). The share of fan-outs sent by another backend than the chosen one, to
+ *     CPU clock, its context switches (getrusage) and the monotonic clock twice, and
+ *     /proc/thread-self/schedstat once, twice when it was preempted (about 6 system calls;
+ *     the same on each library thread sending a part). The share of fan-outs sent by another backend than the chosen one, to
  *     measure it, is at most 4 in 512 once decided; the first decision takes 4 to 12 rounds
  *     of two fan-outs per backend. ms_stats counts all of it (auto_*), and
  *     docs/performance.md has AUTO measured beside the fixed backends.
@@ -980,15 +989,16 @@ struct ms_stats {
 	uint64_t ts_foreign;      /* error-queue entries read that were not this library's stamps */
 	uint64_t ts_late;         /* stamps that came after their fan-out was accounted, ignored */
 	/* MS_BACKEND_AUTO (see "Choosing a backend"; all 0 for a backend asked for by name) */
-	uint64_t auto_sampled;    /* fan-outs whose CPU time AUTO measured */
+	uint64_t auto_sampled;    /* fan-outs whose cost AUTO measured */
 	uint64_t auto_explored;   /* fan-outs sent by another backend than the one in use, to
 	                             measure it */
 	uint64_t auto_decisions;  /* choices made (first ones, re-checks, after a drift) */
 	uint64_t auto_switches;   /* ... that changed the backend in use */
 	uint64_t auto_backend;    /* enum ms_backend: the one in use now */
-	uint64_t auto_ns_loop;    /* CPU ns per destination each backend cost at the last */
-	uint64_t auto_ns_sendmmsg; /* decision (medians of its measured fan-outs); 0: not */
-	uint64_t auto_ns_io_uring; /* measured (unavailable, or no decision yet) */
+	uint64_t auto_ns_loop;    /* ns on the CPU per destination each backend cost at the last */
+	uint64_t auto_ns_sendmmsg; /* decision (medians of its measured fan-outs; the figures */
+	uint64_t auto_ns_io_uring; /* AUTO decides by, see "Choosing a backend"); 0: not
+	                             measured (unavailable, or no decision yet) */
 	/* MS_BACKEND_XDP (see "Kernel bypass"): */
 	uint64_t xdp_frames;      /* destinations sent as frames through the AF_XDP socket */
 	uint64_t xdp_kicks;       /* system calls that asked the kernel to take frames */
@@ -1029,6 +1039,14 @@ struct ms_stats {
 	                             a socket option clones cannot honour, a source address the
 	                             template would not have, the attachment's template route gone */
 	uint64_t auto_ns_kfanout; /* as auto_ns_loop, for the kfanout backend */
+	/* MS_BACKEND_AUTO's clocks (see "Choosing a backend"): */
+	uint64_t auto_clock_low;  /* measured fan-outs whose threads never slept, yet whose
+	                             CPU clocks charged less than 80% of their time on the CPU */
+	uint64_t auto_cpu_ns_loop; /* as auto_ns_loop, by the threads' CPU clocks alone */
+	uint64_t auto_cpu_ns_sendmmsg;
+	uint64_t auto_cpu_ns_io_uring;
+	uint64_t auto_cpu_ns_xdp;
+	uint64_t auto_cpu_ns_kfanout;
 };
 
 /*

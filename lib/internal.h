@@ -117,6 +117,31 @@ void ms__group_remove(struct ms_group *g, int id);
 /* Make g->plan current (no allocation: ms_group_add reserved the room). */
 void ms__plan_build(struct ms_group *g);
 
+/* AUTO's clocks at the start of a timed piece of work on one thread (lib/modes/auto.c). */
+struct ms__clocks {
+	uint64_t slept;    /* the thread's voluntary context switches (UINT64_MAX: unknown) */
+	uint64_t preempted; /* ... involuntary ones */
+	uint64_t waited_ns; /* ... its time waiting on a run queue (UINT64_MAX: unknown) */
+	uint64_t wall_ns;  /* CLOCK_MONOTONIC */
+	uint64_t cpu_ns;   /* CLOCK_THREAD_CPUTIME_ID */
+};
+
+/* What timed pieces cost, summed: by the threads' CPU clocks, and, for the pieces whose thread
+ * never slept, the time it was on the CPU as seen from outside that clock (its wall time, less
+ * what it waited on a run queue when it was preempted); a thread that slept has only its CPU
+ * clock. */
+struct ms__cost {
+	uint64_t cpu_seen, oncpu_seen; /* pieces whose thread never slept */
+	uint64_t cpu_unseen;           /* pieces whose thread slept */
+};
+
+/* A sampled call's clocks: the calling thread's at the start, and what the library threads'
+ * parts took. */
+struct ms__sample {
+	struct ms__clocks clk;
+	struct ms__cost parts;
+};
+
 /* One ms_send call in progress: the executor's batch, and what the stages around it keep. */
 struct ms__send {
 	struct ms__batch b;
@@ -129,8 +154,8 @@ struct ms__send {
 	const struct ms__exec *x; /* the executor of this call: ctx->exec[0], or AUTO's pick */
 	bool sampled;            /* AUTO times this call: the sending threads' CPU time */
 	bool counted;            /* AUTO counted something (ms__commit publishes everything) */
-	uint64_t cpu_ns;         /* ... the calling thread's clock at the start */
-	uint64_t cpu_parts;      /* ... what the library threads' parts took */
+	struct ms__sample *smp;  /* ... its clocks (in ms__do_send's frame; written only for a
+	                            sampled call, so that the others pay nothing for them) */
 	uint32_t slow_queued, slow_dropped, slow_removed;
 };
 
@@ -317,10 +342,17 @@ void ms__auto_free(struct ms_ctx *ctx);
 /* The group's shape (which of AUTO's measurements its calls use), set with its plan. */
 uint8_t ms__auto_shape(const struct ms_group *g);
 /* Before the other stages: the executor for this call (s->x), and whether
- * to time it (s->sampled: then the calling thread's CPU clock is read, into s->cpu_ns). */
+ * to time it (s->sampled: then ms__auto_start is the last thing before the executor). */
 void ms__auto_pick(struct ms_ctx *ctx, struct ms__send *s);
-/* After the executor, for a sampled call: s->cpu_ns becomes the call's CPU time (the library
- * threads' parts added), counted into the shape's measurements. */
+/* A sampled call's start: s->smp zeroed, the calling thread's clocks into it. */
+void ms__auto_start(struct ms__send *s);
+/* The calling thread's clocks now, switches first and its CPU clock last (so that reading
+ * them is outside the piece ms__cost_add measures). */
+void ms__clocks_start(struct ms__clocks *c);
+/* The piece of work begun at *start on this thread, added to *acc. */
+void ms__cost_add(struct ms__cost *acc, const struct ms__clocks *start);
+/* After the executor, for a sampled call: the call's cost (the calling thread's time on the
+ * CPU, the library threads' parts added), counted into the shape's measurements. */
 void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s);
 /* The backend AUTO uses now (its last decision; before any, the first it sends with). */
 enum ms_backend ms__auto_now(const struct ms_ctx *ctx);
@@ -330,8 +362,6 @@ bool ms__auto_has(const struct ms_ctx *ctx, enum ms_backend b);
 void ms__auto_show(struct ms_ctx *ctx);
 /* What AUTO decided, per shape, for ms_ctx_describe. */
 void ms__auto_describe(const struct ms_ctx *ctx, char *buf, size_t len);
-/* The calling thread's CPU time, ns (clock_gettime(CLOCK_THREAD_CPUTIME_ID): a system call). */
-uint64_t ms__thread_cpu_ns(void);
 
 /* Is this a child forked after ctx was made? (Checked once per call, in lib/api/send.c.) */
 static inline bool ms__forked(const struct ms_ctx *ctx)

@@ -93,7 +93,7 @@ static void before(struct ms_ctx *ctx, struct ms__send *s)
 	if (s->managed)
 		ms__slow_before(s);
 	if (s->sampled)
-		s->cpu_ns = ms__thread_cpu_ns();
+		ms__auto_start(s);
 }
 
 int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t len,
@@ -115,6 +115,7 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		ms__plan_build(g);
 
 	struct ms_ctx *ctx = g->ctx;
+	struct ms__sample smp; /* written only when AUTO samples the call */
 	struct ms__send s = {
 		.b = {
 			.plan = g->plan,
@@ -130,6 +131,7 @@ int ms__do_send(struct ms_group *g, const struct iovec *iov, int iovcnt, size_t 
 		.parts = 1,
 		.managed = g->nmanaged > 0,
 		.x = &ctx->exec[0],
+		.smp = &smp,
 	};
 	/* before (one test for the common call: no mode of the context's, no policy) */
 	if (unlikely(ctx->modes | s.managed))

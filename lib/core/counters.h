@@ -93,7 +93,13 @@
 	X(ts_hw_unavailable)                                                                  \
 	X(fork_fallback)                                                                      \
 	MS__KF_COUNTERS(X)                                                                    \
-	X(auto_ns_kfanout)
+	X(auto_ns_kfanout)                                                                    \
+	X(auto_clock_low)                                                                     \
+	X(auto_cpu_ns_loop)                                                                   \
+	X(auto_cpu_ns_sendmmsg)                                                               \
+	X(auto_cpu_ns_io_uring)                                                               \
+	X(auto_cpu_ns_xdp)                                                                    \
+	X(auto_cpu_ns_kfanout)
 
 /* Failure classes (ms_stats err_*). */
 enum ms__errclass {

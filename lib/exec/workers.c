@@ -120,8 +120,8 @@ struct worker {
 	struct ms__batch b;
 	size_t first, count;
 	uint8_t exec;      /* which backend (ctx->exec[exec]) */
-	bool sample;       /* AUTO times the call: measure this part's CPU time */
-	uint64_t cpu_ns;   /* ... into here */
+	bool sample;       /* AUTO times the call: measure this part's cost */
+	struct ms__cost cost; /* ... into here */
 	int err;
 	struct waitword go __attribute__((aligned(64)));   /* jobs posted */
 	struct waitword done __attribute__((aligned(64))); /* jobs finished */
@@ -213,10 +213,14 @@ static void *worker_main(void *arg)
 		seen = __atomic_load_n(&w->go.v, __ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
 			break;
-		uint64_t t0 = w->sample ? ms__thread_cpu_ns() : 0;
+		struct ms__clocks clk;
+		if (w->sample) {
+			w->cost = (struct ms__cost){ 0 };
+			ms__clocks_start(&clk);
+		}
 		w->err = ctx->exec[w->exec].be->send(w->be[w->exec], &w->b, w->first, w->count);
 		if (w->sample)
-			w->cpu_ns = ms__thread_cpu_ns() - t0;
+			ms__cost_add(&w->cost, &clk);
 		signal_change(&w->done);
 	}
 	for (k = 0; k < ctx->nexec; k++)
@@ -497,8 +501,11 @@ int ms__pool_send(struct ms__send *s)
 		while ((seen = __atomic_load_n(&w->done.v, __ATOMIC_ACQUIRE)) != want)
 			wait_change(&w->done, seen, p->spin_ns);
 		ms__tally_add(&s->b.t, &w->b.t);
-		if (w->sample)
-			s->cpu_parts += w->cpu_ns;
+		if (w->sample) {
+			s->smp->parts.cpu_seen += w->cost.cpu_seen;
+			s->smp->parts.oncpu_seen += w->cost.oncpu_seen;
+			s->smp->parts.cpu_unseen += w->cost.cpu_unseen;
+		}
 		if (!err)
 			err = w->err;
 	}

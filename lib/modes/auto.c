@@ -31,19 +31,41 @@
  *   frozen    MS_CFG_AUTO_FREEZE / MULTISEND_AUTO_FREEZE: after the first decision nothing is
  *             timed or explored again.
  *
- * A timed fan-out is the only one that costs anything extra: two reads of the thread's CPU
- * clock (clock_gettime(CLOCK_THREAD_CPUTIME_ID), a system call each), and, with workers, the
- * same on each library thread for its part; the figure is the sum of the sending threads' CPU
- * time over the fan-out's destinations, kernel time included. An untimed call costs a counter
- * decrement. A child forked after the context was made sends with what the shape uses and
- * measures nothing (its parent's measurements are its own).
+ * What is measured: the time the sending threads spent on the CPU for the fan-out, per
+ * destination, kernel time included (with workers, the sum over the threads of their parts).
+ * The thread's CPU clock alone cannot be trusted for that: on some hosts it under-charges some
+ * kinds of kernel work (measured on a guest kernel: io_uring calls charged 20-42% less than the
+ * time the thread was on the CPU, loop and sendmmsg 0-4%; work done in interrupt context on the
+ * thread's behalf is another such case), so a backend can look cheaper than it is. So a timed
+ * fan-out reads three clocks on each thread that sends a part: its context switches
+ * (getrusage(RUSAGE_THREAD): voluntary and involuntary), CLOCK_MONOTONIC and its CPU clock.
+ * A thread that was never switched out between the two reads was on the CPU the whole time:
+ * its wall time is its time on the CPU, whatever its CPU clock says, and the ratio of the two
+ * is how much that clock charges this backend here (per shape and backend, the median of the
+ * last 8). A thread that was switched out (preempted, or asleep waiting) has only its CPU
+ * clock, divided by that ratio. A backend whose clock was seen to under-charge (ratio below
+ * 0.8, counted in auto_clock_low) and whose window holds fewer than half such verified
+ * fan-outs, or whose clock was never checked (its threads always switched out), keeps
+ * exploring (up to round 12) rather than be decided on corrected or unchecked figures.
+ * The figures by the CPU clock alone are kept beside (auto_cpu_ns_*), so an operator sees
+ * both. Wall time when not switched out is what the user waits for and what the core is
+ * busy for; the CPU clock is used only where that cannot be seen.
+ *
+ * A timed fan-out is the only one that costs anything extra: two reads of each clock (the CPU
+ * clock and getrusage are a system call each; CLOCK_MONOTONIC is not), on each thread that
+ * sends a part. An untimed call costs a counter decrement. A child forked after the context
+ * was made sends with what the shape uses and measures nothing (its parent's measurements are
+ * its own).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -58,6 +80,9 @@
 #define BASE_SAMPLES 3u      /* its level after a decision: median of its first timed ones */
 #define DRIFT 0.25f          /* a move from that level larger than this ... */
 #define DRIFT_HITS 3u        /* ... this many times in a row: explore again */
+#define TRUST 0.8f           /* a CPU clock that charges less than this share of the time a
+                                thread stayed on the CPU under-charges (auto_clock_low) */
+#define RATE_MIN 0.02f       /* the lowest share a correction assumes */
 
 enum { KIND_FEW, KIND_MANY, KIND_STREAM, NKINDS };
 #define NSIZES 4u
@@ -83,9 +108,19 @@ struct shape {
 	uint32_t self_every;
 	float base;      /* cur's level after the decision (0: not known yet) */
 	float basewin[BASE_SAMPLES];
-	float win[MS__NEXEC][WIN]; /* the last timed fan-outs of the rounds, ns per destination */
+	/* The last timed fan-outs of the rounds, ns per destination: the wall time of the parts
+	 * whose threads stayed on the CPU, and the CPU clock's time of the others (corrected by
+	 * the clock's ratio when a decision reads them: see figure()) */
+	float win[MS__NEXEC][WIN], mwin[MS__NEXEC][WIN];
+	float cwin[MS__NEXEC][WIN]; /* ... the same fan-outs by the threads' CPU clocks alone */
+	uint8_t stayed[MS__NEXEC];  /* ... bit i: fan-out i's threads were never switched out */
 	uint8_t nwin[MS__NEXEC], wpos[MS__NEXEC];
+	float rate[MS__NEXEC][WIN]; /* the last shares the CPU clock charged of time on the CPU
+	                              (kept when the shape explores again: the clock's habit
+	                              is the host's, not the load's) */
+	uint8_t nrate[MS__NEXEC], rpos[MS__NEXEC];
 	float med[MS__NEXEC];      /* at the last decision */
+	float cmed[MS__NEXEC];     /* ... by the CPU clocks */
 	uint64_t decisions;
 };
 
@@ -95,11 +130,94 @@ struct ms__auto {
 	struct shape sh[NSHAPES];
 };
 
-uint64_t ms__thread_cpu_ns(void)
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's context switches: voluntary (it slept) and involuntary (preempted). */
+static void thread_switches(uint64_t *slept, uint64_t *preempted)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru)) {
+		*slept = *preempted = UINT64_MAX;
+		return;
+	}
+	*slept = (uint64_t)ru.ru_nvcsw;
+	*preempted = (uint64_t)ru.ru_nivcsw;
+}
+
+/* The calling thread's time waiting on a run queue, ns: the second field of
+ * /proc/thread-self/schedstat (the kernel's sched_info run_delay, on the run queue's own clock,
+ * not the CPU clock's); UINT64_MAX where it cannot be read (no /proc, no descriptor free, a
+ * kernel without schedstats). */
+static uint64_t thread_waited_ns(void)
+{
+	char buf[96];
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return UINT64_MAX;
+	ssize_t r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return UINT64_MAX;
+	buf[r] = 0;
+	char *p;
+	errno = 0;
+	(void)strtoull(buf, &p, 10);
+	if (p == buf || *p != ' ')
+		return UINT64_MAX;
+	char *q;
+	unsigned long long w = strtoull(p + 1, &q, 10);
+	if (q == p + 1 || errno)
+		return UINT64_MAX;
+	return (uint64_t)w;
+}
+
+void ms__clocks_start(struct ms__clocks *c)
+{
+	int e = errno;
+	thread_switches(&c->slept, &c->preempted);
+	c->waited_ns = thread_waited_ns();
+	errno = e;
+	c->wall_ns = clock_ns(CLOCK_MONOTONIC);
+	c->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+void ms__cost_add(struct ms__cost *acc, const struct ms__clocks *start)
+{
+	uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - start->cpu_ns;
+	uint64_t wall = clock_ns(CLOCK_MONOTONIC) - start->wall_ns;
+	int e = errno;
+	uint64_t slept, preempted;
+	thread_switches(&slept, &preempted);
+	if (slept != start->slept || slept == UINT64_MAX) {
+		acc->cpu_unseen += cpu; /* it slept (or cannot tell): off the CPU for its own reasons */
+	} else if (preempted == start->preempted) {
+		acc->cpu_seen += cpu; /* on the CPU throughout */
+		acc->oncpu_seen += wall;
+	} else {
+		/* Preempted, never asleep: on the CPU but while it waited on a run queue (read
+		 * after the wall clock: a preemption in between counts against it, rarely, a
+		 * little). */
+		uint64_t w = thread_waited_ns();
+		if (w == UINT64_MAX || start->waited_ns == UINT64_MAX || w < start->waited_ns ||
+		    w - start->waited_ns >= wall) {
+			acc->cpu_unseen += cpu;
+		} else {
+			acc->cpu_seen += cpu;
+			acc->oncpu_seen += wall - (w - start->waited_ns);
+		}
+	}
+	errno = e;
+}
+
+void ms__auto_start(struct ms__send *s)
+{
+	*s->smp = (struct ms__sample){ 0 };
+	ms__clocks_start(&s->smp->clk);
 }
 
 int ms__auto_new(struct ms_ctx *ctx, bool freeze, uint32_t recheck)
@@ -174,12 +292,57 @@ static struct spread spread_of(const float *v, unsigned n)
 				.q3 = s[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1] };
 }
 
-static void push(struct shape *h, unsigned x, float v)
+static void push(struct shape *h, unsigned x, float ws, float cm, float vc)
 {
-	h->win[x][h->wpos[x]] = v;
-	h->wpos[x] = (uint8_t)((h->wpos[x] + 1) % WIN);
+	unsigned i = h->wpos[x];
+	bool stayed = cm == 0;
+	h->win[x][i] = ws;
+	h->mwin[x][i] = cm;
+	h->cwin[x][i] = vc;
+	h->stayed[x] = (uint8_t)((h->stayed[x] & ~(1u << i)) | ((unsigned)stayed << i));
+	h->wpos[x] = (uint8_t)((i + 1) % WIN);
 	if (h->nwin[x] < WIN)
 		h->nwin[x]++;
+}
+
+static void push_rate(struct shape *h, unsigned x, float r)
+{
+	h->rate[x][h->rpos[x]] = r;
+	h->rpos[x] = (uint8_t)((h->rpos[x] + 1) % WIN);
+	if (h->nrate[x] < WIN)
+		h->nrate[x]++;
+}
+
+/* The share of time on the CPU that backend x's CPU clock charges here (1: not known). */
+static float rate_of(const struct shape *h, unsigned x)
+{
+	if (!h->nrate[x])
+		return 1.0f;
+	float r = spread_of(h->rate[x], h->nrate[x]).med;
+	return r < RATE_MIN ? RATE_MIN : r > 1.0f ? 1.0f : r;
+}
+
+/* Backend x's window: the time its threads were on the CPU, ns per destination, each fan-out's
+ * switched-out parts corrected by what the clock is known to charge now (so a ratio learnt
+ * later corrects the figures taken before it). */
+static struct spread figure(const struct shape *h, unsigned x)
+{
+	float v[WIN], r = rate_of(h, x);
+	for (unsigned i = 0; i < h->nwin[x]; i++)
+		v[i] = h->win[x][i] + h->mwin[x][i] / r;
+	return spread_of(v, h->nwin[x]);
+}
+
+/* Backend x's CPU clock was never checked here, or under-charges and too few of its window's
+ * figures were seen directly (the rest are corrected by the ratio): it needs more samples. */
+static bool doubtful(const struct shape *h, unsigned x)
+{
+	if (!h->nrate[x])
+		return true;
+	if (rate_of(h, x) >= TRUST)
+		return false;
+	unsigned seen = (unsigned)__builtin_popcount(h->stayed[x] & ((1u << h->nwin[x]) - 1u));
+	return 2 * seen < h->nwin[x];
 }
 
 /* The backend with the lowest median; *clear: is the difference clear, or clearly none? */
@@ -188,11 +351,14 @@ static unsigned best_of(const struct ms_ctx *ctx, const struct shape *h, struct 
 {
 	unsigned best = 0;
 	for (unsigned x = 0; x < ctx->nexec; x++) {
-		sp[x] = spread_of(h->win[x], h->nwin[x]);
+		sp[x] = figure(h, x);
 		if (sp[x].med < sp[best].med)
 			best = x;
 	}
 	*clear = true;
+	for (unsigned x = 0; x < ctx->nexec; x++)
+		if (doubtful(h, x))
+			*clear = false;
 	const struct spread *b = &sp[best];
 	for (unsigned x = 0; x < ctx->nexec; x++) {
 		const struct spread *o = &sp[x];
@@ -216,20 +382,27 @@ static void restart(struct shape *h)
 	h->drift = 0;
 }
 
-static uint64_t *ns_counter(struct ms_ctx *ctx, enum ms_backend b)
+/* Backend b's figures in the counters: on the CPU, and by the CPU clock (*cpu). */
+static uint64_t *ns_counter(struct ms_ctx *ctx, enum ms_backend b, uint64_t **cpu)
 {
 	switch (b) {
 	case MS_BACKEND_LOOP:
+		*cpu = &ctx->c.auto_cpu_ns_loop;
 		return &ctx->c.auto_ns_loop;
 	case MS_BACKEND_SENDMMSG:
+		*cpu = &ctx->c.auto_cpu_ns_sendmmsg;
 		return &ctx->c.auto_ns_sendmmsg;
 	case MS_BACKEND_IO_URING:
+		*cpu = &ctx->c.auto_cpu_ns_io_uring;
 		return &ctx->c.auto_ns_io_uring;
 	case MS_BACKEND_XDP:
+		*cpu = &ctx->c.auto_cpu_ns_xdp;
 		return &ctx->c.auto_ns_xdp;
 	case MS_BACKEND_KFANOUT:
+		*cpu = &ctx->c.auto_cpu_ns_kfanout;
 		return &ctx->c.auto_ns_kfanout;
 	default:
+		*cpu = NULL;
 		return NULL;
 	}
 }
@@ -244,14 +417,21 @@ static void put(char *buf, size_t len, size_t *k, const char *fmt, ...)
 	*k += w > 0 ? (size_t)w : 0;
 }
 
-/* "datagrams on few sockets, 16-127: loop (loop 1412, io_uring 1377, sendmmsg 1401 ns/dest" */
+/* "datagrams on few sockets, 16-127: loop (loop 1412, io_uring 1377 [CPU clock 950],
+ * sendmmsg 1401 ns/dest": a backend's CPU clock figure is said where it is more than 20% off */
 static void put_shape(const struct ms_ctx *ctx, unsigned shape, char *buf, size_t len, size_t *k)
 {
 	const struct shape *h = &ctx->autos->sh[shape];
 	put(buf, len, k, "%s, %s: %s (", kind_name[shape / NSIZES], size_name[shape % NSIZES],
 	    ctx->exec[h->cur].be->name);
-	for (unsigned x = 0; x < ctx->nexec; x++)
+	for (unsigned x = 0; x < ctx->nexec; x++) {
 		put(buf, len, k, "%s%s %.0f", x ? ", " : "", ctx->exec[x].be->name, (double)h->med[x]);
+		float d = h->cmed[x] - h->med[x];
+		if (d < 0)
+			d = -d;
+		if (h->med[x] < 1e29f && d > 0.2f * h->med[x])
+			put(buf, len, k, " [CPU clock %.0f]", (double)h->cmed[x]);
+	}
 	put(buf, len, k, " ns/dest");
 }
 
@@ -273,9 +453,12 @@ static void decide(struct ms_ctx *ctx, struct shape *h, unsigned shape, size_t n
 
 	for (unsigned x = 0; x < ctx->nexec; x++) {
 		h->med[x] = sp[x].med;
-		uint64_t *c = ns_counter(ctx, ctx->exec[x].be->id);
-		if (c)
-			*c = (uint64_t)(sp[x].med + 0.5f);
+		h->cmed[x] = spread_of(h->cwin[x], h->nwin[x]).med;
+		uint64_t *cpu, *c = ns_counter(ctx, ctx->exec[x].be->id, &cpu);
+		if (c && h->nwin[x]) {
+			*c = (uint64_t)(h->med[x] + 0.5f);
+			*cpu = (uint64_t)(h->cmed[x] + 0.5f);
+		}
 	}
 	ctx->c.auto_decisions++;
 	ctx->c.auto_switches += changed;
@@ -359,8 +542,20 @@ void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s)
 	struct ms__auto *a = ctx->autos;
 	unsigned shape = s->g->shape;
 	struct shape *h = &a->sh[shape];
-	uint64_t ns = ms__thread_cpu_ns() - s->cpu_ns + s->cpu_parts;
-	float v = (float)ns / (float)s->b.n;
+	unsigned x = (unsigned)(s->x - ctx->exec);
+	struct ms__cost c = s->smp->parts;
+	ms__cost_add(&c, &s->smp->clk);
+
+	/* How much this backend's CPU clock charges of the time its threads stayed on the CPU. */
+	if (c.oncpu_seen) {
+		float r = (float)c.cpu_seen / (float)c.oncpu_seen;
+		push_rate(h, x, r);
+		ctx->c.auto_clock_low += r < TRUST;
+	}
+	float n = (float)s->b.n;
+	float ws = (float)c.oncpu_seen / n, cm = (float)c.cpu_unseen / n;
+	float v = ws + cm / rate_of(h, x);
+	float vc = (float)(c.cpu_seen + c.cpu_unseen) / n;
 
 	ctx->c.auto_sampled++;
 	if (h->phase == SETTLED) {
@@ -378,7 +573,7 @@ void ms__auto_done(struct ms_ctx *ctx, struct ms__send *s)
 			restart(h);
 		return;
 	}
-	push(h, (unsigned)(s->x - ctx->exec), v);
+	push(h, x, ws, cm, vc);
 	if (h->step < 2 * ctx->nexec)
 		return;
 	/* a round is complete */

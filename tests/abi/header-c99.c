@@ -29,7 +29,8 @@ int main(void)
 	struct ms_stats st = { sizeof(struct ms_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+			       0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			       0, 0, 0, 0, 0, 0 };
 	struct ms_slow_config slow = { sizeof(struct ms_slow_config), MS_SLOW_QUEUE, MS_SLOW_DROP, 0 };
 	struct ms_dest d = { -1, (socklen_t)0, (const struct sockaddr *)0 };
 	struct ms_result r = { 0, 0 };

@@ -52,7 +52,7 @@ static const struct row rows[] = {
 	OFF(struct ms_config, xdp_queue, CFG_PTRS + 3 * PTR),
 	OFF(struct ms_config, xdp_frames, CFG_PTRS + 3 * PTR + 4),
 
-	SIZE(struct ms_stats, 8 + 8 * 63),
+	SIZE(struct ms_stats, 8 + 8 * 69),
 	OFF(struct ms_stats, size, 0),
 	OFF(struct ms_stats, reserved, 4),
 	OFF(struct ms_stats, fanouts, 8),
@@ -118,6 +118,12 @@ static const struct row rows[] = {
 	OFF(struct ms_stats, kfanout_fallback_neigh, 488),
 	OFF(struct ms_stats, kfanout_fallback_other, 496),
 	OFF(struct ms_stats, auto_ns_kfanout, 504),
+	OFF(struct ms_stats, auto_clock_low, 512),
+	OFF(struct ms_stats, auto_cpu_ns_loop, 520),
+	OFF(struct ms_stats, auto_cpu_ns_sendmmsg, 528),
+	OFF(struct ms_stats, auto_cpu_ns_io_uring, 536),
+	OFF(struct ms_stats, auto_cpu_ns_xdp, 544),
+	OFF(struct ms_stats, auto_cpu_ns_kfanout, 552),
 
 	SIZE(struct ms_slow_config, 16),
 	OFF(struct ms_slow_config, size, 0),
@@ -144,7 +150,7 @@ static const struct row rows[] = {
 	OFF(struct ms_hist, bucket, 32),
 
 	/* A snapshot's own fields never move: struct ms_stats, which grows, is last. */
-	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 63),
+	SIZE(struct ms_snapshot, 24 + 4 * (32 + 8 * MS_HIST_BUCKETS) + 8 + 8 * 69),
 	OFF(struct ms_snapshot, size, 0),
 	OFF(struct ms_snapshot, backend, 4),
 	OFF(struct ms_snapshot, ts_sample, 8),

@@ -6,8 +6,10 @@ library, and check them against each backend's promise and the library's own cou
   sendmmsg  one sendmmsg per socket per 1024 destinations
   io_uring  one io_uring_enter per fan-out, and no send-family call at all
   auto      (MS_BACKEND_AUTO, switching backends as it measures them) the send-family calls
-            the library counts, and beyond them exactly two clock_gettime calls per fan-out it
-            timed (its own count): none on any other fan-out
+            the library counts, and beyond them, per fan-out it timed (its own count), exactly
+            two clock_gettime(CLOCK_THREAD_CPUTIME_ID) and two getrusage calls, and one or two
+            opens of /proc/thread-self/schedstat (the second only for a thread that was
+            preempted): none on any other fan-out
 Usage: syscount.py SYSCOUNT_BINARY"""
 import math
 import os
@@ -18,6 +20,7 @@ import sys
 import tempfile
 
 CALLS = ["sendto", "sendmsg", "sendmmsg", "io_uring_enter"]
+AUTO_CALLS = ["clock_gettime", "getrusage", "openat"]
 ROUNDS = 5
 
 
@@ -45,22 +48,24 @@ def run(binary, backend, kind, n, rounds=ROUNDS):
 
 def run_auto(binary, kind, n, rounds):
     """Every traced call listed (not summed), so that clock_gettime counts only when its
-    clock is CLOCK_THREAD_CPUTIME_ID."""
+    clock is CLOCK_THREAD_CPUTIME_ID, and openat only for the scheduler's statistics."""
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
         p = subprocess.run(["strace", "-f", "-qq", "-o", out.name,
-                            "-e", "trace=" + ",".join(CALLS + ["clock_gettime"]),
+                            "-e", "trace=" + ",".join(CALLS + AUTO_CALLS),
                             binary, "auto", kind, str(n), str(rounds)],
                            capture_output=True, text=True,
                            env=dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "")
                                     + ":detect_leaks=0"))
         if p.returncode != 0:
             sys.exit(f"FAIL auto {kind} N={n}: exit {p.returncode}\n{p.stdout}{p.stderr}")
-        counts = {c: 0 for c in CALLS + ["clock_gettime"]}
+        counts = {c: 0 for c in CALLS + AUTO_CALLS}
         for line in out.read().splitlines():
             m = re.match(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\((.*)", line)
             if not m or m.group(1) not in counts:
                 continue
             if m.group(1) == "clock_gettime" and not m.group(2).startswith("CLOCK_THREAD_CPUTIME_ID"):
+                continue
+            if m.group(1) == "openat" and "/proc/thread-self/schedstat" not in m.group(2):
                 continue
             counts[m.group(1)] += 1
         lib = int(re.search(r"syscalls=(\d+)", p.stdout).group(1))
@@ -106,11 +111,14 @@ def main():
     for kind in ["shared", "connected"]:
         counts, lib, sampled = run_auto(binary, kind, 64, 200)
         sends = sum(counts[c] for c in CALLS)
-        ok = sends == lib and counts["clock_gettime"] == 2 * sampled and 0 < sampled < 200
+        ok = (sends == lib and counts["clock_gettime"] == 2 * sampled
+              and counts["getrusage"] == 2 * sampled
+              and sampled <= counts["openat"] <= 2 * sampled and 0 < sampled < 200)
         failed += not ok
         print(f"auto      {kind:9} {64:5}  {sends} send-family calls, {counts['clock_gettime']} "
-              f"clock_gettime over 200 fan-outs; library: {lib} sends, {sampled} timed"
-              f"{'' if ok else '   FAIL: expected the same sends and 2 clock reads per timed one'}")
+              f"clock_gettime, {counts['getrusage']} getrusage, {counts['openat']} schedstat "
+              f"opens over 200 fan-outs; library: {lib} sends, {sampled} timed"
+              f"{'' if ok else '   FAIL: expected the same sends, 2 CPU clock reads, 2 getrusage and 1-2 schedstat opens per timed one'}")
     sys.exit(1 if failed else 0)
 
 

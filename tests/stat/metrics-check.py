@@ -122,6 +122,9 @@ def check_final(fams, path, js, count, subs, size, accepted, om):
         if name.startswith("auto_ns_"):
             got = one(s, "multisend_auto_%s_seconds" % name[8:])
             expect(name + " (in seconds)", round(got * 1e9), v)
+        elif name.startswith("auto_cpu_ns_"):
+            got = one(s, "multisend_auto_cpu_%s_seconds" % name[12:])
+            expect(name + " (in seconds)", round(got * 1e9), v)
         elif name in gauges:
             expect(name, one(s, "multisend_" + name), v)
         elif name == "backlog_discarded":
