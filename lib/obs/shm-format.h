@@ -78,9 +78,9 @@
 #include "multisend.h"
 
 #define MS_SHM_MAGIC UINT64_C(0x3174617473534d6c) /* "lMSstat1", little-endian */
-#define MS_SHM_VERSION 3u
+#define MS_SHM_VERSION 4u
 #define MS_SHM_SLOTS 64u
-#define MS_SHM_COUNTERS 64u
+#define MS_SHM_COUNTERS 96u
 #define MS_SHM_HISTS 4u
 #define MS_SHM_NAME 32u
 

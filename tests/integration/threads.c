@@ -33,13 +33,7 @@ static int rx_udp[SUBS];
 static int pair[PAIRS][2];
 static pthread_barrier_t start;
 
-#define CHECK(c)                                                                      \
-	do {                                                                          \
-		if (!(c)) {                                                           \
-			fprintf(stderr, "threads: check failed: %s (line %d)\n", #c, __LINE__); \
-			exit(1);                                                      \
-		}                                                                     \
-	} while (0)
+/* CHECK: net.h's (file and line, then _exit(1)). */
 
 static void *sender(void *arg)
 {

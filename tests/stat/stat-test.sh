@@ -380,7 +380,7 @@ refuse_test() { # PUBLISHER STAT
 	refused 1 "cannot open $tmp/missing: No such file or directory" "$tmp/missing"
 	cp "$tmp/real" "$tmp/v2"
 	patch "$tmp/v2" 8 2 # version
-	refused 2 'live-counter file of format version 2; this multisend-stat reads version 3' \
+	refused 2 'live-counter file of format version 2; this multisend-stat reads version 4' \
 		"$tmp/v2"
 	cp "$tmp/real" "$tmp/layout"
 	patch "$tmp/layout" 16 12345 # slot_size
@@ -397,7 +397,7 @@ refuse_test() { # PUBLISHER STAT
 	for f in text zeros v2 layout short; do
 		[ -s "$tmp/$f" ] || fail "$f emptied"
 	done
-	patch "$tmp/v2" 8 3
+	patch "$tmp/v2" 8 4 # back to this version
 	cmp -s "$tmp/real" "$tmp/v2" || fail "multisend-stat changed a file it refused"
 	echo "PASS: multisend-stat refuses what is not a live-counter file of its version"
 }
@@ -610,9 +610,9 @@ put(s0 + 24, b"\x1b]0;pwned\x07\x1b[2J", 32)
 put(s0 + 56, b"fan\xffouts\xc3\xa9", 32)          # a stray byte, then U+00E9
 put(s0 + 56 + 32, b"\x9b31m\xc2\x9b31m\\", 32)   # C1 CSI raw and as UTF-8, a backslash
 put(s0 + 56 + 64, b"\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\x80\xc0\xaf", 32)
-# and values for them (the screen shows non-zero counters): counter[] follows the 64
-# counter names, 4 histogram names and updated_ns
-struct.pack_into("<3Q", d, s0 + 56 + 64 * 32 + 4 * 32 + 8, 1, 2, 3)
+# and values for them (the screen shows non-zero counters): counter[] follows the
+# MS_SHM_COUNTERS (96) counter names, 4 histogram names and updated_ns
+struct.pack_into("<3Q", d, s0 + 56 + 96 * 32 + 4 * 32 + 8, 1, 2, 3)
 open(sys.argv[2], "wb").write(d)
 PY
 	"$stat" --json --count 1 --interval 10 "$tmp/evil" >"$tmp/out" 2>"$tmp/err" ||
@@ -1198,9 +1198,9 @@ hostile_test() { # HOSTILE STAT
 	# 64 slots x 68 names of their own (4,352 metric names: the scrape that took minutes),
 	# a file whose every slot stays mid-update, and a big honest one (64 slots, 64 names
 	# each, the same in every slot), all with a live owner (their write locks).
-	plant distinct "$hostile" "$base-distinct" distinct
+	plant distinct "$hostile" "$base-distinct" distinct names=64
 	plant busy "$hostile" "$base-busy" same busy
-	plant big "$hostile" "$base-big" same
+	plant big "$hostile" "$base-big" same names=64
 	t0=$(date +%s%N)
 	timeout 300 "$stat" --openmetrics >"$tmp/scan.om" 2>"$tmp/scan.err"
 	rc=$?
