@@ -110,6 +110,7 @@ static void init(void)
 	if (sa)
 		ms__sys.sigaction = (__typeof__(ms__sys.sigaction))sa;
 	atomic_store_explicit(&resolved, true, memory_order_release);
+	shim_fault_setup();
 	shim_config_load();
 	shim_live_setup();
 	shim_thread_setup();
