@@ -141,9 +141,17 @@ MS_EXPORT int ms_backend_from_name(const char *name);
 /* MS_BACKEND_XDP: copy mode only (without it, zero copy is tried first where the driver has
  * it, then copy mode). */
 #define MS_CFG_XDP_COPY (1u << 8)
+/* MS_BACKEND_XDP: frames may skip netfilter. Without it (or MULTISEND_XDP_NETFILTER=skip), the
+ * backend takes no queue in a network namespace where netfilter filters output (an nftables
+ * or iptables-nft base chain at the IPv4, IPv6 or inet output or postrouting hook, or netdev
+ * egress; an iptables-legacy table), or where the library cannot list them (without
+ * CAP_NET_ADMIN): the kernel's path sends, and the reason says why. Looked at when the
+ * queue is taken (context creation, and after the interface came back), not at each send. */
+#define MS_CFG_XDP_NETFILTER (1u << 9)
 #define MS_CFG_ALL_FLAGS                                                                    \
 	(MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_ROTATE | MS_CFG_MLOCK | MS_CFG_CONNECT | \
-	 MS_CFG_OFFLOAD | MS_CFG_AUTO_FREEZE | MS_CFG_XDP_QUEUE | MS_CFG_XDP_COPY)
+	 MS_CFG_OFFLOAD | MS_CFG_AUTO_FREEZE | MS_CFG_XDP_QUEUE | MS_CFG_XDP_COPY |             \
+	 MS_CFG_XDP_NETFILTER)
 
 /* Size-versioned. Zero-initialise it, set .size, then set what you need. Every field at zero
  * means "library default", and no default switches a feature on: a context made from an
@@ -290,6 +298,7 @@ struct ms_config {
  *   MULTISEND_NO_LOOP=1, MULTISEND_NO_SENDMMSG=1, MULTISEND_NO_IO_URING=1, MULTISEND_NO_XDP=1
  *     disable one.
  *   MULTISEND_XDP_IFACE=name  when cfg->xdp_ifname is NULL: the xdp backend's interface.
+ *   MULTISEND_XDP_NETFILTER=skip  as MS_CFG_XDP_NETFILTER.
  *   MULTISEND_SHOW_BACKEND=1  print to stderr the backend chosen and why others were skipped;
  *     with AUTO, also each decision as it is made (first per shape, and every change).
  *   MULTISEND_AUTO_FREEZE=1  as MS_CFG_AUTO_FREEZE.
@@ -460,7 +469,8 @@ MS_EXPORT int ms_group_remove(struct ms_group *g, int id);
  * filtering), traffic control (qdiscs, shaping, tc filters), IPsec policies, the socket's
  * SO_PRIORITY and SO_MARK as packet metadata, and the kernel's UDP counters (the frames are
  * counted by the interface). A destination that needs any of them must stay on the kernel's
- * path: ms_group_kernel_path.
+ * path: ms_group_kernel_path. Netfilter is guarded: where it filters the namespace's output,
+ * or where the library cannot tell, the backend is not set up (MS_CFG_XDP_NETFILTER).
  *
  * Results keep their meaning: a destination's status is its length once the kernel has taken
  * its frame off the transmit ring (every call waits for that: in copy mode the kicks

@@ -201,6 +201,7 @@ struct ms_ctx {
 		char ifname[16]; /* "": none named */
 		bool ifname_bad; /* the environment's name cannot be an interface's */
 		bool queue_set, copy_only;
+		bool nf_skip;    /* MS_CFG_XDP_NETFILTER, MULTISEND_XDP_NETFILTER=skip */
 		uint32_t queue, frames;
 	} xdp;
 	unsigned ngroups;

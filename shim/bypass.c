@@ -61,7 +61,7 @@ void shim_xport_check(struct ms__xport *p, uint64_t *fb, uint64_t other0)
 	 * once, as an open that failed would have, and the port is no more. What the call just
 	 * skipped for want of the queue (the port's "other") is the shim's "unavailable", as
 	 * every send after it. */
-	char why[192];
+	char why[320];
 	if (likely(ms__xport_queue(p, why, sizeof(why)) >= 0))
 		return;
 	const uint64_t d = fb[MS__XDP_OTHER] - other0;
@@ -154,7 +154,7 @@ struct ms__xport *shim_xport(void)
 	if (shim_cfg.mode != SHIM_BYPASS && !shim_cfg.xdp_iface[0])
 		return NULL;
 	if (v == 0 && atomic_compare_exchange_strong(&xport_state, &v, 1)) {
-		char why[192];
+		char why[320];
 		struct ms__xport *p = NULL;
 		const char *what = shim_cfg.mode == SHIM_BYPASS ? "sends go by the kernel's path"
 								: "batches go by sendmmsg";
@@ -165,7 +165,9 @@ struct ms__xport *shim_xport(void)
 				  "(MULTISEND_PRELOAD_XDP_IFACE, multisend-run --xdp-iface) and no IPv4 "
 				  "default route", what);
 		} else {
-			int err = ms__xport_open(xport_ifname, 0, false, &p, why, sizeof(why));
+			int err = ms__xport_open(xport_ifname, 0,
+						 shim_cfg.xdp_nf_skip ? MS__XPORT_NF_SKIP : 0, &p, why,
+						 sizeof(why));
 			if (err) {
 				shim_warn("kernel bypass on %s unavailable, %s: %s", xport_ifname, what,
 					  why);

@@ -206,6 +206,11 @@ void shim_config_parse(struct shim_config *c, shim_config_get_fn get, void *arg,
 			memcpy(c->xdp_iface, v, n + 1);
 	}
 
+	/* Frames skip netfilter: by default the port takes no queue where it filters output
+	 * (lib/os/netfilter.h); this says the operator accepts that. */
+	v = get(arg, "MULTISEND_PRELOAD_XDP_NETFILTER");
+	c->xdp_nf_skip = v && !strcmp(v, "skip");
+
 	/* Children inherit LD_PRELOAD; the filter keeps every program not named untouched. */
 	v = get(arg, "MULTISEND_PRELOAD_PROGRAMS");
 	if (v && *v && !listed(v, c->program) && !listed(v, exe))

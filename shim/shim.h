@@ -170,6 +170,7 @@ struct shim_config {
 	char xdp_iface[16];     /* batch mode: send batches as AF_XDP frames on this interface;
 	                           bypass mode: every send (MULTISEND_PRELOAD_XDP_IFACE); "" =
 	                           none (bypass mode: the IPv4 default route's device) */
+	bool xdp_nf_skip;       /* frames may skip netfilter (MULTISEND_PRELOAD_XDP_NETFILTER=skip) */
 	char program[64];       /* the program's name, for the report */
 };
 

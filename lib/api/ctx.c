@@ -488,7 +488,7 @@ static int copy_config(struct ms_config *c, const struct ms_config *cfg)
 
 struct choice {
 	const char *skipped[MS__BACKEND_LAST + 1]; /* why each backend was not used */
-	char init_why[MS__BACKEND_LAST + 1][160];
+	char init_why[MS__BACKEND_LAST + 1][256];
 };
 
 /* Set up be for ctx (unless it was skipped): one more entry of ctx->exec. */
@@ -666,6 +666,8 @@ static void xdp_settings(struct ms_ctx *ctx, const struct ms_config *c, bool use
 	ctx->xdp.queue = c->xdp_queue;
 	ctx->xdp.queue_set = c->flags & MS_CFG_XDP_QUEUE;
 	ctx->xdp.copy_only = c->flags & MS_CFG_XDP_COPY;
+	const char *nf = use_env ? secure_getenv("MULTISEND_XDP_NETFILTER") : NULL;
+	ctx->xdp.nf_skip = (c->flags & MS_CFG_XDP_NETFILTER) || (nf && !strcmp(nf, "skip"));
 	ctx->xdp.frames = c->xdp_frames ? c->xdp_frames : XDP_FRAMES_DEFAULT;
 }
 

@@ -66,6 +66,7 @@
 #include <linux/net_tstamp.h>
 
 #include "internal.h"
+#include "netfilter.h"
 #include "route.h"
 #include "xdp.h"
 #include "sys.h"
@@ -116,6 +117,7 @@ struct ring {
 struct xstate {
 	const struct ms_ctx *ctx; /* for MS_CFG_MLOCK; NULL for a port (below) */
 	bool copy_only, queue_set;
+	bool nf_skip;          /* frames may skip netfilter's output hooks (the caller said so) */
 	uint32_t queue_want;
 	int fd;                /* the AF_XDP socket; -1 after the interface went away */
 	unsigned char *umem;
@@ -166,7 +168,7 @@ struct xgroup {
 	bool v4plain;          /* every by-frame record is IPv4 without an IP ID counter */
 };
 
-static __thread char why_buf[160]; /* ctx_init's reason (ctx->init_why), copied at once */
+static __thread char why_buf[256]; /* ctx_init's reason (ctx->init_why), copied at once */
 
 static uint64_t now_ns(void)
 {
@@ -340,9 +342,35 @@ static uint32_t pick_queue(const struct xstate *st)
 
 /* Make the socket, its UMEM and rings, and bind it (zero copy first unless asked not to). On
  * failure why_buf says what failed. 0 or -errno. */
+/* Frames skip netfilter: where a firewall's output rule would see the kernel's datagram, or
+ * where that cannot be known, no queue is taken unless the caller accepted it (nf_skip), so
+ * that kernel bypass never quietly passes the host's firewall. Asked at every (re)open. */
+static int netfilter_ok(const struct xstate *st)
+{
+	if (st->nf_skip)
+		return 0;
+	char what[112];
+	const int rc = ms__nf_output_hooks(what, sizeof(what));
+	if (rc == 0)
+		return 0;
+	const char *knob = st->ctx ? "MS_CFG_XDP_NETFILTER or MULTISEND_XDP_NETFILTER=skip"
+				   : "multisend-run --xdp-skip-netfilter";
+	if (rc > 0)
+		snprintf(why_buf, sizeof(why_buf),
+			 "netfilter filters output here (%s); frames would skip it (%s accepts that)",
+			 what, knob);
+	else
+		snprintf(why_buf, sizeof(why_buf),
+			 "frames would skip netfilter, and its output rules here are unknown: %s "
+			 "(%s accepts that)", what, knob);
+	return -EPERM;
+}
+
 static int xsk_open(struct xstate *st)
 {
-	int err;
+	int err = netfilter_ok(st);
+	if (err)
+		return err;
 	st->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (st->fd < 0) {
 		err = -errno;
@@ -543,6 +571,7 @@ static int xdp_ctx_init(struct ms_ctx *ctx, void **state)
 	st->ctx = ctx;
 	snprintf(st->ifname, sizeof(st->ifname), "%s", ctx->xdp.ifname);
 	st->copy_only = ctx->xdp.copy_only;
+	st->nf_skip = ctx->xdp.nf_skip;
 	st->queue_set = ctx->xdp.queue_set;
 	st->queue_want = ctx->xdp.queue;
 	st->nframes = ctx->xdp.frames;
@@ -1600,7 +1629,7 @@ struct ms__xport {
 	bool lost;             /* ms__xport_lose: its descriptors are not its own any more */
 	int queue;             /* 0: no queue taken yet (no frame made); 1 taken; -errno: taking
 	                          it failed, queue_why says why (every message skipped since) */
-	char queue_why[160];
+	char queue_why[256];
 	uint64_t nl_poll_at;   /* when a kick polls the rtnetlink listener next (port_kick) */
 	bool recheck;          /* read the notifications at the next send (atomic) */
 };
@@ -1648,7 +1677,7 @@ static uint32_t key_hash(int fd, uint32_t fdgen, const unsigned char key[24])
 	return (uint32_t)(h ^ (h >> 32));
 }
 
-int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct ms__xport **out,
+int ms__xport_open(const char *ifname, uint32_t frames, unsigned flags, struct ms__xport **out,
 		   char *why, size_t whylen)
 {
 	*out = NULL;
@@ -1671,7 +1700,8 @@ int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct m
 	p->fork_gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
 	struct xstate *st = &p->st;
 	snprintf(st->ifname, sizeof(st->ifname), "%s", ifname);
-	st->copy_only = copy_only;
+	st->copy_only = flags & MS__XPORT_COPY;
+	st->nf_skip = flags & MS__XPORT_NF_SKIP;
 	st->nframes = frames ? frames : 2048;
 	err = xstate_open(st, true);
 	if (!err) {

@@ -39,10 +39,13 @@ struct ms__xport_counts {
 	uint64_t syscalls; /* all the port's system calls, kicks included */
 };
 
-/* A port on interface ifname: frames packet buffers (0: 2048), copy mode only or zero copy
- * first; its queue is taken by its first frame (ms__xport_queue). 0, or -errno with why
- * (whylen bytes) saying what failed. */
-int ms__xport_open(const char *ifname, uint32_t frames, bool copy_only, struct ms__xport **out,
+/* A port on interface ifname: frames packet buffers (0: 2048), flags MS__XPORT_*; its queue
+ * is taken by its first frame (ms__xport_queue), and not at all where netfilter has output
+ * hooks or cannot be asked (lib/os/netfilter.h) unless MS__XPORT_NF_SKIP. 0, or -errno with
+ * why (whylen bytes) saying what failed. */
+#define MS__XPORT_COPY 1u    /* copy mode only (else zero copy first) */
+#define MS__XPORT_NF_SKIP 2u /* frames may skip netfilter's output hooks: the caller accepts it */
+int ms__xport_open(const char *ifname, uint32_t frames, unsigned flags, struct ms__xport **out,
 		   char *why, size_t whylen);
 void ms__xport_close(struct ms__xport *p);
 void ms__xport_describe(const struct ms__xport *p, char *buf, size_t len);

@@ -21,9 +21,23 @@ left out. Each program is resolved to its file (command -v, realpath, and both s
 install-deps's list (its `packages=(...)` array), in the Depends/Pre-Depends closure of that
 list (what apt installs with --no-install-recommends), or Essential/required.
 
-Exit 0 when every program is covered, 1 with one line per missing program naming the program,
-the file that provides it, its package and where the sources use it; 77 when this is not a
-Debian system (no dpkg).
+The data files those programs read are checked the same way (a minbase root lacks netbase, so
+/etc/protocols, and `ip rule add ipproto udp ...` failed there with every program installed):
+each construct that hands a program or the C library a symbolic name (`ipproto NAME`, nft's
+`udp dport NAME`, iptables' `-p NAME`, getprotobyname/getservbyname/getaddrinfo's service, ip's
+`table`/`proto`/`scope`/`tos`/`realm`/`group NAME`, tc's netem distribution, the host names
+localhost/ip6-localhost/ip6-loopback, TZ= and LANG=/LC_*= values, https downloads) is found in
+the sources outside comments, mapped to the file it is looked up in (/etc/protocols,
+/etc/services, /etc/hosts, /etc/iproute2/*, /usr/share/zoneinfo, /usr/lib/locale, the CA
+bundle), and that file must exist here, hold the name, and come from a covered package (dpkg -S,
+or the package whose maintainer script writes it, as netbase's postinst writes /etc/hosts).
+Absolute paths the sources name under /etc, /usr/share, /usr/lib, /lib and /var/lib are
+resolved the same way; one that no package provides (a host's /etc/resolv.conf, which
+scripts/fresh-check copies) is listed with -v, not failed.
+
+Exit 0 when every program and data file is covered, 1 with one line per missing program or
+file naming it, the file that provides it, its package and where the sources use it; 77 when
+this is not a Debian system (no dpkg).
 """
 import glob
 import os
@@ -289,6 +303,106 @@ def scan_markdown(text, where, add):
         body = re.sub(r'^\$ ', '', m.group(1), flags=re.M)
         start = text.count('\n', 0, m.start()) + 1
         scan_shell(body, f'{where}:+{start}', add)
+        scan_data(body, f'{where}:+{start}', 'sh')
+
+
+# Data files: what the programs and libraries read to resolve a name the sources give them. A
+# minbase root has no netbase, so no /etc/protocols, and `ip rule add ipproto udp ...` fails
+# there with 'argument "udp" is wrong'; the programs were all installed. The names are found
+# by scanning the sources (each construct below that takes a symbolic name, wherever the
+# sources use one), so a new `dport NAME` or getservbyname("x") is checked the day it is
+# written; the constructs are the lookups of the tools the project runs (ip, nft, iptables,
+# tc, the C library, python's socket module). Every file so found must exist here, hold the
+# name, and come (dpkg -S, or the maintainer script that writes it: netbase's postinst makes
+# /etc/hosts) from a package install-deps installs, its dependencies or the base system.
+# Each rule: regex whose group 1 is the name, the file it is looked up in ('{}' is the name),
+# what looks it up, and the names the program knows without the file.
+IP = r'\bip\b(?:\s+-[0-9a-z]+)*(?:\s+-n\s+\S+)?\s+'
+DATA_RULES = [
+    (r'\bipproto\s+([A-Za-z][\w-]*)', '/etc/protocols', 'ip rule ipproto NAME', ()),
+    (r'\b(?:ip\s+protocol|meta\s+l4proto|ip6\s+nexthdr)\s+([A-Za-z][\w-]*)', '/etc/protocols',
+     'nft protocol NAME', ('tcp', 'udp', 'udplite', 'icmp', 'icmpv6', 'esp', 'ah', 'comp',
+                           'dccp', 'sctp', 'igmp', 'gre')),
+    (r'\b(?:ip6?tables|xtables)\b[^\n]*?\s(?:-p|--protocol)\s+([A-Za-z][\w-]*)', '/etc/protocols',
+     'iptables -p NAME', ('tcp', 'udp', 'udplite', 'icmp', 'icmpv6', 'ipv6-icmp', 'esp', 'ah',
+                          'sctp', 'mh', 'all')),
+    (r'\bgetprotobyname(?:_r)?\(\s*[bfr]?["\']([A-Za-z][\w-]*)', '/etc/protocols',
+     'getprotobyname()', ()),
+    (r'\b(?:udp|tcp|sctp|dccp|udplite|th)\s+[sd]port\s+([A-Za-z][\w-]*)', '/etc/services',
+     'ip rule/nft sport|dport NAME', ()),
+    (r'--(?:sport|dport|source-port|destination-port)\s+([A-Za-z][\w-]*)', '/etc/services',
+     'iptables --dport NAME', ()),
+    (r'\bgetservbyname(?:_r)?\(\s*[bfr]?["\']([A-Za-z][\w-]*)', '/etc/services',
+     'getservbyname()', ()),
+    (r'\bgetaddrinfo\(\s*[^,()]*,\s*[bfr]?["\']([A-Za-z][\w-]*)["\']', '/etc/services',
+     'getaddrinfo() service NAME', ()),
+    (IP + r'(?:rule|ru|route|ro|r)\b[^\n"]*?\b(?:table|lookup)\s+([A-Za-z][\w-]*)',
+     '/etc/iproute2/rt_tables', 'ip route/rule table NAME',
+     ('main', 'local', 'default', 'all', 'unspec')),
+    (IP + r'(?:route|ro|r)\b[^\n"]*?\bproto\s+([A-Za-z][\w-]*)', '/etc/iproute2/rt_protos',
+     'ip route proto NAME', ('unspec', 'redirect', 'kernel', 'boot', 'static', 'gated', 'ra',
+                             'mrt', 'zebra', 'bird', 'dnrouted', 'xorp', 'ntk', 'dhcp',
+                             'keepalived', 'babel', 'bgp', 'isis', 'ospf', 'rip', 'eigrp')),
+    (IP + r'(?:rule|ru|route|ro|r)\b[^\n"]*?\b(?:tos|dsfield)\s+([A-Za-z][\w-]*)',
+     '/etc/iproute2/rt_dsfield', 'ip rule/route tos NAME', ()),
+    (IP + r'(?:route|ro|r|addr|address|a)\b[^\n"]*?\bscope\s+([A-Za-z][\w-]*)',
+     '/etc/iproute2/rt_scopes', 'ip route/addr scope NAME',
+     ('global', 'universe', 'nowhere', 'host', 'link', 'site')),
+    (IP + r'(?:route|ro|r)\b[^\n"]*?\brealms?\s+([A-Za-z][\w-]*)', '/etc/iproute2/rt_realms',
+     'ip route realm NAME', ('unknown',)),
+    (IP + r'link\b[^\n"]*?\bgroup\s+([A-Za-z][\w-]*)', '/etc/iproute2/group',
+     'ip link group NAME', ('default',)),
+    (r'\btc\b[^\n"]*?\bdistribution\s+([A-Za-z]\w*)', '/usr/lib/tc/{}.dist',
+     'tc netem distribution NAME', ()),
+    (r'(?<![\w.@/-])(localhost|ip6-localhost|ip6-loopback)(?![\w.-])', '/etc/hosts',
+     'the host name NAME (getaddrinfo, ping, socat...)', ()),
+    (r'\bTZ=["\']?:?([A-Za-z][\w+/-]*)', '/usr/share/zoneinfo/{}', 'TZ=NAME', ('UTC0',)),
+    (r'\b(?:LANG|LANGUAGE|LC_[A-Z]+)=["\']?([A-Za-z][\w@.-]*)', '/usr/lib/locale/{}',
+     'the locale NAME', ('C', 'POSIX')),
+    # A download over TLS reads the CA bundle (ca-certificates, not in a minbase root).
+    (r'\b(?:urlopen|curl|wget|git\s+(?:clone|fetch|ls-remote|pull))\b[^\n]*?\b(https)://',
+     '/etc/ssl/certs/ca-certificates.crt', 'a download over https', ()),
+]
+# The files whose entries are names (checked one by one); other files are needed whole.
+NAMED = ('/etc/protocols', '/etc/services', '/etc/hosts', '/etc/iproute2/')
+# Absolute paths the sources name are data files too (a path under one of these).
+DATA_PATH = re.compile(r'(?<![\w/.$*{-])(/(?:etc|usr/share|usr/lib|lib|var/lib)(?:/[A-Za-z0-9_.+-]+)+)'
+                       r'(?![\w/*$%{.-])')
+
+data_uses = {}   # (file, name or None, what) -> [where, ...]
+
+
+def code_only(text, k):
+    """The text without comments (a comment naming /etc/protocols is no use of it), line
+    numbers kept."""
+    if k == 'c':
+        text = re.sub(r'/\*.*?\*/', lambda m: '\n' * m.group(0).count('\n'), text, flags=re.S)
+        return re.sub(r'//[^\n]*', '', text)
+    if k in ('sh', 'py', 'meson'):
+        return '\n'.join(strip_comment(l) for l in text.split('\n'))
+    return text
+
+
+def scan_data(text, where, k):
+    text = code_only(text, k)
+    line = lambda pos: text.count('\n', 0, pos) + 1
+    for rx, file, what, builtin in DATA_RULES:
+        for m in re.finditer(rx, text):
+            name = m.group(1)
+            if name in builtin:
+                continue
+            if file == '/usr/lib/locale/{}':
+                # The C library's own C.UTF-8 is /usr/lib/locale/C.utf8 (libc-bin); others
+                # are generated into locale-archive by the locales package.
+                lang, _, cs = name.partition('.')
+                cs = cs.lower().replace('-', '')
+                name = f'{lang}.{cs}' if cs else lang
+            named = '{}' not in file and file.startswith(NAMED)
+            data_uses.setdefault((file.format(name), name if named else None, what),
+                                 []).append(f'{where}:{line(m.start())}')
+    for m in DATA_PATH.finditer(text):
+        data_uses.setdefault((m.group(1), None, 'a path the sources name'),
+                             []).append(f'{where}:{line(m.start())}')
 
 
 uses = {}   # program word -> [where, ...]
@@ -323,6 +437,8 @@ for name, k in sources:
         continue
     {'sh': scan_shell, 'py': scan_python, 'c': scan_c, 'meson': scan_meson,
      'md': scan_markdown}[k](text, name, add)
+    if k != 'md' and not name.startswith('tests/deps/'):   # not this file's own patterns
+        scan_data(text, name, k)
 
 # install-deps's package list, read from the script itself (the bash array `packages=(...)`).
 deps_text = open(os.path.join(src, 'scripts', 'install-deps')).read()
@@ -459,6 +575,102 @@ for word, path in paths.items():
                        f'scripts/install-deps does not install: add {pkgs[0]} to its packages; '
                        f'used at {where}')
 
+
+
+def names_in(path):
+    """The names a table file defines: protocols and services (name and aliases), hosts (every
+    host name of a line), iproute2's tables (the second field), and their .d/*.conf parts."""
+    parts = [path] + sorted(glob.glob(path + '.d/*.conf'))
+    names = set()
+    for p in parts:
+        try:
+            lines = open(p, encoding='utf-8', errors='replace').read().split('\n')
+        except OSError:
+            continue
+        for l in lines:
+            f = l.split('#', 1)[0].split()
+            if len(f) < 2:
+                continue
+            if path in ('/etc/protocols', '/etc/services'):
+                names.update([f[0]] + f[2:])
+            else:
+                names.update(f[1:])
+    return names
+
+
+_scripts = None
+
+
+def written_by(path):
+    """Packages whose maintainer scripts name the path: a file dpkg does not list but a
+    package makes (netbase's postinst writes /etc/hosts when there is none)."""
+    global _scripts
+    if _scripts is None:
+        _scripts = {}
+        for f in glob.glob('/var/lib/dpkg/info/*.postinst'):
+            try:
+                _scripts[f] = open(f, encoding='utf-8', errors='replace').read()
+            except OSError:
+                pass
+    pkgs = []
+    for f, text in _scripts.items():
+        if re.search(r'(?<![\w/.-])' + re.escape(path) + r'(?![\w/.-])', text):
+            pkgs.append(os.path.basename(f).rsplit('.', 1)[0].split(':')[0])
+    return sorted(set(pkgs))
+
+
+data_ok, data_host = [], []
+data_files = {}
+for (file, name, what), wheres in data_uses.items():
+    data_files.setdefault(file, []).append((name, what, sorted(set(wheres))))
+data_owner = owners([c for f in data_files if os.path.exists(f) for c in candidates(f)])
+for file in sorted(data_files):
+    entries = data_files[file]
+    allw = sorted({w for _, _, ws in entries for w in ws})
+    where = ', '.join(allw[:4]) + (f' (+{len(allw) - 4} more)' if len(allw) > 4 else '')
+    names = sorted({n for n, _, _ in entries if n})
+    whats = sorted({w for _, w, _ in entries})
+    looked_up = any(w != 'a path the sources name' for w in whats)
+    if not os.path.exists(file):
+        if not looked_up:
+            data_host.append(f'{file} (not on this machine; used at {where})')
+            continue
+        missing.append(f'{file}: not on this machine, but {"; ".join(whats)} reads it '
+                       f'({" ".join(names) or os.path.basename(file)}): install the package '
+                       f'that provides it and add it to scripts/install-deps; used at {where}')
+        continue
+    if names:
+        have = names_in(file)
+        for n in names:
+            if n not in have:
+                ws = sorted({w for nn, _, ws in entries if nn == n for w in ws})
+                missing.append(f'{file} has no entry "{n}", which the sources look up there '
+                               f'(used at {", ".join(ws[:4])})')
+    pkgs, how = None, 'dpkg -S'
+    for c in candidates(file):
+        if c in data_owner:
+            pkgs = data_owner[c]
+            break
+    if not pkgs:
+        pkgs, how = written_by(file), 'written by its maintainer script'
+    if not pkgs:
+        if looked_up:
+            missing.append(f'{file}: belongs to no Debian package (nor does any maintainer '
+                           f'script write it), but {"; ".join(whats)} reads it; used at {where}')
+        else:
+            data_host.append(f'{file} (this machine\'s own, from no package; used at {where})')
+        continue
+    good = [p for p in pkgs if p in listed or p in closure or base(p)]
+    label = f'{file}' + (f' ({" ".join(names)})' if names else '')
+    if good:
+        data_ok.append(f'{label} from {good[0]}' + (f', {how}' if how != 'dpkg -S' else '') +
+                       (' (listed)' if good[0] in listed else ' (a dependency of the list)'
+                        if good[0] in closure else ' (base system)'))
+    else:
+        missing.append(f'{label}: from package {" or ".join(pkgs)} ({how}), which '
+                       f'scripts/install-deps does not install: add {pkgs[0]} to its packages; '
+                       f'{"; ".join(whats)}; used at {where}')
+
 if verbose:
     for line in ok:
         print('ok  ' + line)
@@ -469,7 +681,13 @@ absent = sorted(w for w in set(unknown) & probed if w[:1].islower())
 if absent:
     print('looked for by the scripts (command -v) but not installed here, so not checked: ' +
           ' '.join(absent))
-print(f'{len(ok)} programs covered by install-deps or the base system, {len(missing)} not')
+if verbose:
+    for line in data_ok:
+        print('ok  data ' + line)
+    for line in data_host:
+        print('not checked (a host file a script reads, or not here): ' + line)
+print(f'{len(ok)} programs and {len(data_ok)} data files covered by install-deps or the base '
+      f'system, {len(missing)} not')
 for line in missing:
     print('FAIL: ' + line)
 sys.exit(1 if missing else 0)

@@ -194,6 +194,34 @@ static int ipout(int ns, char *out, size_t cap, const char *fmt, ...)
 		}                                                                              \
 	} while (0)
 
+/* `nft -f -` in namespace ns with rules on its standard input; returns its exit status. */
+static int nft_in(int ns, const char *rules)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC))
+		return -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (setns(ns, CLONE_NEWNET))
+			_exit(126);
+		dup2(pfd[0], 0);
+		dup2(2, 1);
+		execlp("nft", "nft", "-f", "-", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[0]);
+	size_t len = strlen(rules);
+	bool wrote = write(pfd[1], rules, len) == (ssize_t)len;
+	close(pfd[1]);
+	int st;
+	if (waitpid(pid, &st, 0) != pid || !wrote)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Interface flags and hardware address, read in namespace ns. */
 static unsigned if_flags(int ns, const char *ifname)
 {
@@ -1701,6 +1729,52 @@ static void c_context(void)
 		}
 	}
 	CHECK(!bad);
+
+	/* Netfilter filters S's output (an nftables chain at the inet output hook): frames would
+	 * skip it, so no queue (-EPERM, the reason naming the chain), unless
+	 * MS_CFG_XDP_NETFILTER; AUTO and the fallback then use the kernel's paths. */
+	CHECK_EQ(nft_in(ns_s, "table inet msfw { chain outc { type filter hook output priority 0; "
+			      "udp dport 7 drop; }; }\n"), 0);
+	cfg.xdp_ifname = "xs0";
+	cfg.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV;
+	int err = ms_ctx_new(&ctx, &cfg);
+	printf("an nftables output chain, MS_CFG_NO_FALLBACK: %s\n",
+	       err ? ms_strerror(err) : "made");
+	CHECK_EQ(err, -EPERM);
+	/* The reason, as MULTISEND_SHOW_BACKEND prints it (stderr into a file for the call). */
+	cfg.flags = 0;
+	setenv("MULTISEND_SHOW_BACKEND", "1", 1);
+	FILE *why = tmpfile();
+	CHECK(why != NULL);
+	fflush(stderr);
+	int saved = dup(2);
+	CHECK(saved >= 0 && dup2(fileno(why), 2) == 2);
+	err = ms_ctx_new(&ctx, &cfg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	unsetenv("MULTISEND_SHOW_BACKEND");
+	CHECK_EQ(err, 0);
+	CHECK(ms_ctx_backend(ctx) != MS_BACKEND_XDP);
+	ms_ctx_free(ctx);
+	char shown[2048] = "";
+	rewind(why);
+	size_t got = fread(shown, 1, sizeof(shown) - 1, why);
+	shown[got] = '\0';
+	fclose(why);
+	printf("... without MS_CFG_NO_FALLBACK, MULTISEND_SHOW_BACKEND=1 says:\n%s", shown);
+	CHECK(strstr(shown, "xdp skipped: netfilter filters output here (nftables chain inet msfw "
+			    "outc (output)); frames would skip it (MS_CFG_XDP_NETFILTER or "
+			    "MULTISEND_XDP_NETFILTER=skip accepts that)"));
+	cfg.flags = MS_CFG_NO_FALLBACK | MS_CFG_IGNORE_ENV | MS_CFG_XDP_NETFILTER;
+	long long end = now_ms() + SETTLE_MS;
+	while ((err = ms_ctx_new(&ctx, &cfg)) == -EBUSY && now_ms() < end)
+		pause_ms(1);
+	printf("... with MS_CFG_XDP_NETFILTER: %s\n", err ? ms_strerror(err) : "made");
+	CHECK_EQ(err, 0);
+	CHECK_EQ(ms_ctx_backend(ctx), MS_BACKEND_XDP);
+	ms_ctx_free(ctx);
+	CHECK_EQ(nft_in(ns_s, "delete table inet msfw\n"), 0);
 }
 
 /* ---- 12. the frames themselves ------------------------------------------------------------- */

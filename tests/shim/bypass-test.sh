@@ -661,7 +661,7 @@ errno_test() {
 	routes
 	if [ "$what" = eperm ]; then
 		if command -v nft >/dev/null 2>&1; then
-			printf '%s\n' 'table ip bt { chain out { type filter hook output priority 0; ip daddr 10.77.0.2 udp dport 7 drop; } }' |
+			printf '%s\n' 'table ip bt { chain out { type filter hook output priority 0; ip daddr 10.77.0.2 udp dport 7 drop; }; }' |
 				inns "$nsS" nft -f - || skip "nft cannot add the rule"
 		elif command -v iptables >/dev/null 2>&1; then
 			inns "$nsS" iptables -A OUTPUT -d 10.77.0.2 -p udp --dport 7 -j DROP ||
@@ -670,7 +670,51 @@ errno_test() {
 			skip "neither nft nor iptables is installed"
 		fi
 	fi
-	if [ "$what" = efault ]; then
+	if [ "$what" = eperm ]; then
+		# Frames would skip the rule: so the port takes no queue, says why, and every
+		# datagram goes by the kernel's path, where the rule refuses it with EPERM. With
+		# --xdp-skip-netfilter (the operator accepting it) the frames go and skip the rule.
+		plain errno.plain "$bin" eperm
+		[ "$rc" = 0 ] || { show "$tmp/errno.plain.out" "$tmp/errno.plain.err"; fail "bypass-errno eperm without the shim: exit $rc"; }
+		grep -q 'eperm_firewall.*EPERM' "$tmp/errno.plain.out" ||
+			{ show "$tmp/errno.plain.out"; fail "the rule did not refuse the kernel's datagram"; }
+		inns "$nsS" "$run" --bypass $xopt --stats "$tmp/errno.bypass.json" -- "$bin" eperm \
+			>"$tmp/errno.bypass.out" 2>"$tmp/errno.bypass.err"
+		rc=$?
+		show "$tmp/errno.bypass.out" "$tmp/errno.bypass.err"
+		[ "$rc" = 0 ] || fail "bypass-errno eperm under --bypass: exit $rc"
+		same "$tmp/errno.plain.out" "$tmp/errno.bypass.out" "bypass-errno eperm's output"
+		grep -q 'kernel bypass on xs0 unavailable, sends go by the kernel.s path: netfilter filters output here (nftables chain ip bt out (output)); frames would skip it (multisend-run --xdp-skip-netfilter accepts that)' \
+			"$tmp/errno.bypass.err" || fail "the shim did not say why it took no queue"
+		[ "$(frames "$tmp/errno.bypass.json")" = 0 ] || fail "frames were sent past the rule"
+		inns "$nsS" "$run" --bypass $xopt --xdp-skip-netfilter --stats "$tmp/errno.skip.json" \
+			-- "$bin" eperm >"$tmp/errno.skip.out" 2>"$tmp/errno.skip.err"
+		rc=$?
+		show "$tmp/errno.skip.out" "$tmp/errno.skip.err"
+		[ "$rc" = 0 ] || fail "bypass-errno eperm under --xdp-skip-netfilter: exit $rc"
+		if grep -q 'kernel bypass.*unavailable' "$tmp/errno.skip.err"; then
+			skip "the shim says AF_XDP is unavailable here"
+		fi
+		[ "$(frames "$tmp/errno.skip.json")" -ge 2 ] || fail "--xdp-skip-netfilter sent no frames"
+		grep -q 'eperm_firewall.*EPERM' "$tmp/errno.skip.out" &&
+			fail "--xdp-skip-netfilter: the frame did not skip the rule"
+		grep 'eperm_other_port_ok' "$tmp/errno.plain.out" >"$tmp/other.plain"
+		grep 'eperm_other_port_ok' "$tmp/errno.skip.out" >"$tmp/other.skip"
+		same "$tmp/other.plain" "$tmp/other.skip" "eperm_other_port_ok"
+		# Without CAP_NET_ADMIN the chains cannot be listed: no queue either, saying so.
+		inns "$nsS" setpriv --bounding-set=-net_admin --inh-caps=-net_admin \
+			"$run" --bypass $xopt --stats "$tmp/errno.nocap.json" -- "$bin" eperm \
+			>"$tmp/errno.nocap.out" 2>"$tmp/errno.nocap.err"
+		rc=$?
+		show "$tmp/errno.nocap.out" "$tmp/errno.nocap.err"
+		[ "$rc" = 0 ] || fail "bypass-errno eperm without CAP_NET_ADMIN: exit $rc"
+		same "$tmp/errno.plain.out" "$tmp/errno.nocap.out" "bypass-errno eperm's output without CAP_NET_ADMIN"
+		grep -q 'frames would skip netfilter, and its output rules here are unknown: cannot list nftables chains: Operation not permitted (needs CAP_NET_ADMIN) (multisend-run --xdp-skip-netfilter accepts that)' \
+			"$tmp/errno.nocap.err" || fail "without CAP_NET_ADMIN the shim did not say why it took no queue"
+		[ "$(frames "$tmp/errno.nocap.json")" = 0 ] || fail "frames were sent without knowing the rules"
+		echo "PASS: bypass-errno eperm: no queue past netfilter's rule (EPERM as without the shim); frames skip it only with --xdp-skip-netfilter"
+		return 0
+	elif [ "$what" = efault ]; then
 		# One process per case, each one's output and exit status.
 		for w in plain bypass; do
 			: >"$tmp/errno.$w.all"
