@@ -42,6 +42,16 @@
 #include "internal.h"
 #include "shim.h"
 
+/* Under valgrind the probe: memcheck reports the touch of an unmapped page as the invalid
+ * read it is (valgrind itself resumes at the error exit as the kernel does). The check is a
+ * few instructions natively, and absent where valgrind's header is. */
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define UNDER_VALGRIND() RUNNING_ON_VALGRIND
+#else
+#define UNDER_VALGRIND() 0
+#endif
+
 #if defined(__x86_64__) || defined(__aarch64__)
 #define HAVE_TOUCH 1
 #else
@@ -176,11 +186,11 @@ static void unlock(const sigset_t *old)
 	real_sigmask(SIG_SETMASK, old, NULL);
 }
 
+/* (The kernel looks at the pointer only, SA_SIGINFO or not: SIG_DFL and SIG_IGN are 0 and 1
+ * in sa_sigaction too, which shares sa_handler's place.) */
 static bool is_handler(const struct sigaction *a)
 {
-	return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction != NULL
-					  : a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN &&
-						    a->sa_handler != SIG_ERR;
+	return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN && a->sa_handler != SIG_ERR;
 }
 
 /* Call the program's handler p for sig, inside which the touch is not used (the kernel
@@ -207,14 +217,13 @@ static void call_prog(int sig, const struct sigaction *p, siginfo_t *si, void *u
 	shim_fmask = SHIM_FMASK_UNKNOWN;
 }
 
-/* SA_RESETHAND: the disposition is SIG_DFL from the moment the handler is called. */
+/* SA_RESETHAND: the handler is SIG_DFL from the moment it is called. Only the handler: the
+ * kernel leaves the flags and the mask as they were (sigaction reads them back so). */
 static struct sigaction take(int sig)
 {
 	struct sigaction p = prog[sig];
-	if ((p.sa_flags & SA_RESETHAND) && is_handler(&p)) {
-		memset(&prog[sig], 0, sizeof(prog[sig]));
+	if ((p.sa_flags & SA_RESETHAND) && is_handler(&p))
 		prog[sig].sa_handler = SIG_DFL;
-	}
 	return p;
 }
 
@@ -224,9 +233,10 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	int saved = errno;
 	if (sig <= 0 || sig >= NSIGS)
 		return;
+	/* (With SA_RESETHAND the kernel has reset the trampoline to SIG_DFL, keeping its flags,
+	 * SA_SIGINFO among them, which the program may not have set: the table still answers
+	 * the program's sigaction, with its own flags.) */
 	struct sigaction p = take(sig);
-	if ((p.sa_flags & SA_RESETHAND) && is_handler(&p))
-		__atomic_store_n(&wrapped[sig], false, __ATOMIC_RELAXED); /* the kernel reset it */
 	errno = saved;
 	if (is_handler(&p))
 		call_prog(sig, &p, si, uc, false);
@@ -371,6 +381,11 @@ bool shim_fault_usable_slow(void)
 		return false;
 	int st = atomic_load_explicit(&shim_fault_state, memory_order_acquire);
 	if (st == SHIM_FAULT_NONE) {
+		if (UNDER_VALGRIND()) {
+			atomic_store_explicit(&shim_fault_state, SHIM_FAULT_LOST,
+					      memory_order_relaxed);
+			return false;
+		}
 		if (!install())
 			return false;
 	} else if (st != SHIM_FAULT_READY) {
@@ -454,9 +469,12 @@ int shim_fault_sigaction(int sig, const struct sigaction *act, struct sigaction 
 		}
 		r = real_sigaction(sig, put, &kold);
 		if (!r) {
-			const bool was_wrapped = __atomic_load_n(&wrapped[sig], __ATOMIC_RELAXED) &&
-						 (kold.sa_flags & SA_SIGINFO) &&
-						 kold.sa_sigaction == trampoline;
+			/* The trampoline, or the SIG_DFL the kernel put in its place after an
+			 * SA_RESETHAND call (take() did the same in the table). */
+			const bool was_wrapped =
+				__atomic_load_n(&wrapped[sig], __ATOMIC_RELAXED) &&
+				(((kold.sa_flags & SA_SIGINFO) && kold.sa_sigaction == trampoline) ||
+				 (kold.sa_handler == SIG_DFL && prog[sig].sa_handler == SIG_DFL));
 			if (old)
 				*old = was_wrapped ? prog[sig] : kold;
 			if (act) {
@@ -474,6 +492,16 @@ void shim_fault_mask_changed(void)
 {
 	if (shim_fmask != SHIM_FMASK_HANDLER)
 		shim_fmask = SHIM_FMASK_UNKNOWN;
+}
+
+/* A longjmp (or setcontext) may leave a handler of the program's that call_prog called, in
+ * which case call_prog never says that the handler is over: whether the thread is in a
+ * handler or not, the mask it has now is what the touch needs to know, so look at it. (The
+ * jump out of a handler that siglongjmp makes to go on after a fault is common: a program
+ * that does it would otherwise be on the probe for good.) */
+void shim_fault_jumped(void)
+{
+	shim_fmask = SHIM_FMASK_UNKNOWN;
 }
 
 /* syscall(): a raw rt_sigaction that sets SIGSEGV's or SIGBUS's handler, or a handler the
@@ -501,7 +529,7 @@ void shim_fault_exec(bool before)
 		return;
 	for (int i = 0; i < 2; i++) {
 		int s = sigs[i];
-		if ((prog[s].sa_flags & SA_SIGINFO) || prog[s].sa_handler != SIG_IGN)
+		if (prog[s].sa_handler != SIG_IGN)
 			continue;
 		if (before) {
 			struct sigaction ign = { .sa_handler = SIG_IGN };

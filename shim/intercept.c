@@ -916,24 +916,25 @@ SHIM_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	return r;
 }
 
-/* These put back a mask saved earlier. */
+/* These put back a mask saved earlier, or none, and may leave a signal handler of the
+ * program's (whose mask the shim does not know): look at the mask again, handler or not. */
 SHIM_EXPORT void siglongjmp(sigjmp_buf env, int val)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	NEXT(&siglongjmp, "siglongjmp", NULL)(env, val);
 	__builtin_unreachable();
 }
 
 SHIM_EXPORT void longjmp(jmp_buf env, int val)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	NEXT(&longjmp, "longjmp", NULL)(env, val);
 	__builtin_unreachable();
 }
 
 SHIM_EXPORT void _longjmp(jmp_buf env, int val)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	NEXT(&_longjmp, "_longjmp", NULL)(env, val);
 	__builtin_unreachable();
 }
@@ -941,22 +942,22 @@ SHIM_EXPORT void _longjmp(jmp_buf env, int val)
 SHIM_EXPORT void __longjmp_chk(jmp_buf env, int val);
 SHIM_EXPORT void __longjmp_chk(jmp_buf env, int val)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	NEXT(&__longjmp_chk, "__longjmp_chk", NULL)(env, val);
 	__builtin_unreachable();
 }
 
 SHIM_EXPORT int setcontext(const ucontext_t *uc)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	return NEXT(&setcontext, "setcontext", NULL)(uc);
 }
 
 SHIM_EXPORT int swapcontext(ucontext_t *restrict o, const ucontext_t *restrict uc)
 {
-	shim_fault_mask_changed();
+	shim_fault_jumped();
 	int r = NEXT(&swapcontext, "swapcontext", NULL)(o, uc);
-	shim_fault_mask_changed(); /* (back: the mask saved in o) */
+	shim_fault_jumped(); /* (back: the mask saved in o) */
 	return r;
 }
 

@@ -651,6 +651,8 @@ int shim_fault_sigaction(int sig, const struct sigaction *act, struct sigaction 
 			 bool *done);
 /* After a call that may have changed this thread's signal mask. */
 void shim_fault_mask_changed(void);
+/* Around a longjmp, setcontext or swapcontext: also out of a signal handler. */
+void shim_fault_jumped(void);
 /* syscall(nr, a1, a2, ...) is about to be made. */
 void shim_fault_syscall(long nr, long a1, long a2);
 /* The handler is no longer the kernel's: the probe from now on. */
