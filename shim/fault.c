@@ -284,6 +284,31 @@ static void on_fault(int sig, siginfo_t *si, void *ucv)
 	chain(sig, si, ucv);
 }
 
+static bool trampolines(void);
+
+/* The handlers the program set before the shim looked (before init: its sigaction passed
+ * straight to the kernel), through the trampoline from now on, as if set now: one whose mask
+ * blocks SIGSEGV or SIGBUS would otherwise run a send with the touch where a fault kills. */
+static void adopt_locked(void)
+{
+	if (!trampolines())
+		return;
+	for (int sig = 1; sig < NSIGS; sig++) {
+		struct sigaction k;
+		if (sig == SIGSEGV || sig == SIGBUS || sig == SIGKILL || sig == SIGSTOP ||
+		    __atomic_load_n(&wrapped[sig], __ATOMIC_RELAXED) ||
+		    real_sigaction(sig, NULL, &k) || !is_handler(&k) ||
+		    ((k.sa_flags & SA_SIGINFO) && k.sa_sigaction == trampoline))
+			continue;
+		struct sigaction t = k;
+		t.sa_sigaction = trampoline;
+		t.sa_flags |= SA_SIGINFO;
+		prog[sig] = k;
+		if (!real_sigaction(sig, &t, NULL))
+			__atomic_store_n(&wrapped[sig], true, __ATOMIC_RELAXED);
+	}
+}
+
 /* Set the fault handler for SIGSEGV and SIGBUS (under tab_lock): what the kernel had becomes
  * the program's. */
 static void install_locked(void)
@@ -301,6 +326,7 @@ static void install_locked(void)
 			return;
 		}
 	}
+	adopt_locked();
 	for (int i = 0; i < 2; i++) {
 		prog[sigs[i]] = was[i];
 		__atomic_store_n(&wrapped[sigs[i]], true, __ATOMIC_RELAXED);

@@ -844,9 +844,12 @@ static int program_sigaction(int sig, const struct sigaction *act, struct sigact
 {
 	bool done = false;
 	int r = 0;
-	if (likely(!shim_guard)) {
+	/* Not before init, and never running it: a constructor's sigaction (the sanitizer
+	 * runtime's, another library's) comes before the environment is there, and the
+	 * configuration is read once. Nothing of the shim's is at the kernel before init, and
+	 * fault.c takes over the handlers set before then when it sets its own. */
+	if (likely(!shim_guard) && shim_ready()) {
 		shim_guard = 1;
-		shim_init(); /* the mode says whether handlers go through the trampoline */
 		int saved = errno;
 		r = shim_fault_sigaction(sig, act, old, &done);
 		errno = saved;

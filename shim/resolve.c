@@ -117,6 +117,13 @@ static void init(void)
 	atomic_store_explicit(&ready, true, memory_order_release);
 }
 
+/* Has init run (without running it: the program's sigaction may come from a constructor, before
+ * the environment and the program's name are there, and the configuration is read once)? */
+bool shim_ready(void)
+{
+	return atomic_load_explicit(&ready, memory_order_acquire);
+}
+
 /* The fast path must wait for the end of init, not for `resolved`: a thread that went on
  * while another was still inside init sent under a configuration not yet read, and made its
  * state before the thread key existed, so its exit went unseen (its live totals were lost). */

@@ -643,6 +643,8 @@ static inline bool shim_fault_usable(void)
 	return shim_fault_usable_slow();
 }
 
+/* Has init run? (resolve.c; never runs it.) */
+bool shim_ready(void);
 /* At init: lib/obs/shm.c's SIGBUS recovery runs inside the shim's handler. */
 void shim_fault_setup(void);
 /* The wrappers of sigaction and its relatives: *done when the call was the shim's (its
