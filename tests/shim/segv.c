@@ -23,6 +23,9 @@
  *   segv nodefer      an SA_NODEFER handler that faults again inside itself is called again
  *          (depth 2), SIGSEGV not blocked there
  *   segv fork         a child forked after the sends: its handler, its bad sends, as the parent's
+ *   segv early        a SIGUSR1 handler whose mask blocks every signal, set first thing in
+ *          main (before any call the shim sees), sends a bad pointer from inside: EFAULT, as
+ *          for a handler set later (the shim takes over handlers set before it looked)
  *   segv exec         SIGSEGV ignored and SIGBUS handled, then exec of this program: SIGSEGV
  *          is still ignored there, SIGBUS is SIG_DFL, and the new image's sends are the same
  *
@@ -648,10 +651,41 @@ static int exec_image_case(void)
 	return 0;
 }
 
+static volatile int usr1_errno = -1;
+static void on_usr1_send(int sig)
+{
+	(void)sig;
+	int saved = errno;
+	usr1_errno = sendto(tx, region + PAGE, 64, 0, (struct sockaddr *)&dest[1],
+			    sizeof(dest[1])) < 0 ? errno : 0;
+	errno = saved;
+}
+
+static void early_handler(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1_send, .sa_flags = SA_RESTART };
+	sigfillset(&sa.sa_mask); /* SIGSEGV and SIGBUS blocked while it runs */
+	if (sigaction(SIGUSR1, &sa, NULL))
+		die("sigaction SIGUSR1");
+}
+
+static int early_case(void)
+{
+	bad_sends("before");
+	fanouts(2);
+	raise(SIGUSR1);
+	say("send from the handler: %s", usr1_errno < 0 ? "not run" : usr1_errno ? strerrorname_np(usr1_errno) : "sent");
+	bad_sends("after");
+	drain();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (!strcmp(argv[1], "early"))
+		early_handler(); /* before anything the shim intercepts */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	setup();
 	const char *c = argv[1];
@@ -673,9 +707,11 @@ int main(int argc, char **argv)
 		return fork_case();
 	if (!strcmp(c, "exec"))
 		return exec_case(argv);
+	if (!strcmp(c, "early"))
+		return early_case();
 	if (!strcmp(c, "exec-image"))
 		return exec_image_case();
 	fprintf(stderr, "usage: %s handler siginfo|plain before|after | iov | die | die-ign | "
-			"die-raise | raw | rawasm | altstack | resethand | nodefer | fork | exec\n", argv[0]);
+			"die-raise | raw | rawasm | altstack | resethand | nodefer | fork | exec | early\n", argv[0]);
 	return 2;
 }

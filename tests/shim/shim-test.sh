@@ -304,6 +304,9 @@ segv_test() { # CASE...
 			raw|rawasm)
 				[ "$_pv" -gt 0 ] ||
 					fail "segv $1: no probe after the raw rt_sigaction" ;;
+			early) # the send from inside the handler only
+				[ "$_pv" = 1 ] ||
+					fail "segv $*: $_pv process_vm_readv calls, not 1 (the handler's send)" ;;
 			*)
 				[ "$_pv" = 0 ] ||
 					fail "segv $*: $_pv process_vm_readv calls (the touch was not used)" ;;
