@@ -18,7 +18,7 @@
  *  - once it is set, the program's sigaction, signal, bsd_signal, sysv_signal for SIGSEGV and
  *    SIGBUS set and read a table here (the handler it chains to), never the kernel's;
  *  - a raw system call that replaces it (libc's syscall(), seen by its wrapper; an inline
- *    system call, seen by a check every SHIM_FAULT_EVERY uses of the touch) puts the shim
+ *    system call, seen by a check every SHIM_FAULT_EVERY (1024) uses of the touch) puts the shim
  *    back on the probe for good, and the program's handler is the kernel's, as it set it;
  *  - the live-counter file's SIGBUS recovery (lib/obs/shm.c) is one of the faults it
  *    recognises: one handler for both (ms__bus_host).

@@ -464,8 +464,9 @@ static int raw_case(bool inline_asm)
 			  .restorer = o.restorer };
 	if (raw_rt_sigaction(inline_asm, SIGSEGV, &k, NULL))
 		die("rt_sigaction set");
-	/* Enough good sends for the shim's periodic look to see the change. */
-	fanouts(100);
+	/* Enough good sends for the shim's periodic look (every SHIM_FAULT_EVERY = 1024 touches,
+	 * shim/shim.h) to see an inline one. */
+	fanouts(400);
 	bad_sends("after raw");
 	int v = poke();
 	show_fault("fault repaired");
