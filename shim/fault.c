@@ -28,7 +28,8 @@
  * again after every change of the mask the shim sees: sigprocmask, pthread_sigmask, the
  * longjmp family, setcontext, swapcontext, syscall()), and never inside a signal handler,
  * whose mask the kernel widened (in batch and bypass modes the program's handlers are called
- * through a trampoline that says so). Elsewhere the probe is used.
+ * through a trampoline that says so; those it set before the shim's init are taken over when
+ * the fault handler is set). Elsewhere the probe is used.
  */
 #include <dlfcn.h>
 #include <errno.h>
