@@ -428,6 +428,9 @@ static void test_show(void **state)
 
 int main(void)
 {
+	/* Before any socket: a loopback of its own, where no other test's datagram can reach
+	 * a receiver on an ephemeral port (net.c). */
+	net_private_netns("auto");
 	/* Whether io_uring works here (asked in a child: this process's probe stays fresh). */
 	pid_t pid = fork();
 	if (pid == 0) {

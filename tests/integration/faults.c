@@ -1359,6 +1359,10 @@ static void test_fd_number_reused(void **state)
 int main(int argc, char **argv)
 {
 	char line[256];
+
+	/* Before any socket: a loopback of its own, where no other test's datagram can reach
+	 * a receiver on an ephemeral port (net.c). */
+	net_private_netns("faults");
 	backend = net_backend_arg(argc, argv, config(), line, sizeof(line));
 	uring_fixed = backend == MS_BACKEND_IO_URING && strstr(line, "registered files");
 	printf("%s\n", line);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "multisend.h"
+#include "net.h"
 
 enum { THREADS = 8, SUBS = 16, PAIRS = 8, MESSAGES = 400 };
 
@@ -112,6 +113,9 @@ static void *receiver(void *arg)
 
 int main(void)
 {
+	/* Before any socket: a loopback of its own, where no other test's datagram can reach
+	 * a receiver on an ephemeral port (net.c). */
+	net_private_netns("threads");
 	shared_udp = socket(AF_INET, SOCK_DGRAM, 0);
 	CHECK(shared_udp >= 0);
 	for (int i = 0; i < SUBS; i++) {

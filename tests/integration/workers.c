@@ -2642,6 +2642,9 @@ static int teardown(void **state)
 
 int main(int argc, char **argv)
 {
+	/* Before any socket: a loopback of its own, where no other test's datagram can reach
+	 * a receiver on an ephemeral port (net.c). */
+	net_private_netns("workers");
 	backend = net_backend_arg(argc, argv, (struct ms_config){ 0 }, NULL, 0);
 	/* valgrind runs one thread at a time, far slower. */
 	const char *pre = getenv("LD_PRELOAD");

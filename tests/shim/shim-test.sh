@@ -24,6 +24,18 @@
 # Exit status: 0 pass, 1 fail, 77 skip. POSIX sh (dash).
 set -u
 
+# As root, the whole test in a network namespace of its own with only its loopback, up (the
+# namespace ends with the test): the receivers here wait on 127.0.0.1 ports, and on the host's
+# loopback a port one test's receiver has just closed can be another test's next receiver, or
+# another test's sender's destination (a stray datagram fails "byte for byte"); under load the
+# ports are reused sooner. Nothing here needs the host's network: the tests that make veth
+# pairs make their own namespaces (ip netns add gives a fresh one wherever it runs).
+if [ -z "${SHIM_TEST_NETNS:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 &&
+	command -v ip >/dev/null 2>&1 && env -u LD_PRELOAD unshare -n true 2>/dev/null; then
+	SHIM_TEST_NETNS=1 exec unshare -n sh -c \
+		'env -u LD_PRELOAD ip link set lo up || exit 1; exec sh "$0" "$@"' "$0" "$@"
+fi
+
 . "$(dirname "$0")/../harness.sh"
 harness_init shim-test
 chmod 755 "$tmp"
@@ -31,6 +43,8 @@ chmod 755 "$tmp"
 . "$(dirname "$0")/shim-env.sh"
 
 # start_receiver N M [fanout-receiver options]: binds N consecutive free ports; sets $base.
+# Its --idle-timeout is also its wait for the first datagram: 60 s, since under load a sender
+# under the shim can take longer than 10 s to start; a pass ends once all are in.
 start_receiver() {
 	[ -x "$recv_bin" ] || skip "examples are not built (-Dexamples=false)"
 	_n=$1 _m=$2
@@ -41,7 +55,7 @@ start_receiver() {
 		_r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
 		base=$((10000 + (_r + $$) % (22000 - _n)))
 		bg "$recv_bin" --listen "127.0.0.1:$base" --subscribers "$_n" --messages "$_m" \
-			--idle-timeout 10 "$@" >"$tmp/receiver" 2>"$tmp/receiver.err"
+			--idle-timeout 60 "$@" >"$tmp/receiver" 2>"$tmp/receiver.err"
 		recvpid=$bgpid
 		wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 && return 0
 		wait "$recvpid"
@@ -440,21 +454,61 @@ wait_udp_bound() {
 
 # udp_pair MODE NAME SENDER-COMMAND...: a socat receiver (also under the shim) writes what it
 # gets to a file; the sender reads $tmp/input on stdin; the output must equal the input.
+# The receiver ends once the input's 40,000 bytes are in its file (or 60 s after the sender
+# has exited), not after a pause: under load a sender under the shim took over socat's old
+# 2 s inactivity bound to start, or between two datagrams, and the receiver ended with part
+# of the input. In the test's own namespace (root) it gets a receive buffer for every
+# datagram at once (a stalled receiver drops nothing), and the namespace's UDP counters,
+# this test's alone, must show no drop.
 udp_pair() {
 	mode=$1 name=$2
 	shift 2
 	# 400 lines of 100 bytes; sent in 100-byte reads, so 400 datagrams.
 	awk 'BEGIN { for (i = 1; i <= 400; i++) printf "%-99s\n", "line " i " of the input" }' \
 		>"$tmp/input"
-	bg "$run" --mode "$mode" --stats "$tmp/recv.json" -- socat -u -T 2 \
-		"UDP-RECV:$port,bind=127.0.0.1,rcvbuf=1048576" "OPEN:$tmp/output,creat,trunc"
+	# SO_RCVBUFFORCE (SOL_SOCKET 1, 33) of 4 MiB, the int's bytes little-endian as socat's
+	# x notation wants them (before bind); rcvbuf= is capped by net.core.rmem_max.
+	rcvopt=rcvbuf=1048576
+	[ -n "${SHIM_TEST_NETNS:-}" ] && rcvopt=sockopt-listen=1:33:x00004000
+	rm -f "$tmp/recv.pid"
+	# -T 120: the receiver's own last bound, should the test be killed before it ends it.
+	bg sh -c 'echo $$ >"$1"; shift; exec "$@"' sh "$tmp/recv.pid" \
+		"$run" --mode "$mode" --stats "$tmp/recv.json" -- socat -u -T 120 \
+		"UDP-RECV:$port,bind=127.0.0.1,$rcvopt" "OPEN:$tmp/output,creat,trunc"
 	rpid=$bgpid
 	# Not a fixed pause: until the receiver's socket is bound (or it is gone, or 10 s).
 	wait_udp_bound "$port" "$rpid" 10 || fail "the socat receiver did not bind 127.0.0.1:$port"
+	if [ -n "${SHIM_TEST_NETNS:-}" ]; then
+		# Room for all 400 datagrams at once at 2 KiB each (a 100-byte datagram costs 832
+		# bytes of receive buffer on loopback, measured): the worst case, a receiver that
+		# reads nothing until the sender is done.
+		rb=$(env -u LD_PRELOAD ss -Huamn "sport = :$port" | sed -n 's/.*skmem:([^)]*,rb\([0-9]*\),.*/\1/p' | head -1)
+		[ -n "$rb" ] && [ "$rb" -ge $((400 * 2048)) ] ||
+			fail "the receiver's buffer (rb '$rb') cannot hold 400 datagrams of 2 KiB"
+		echo "  receiver's buffer: $rb bytes, room for 400 datagrams of 2 KiB"
+	fi
 	"$run" --mode "$mode" --stats "$tmp/stats.json" -- "$@" <"$tmp/input" \
 		>"$tmp/out" 2>&1 || { show "$tmp/out"; fail "$name exited with $?"; }
-	wait "$rpid" || fail "the socat receiver exited with $?"
+	_n=0
+	while [ "$(wc -c <"$tmp/output" 2>/dev/null || echo 0)" -lt 40000 ] && [ "$_n" -lt 1200 ] &&
+		kill -0 "$rpid" 2>/dev/null; do
+		sleep 0.05
+		_n=$((_n + 1))
+	done
+	kill -TERM "$(cat "$tmp/recv.pid")" 2>/dev/null
+	wait "$rpid"
+	_rrc=$?
+	# socat ends on SIGTERM with status 143 (128 + 15); 0 had its -T bound passed.
+	[ "$_rrc" = 143 ] || [ "$_rrc" = 0 ] || fail "the socat receiver exited with $_rrc"
 	show "$tmp/out"
+	if [ -n "${SHIM_TEST_NETNS:-}" ]; then
+		# The namespace's UDP counters: a datagram dropped for a full buffer is counted
+		# here, and nothing else in this namespace receives UDP.
+		drops=$(awk '/^Udp:/ { if (!h) { for (i = 1; i <= NF; i++) c[$i] = i; h = 1 }
+			else print $c["RcvbufErrors"] + $c["InErrors"] }' /proc/net/snmp)
+		echo "  UDP datagrams dropped in the test's namespace (RcvbufErrors + InErrors): $drops"
+		[ "$drops" = 0 ] || fail "$drops datagrams dropped by a receive buffer"
+	fi
 	cmp "$tmp/input" "$tmp/output" || fail "$name: output differs from input"
 	# How many datagrams depends on how the sender's reads split the input.
 	check_stats "$tmp/stats.json" "t['calls'] >= 100" "t['bytes'] == 40000" \
@@ -1089,7 +1143,7 @@ xdp_test() {
 	esac
 	base=20000
 	bg inns "$recvns" "$recv_bin" --listen "$listen:$base" --subscribers $n \
-		--messages $m --size $size --idle-timeout 10 >"$tmp/receiver" 2>"$tmp/receiver.err"
+		--messages $m --size $size --idle-timeout 60 >"$tmp/receiver" 2>"$tmp/receiver.err"
 	recvpid=$bgpid
 	wait_line "$tmp/receiver" '^ready$' "$recvpid" 10 ||
 		{ show "$tmp/receiver.err"; fail "fanout-receiver did not start"; }
