@@ -3,6 +3,7 @@
 #ifndef MS_INTERNAL_H
 #define MS_INTERNAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -421,12 +422,13 @@ static inline unsigned ms__shm_gen(void)
 {
 	return __atomic_load_n(&ms__shm_gen_word, __ATOMIC_ACQUIRE);
 }
-/* For the LD_PRELOAD shim's sigaction and signal wrappers: once this copy's SIGBUS handler is
- * set, the program's SIGBUS handler is the one ours chains to; act replaces it, *old gets it
- * (either may be NULL), and the call is not the kernel's. false (nothing done): no handler of
- * ours is set, the call is the kernel's. */
-struct sigaction;
-bool ms__bus_sigaction(const struct sigaction *act, struct sigaction *old);
+/* The LD_PRELOAD shim owns SIGBUS itself (shim/fault.c): when ms__bus_host is set, the first
+ * file calls it instead of setting a handler of its own, and the host's handler calls
+ * ms__shm_bus_fault first, which is true when the fault was a truncated file's and is
+ * repaired (the store may be made again). ms__bus_host returns false when it has no handler:
+ * then this file sets its own. */
+extern bool (*ms__bus_host)(void);
+bool ms__shm_bus_fault(const siginfo_t *si);
 /* Every file of this process lost to truncation made again (at most once a second per try):
  * 0 when none is lost (any more), else -errno (try again later). */
 int ms__shm_renew(void);

@@ -815,8 +815,13 @@ int shim_batch_signal_send(struct shim_send *s)
 	if (!e || (atomic_load_explicit(&e->pending, memory_order_relaxed) != t && sigq_empty(b)))
 		return 0;
 	/* Read only once probed (a system call: async-signal-safe), so that a bad pointer
-	 * goes to the kernel, which answers EFAULT. */
-	if (!(info & FD_BATCHABLE) || !shim_send_load(s, -1) || s->len > SHIM_SIGQ_PAYLOAD ||
+	 * goes to the kernel, which answers EFAULT. Never by the touch (fault.c): a handler's
+	 * mask may block SIGSEGV, and a fault then kills. */
+	const unsigned char fm = shim_fmask;
+	shim_fmask = SHIM_FMASK_HANDLER;
+	const bool loaded = shim_send_load(s, -1);
+	shim_fmask = fm;
+	if (!(info & FD_BATCHABLE) || !loaded || s->len > SHIM_SIGQ_PAYLOAD ||
 	    !shim_batchable(s, info, shim_dest_ok(info, s->addr, s->alen)))
 		return 0;
 	shim_dest_make(&d, s->fd, info, s->addr, s->alen);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -34,10 +35,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "shim.h"
-#include "internal.h" /* ms__bus_sigaction */
 
 _Atomic uint64_t shim_reentered;
 _Atomic uint64_t shim_sigqueued; /* ... of which queued behind the batch */
@@ -833,15 +834,33 @@ static inline void child_point(void)
 	}
 }
 
-/* SIGBUS: with live counters, the shim's copy of the library sets a handler of its own for a
- * truncated live-counter file (lib/obs/shm.c), which chains to the program's. The program
- * sets and reads its own handler as if ours were not there: once ours is set, the program's
- * is kept as the one ours chains to, and never reaches the kernel. */
+/* Signals (fault.c): once the shim's SIGSEGV/SIGBUS handler is set (batch and bypass modes,
+ * at the first send that reads the program's memory first; with live counters, at the first
+ * file), the program sets and reads its own handler for them as if the shim's were not there:
+ * its handler is the one the shim's chains to, and never reaches the kernel. In batch and
+ * bypass modes every other handler the program sets is called through a trampoline, which
+ * tells the shim that a send comes from inside a handler; the program reads back its own. */
+static int program_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	bool done = false;
+	int r = 0;
+	/* Not before init, and never running it: a constructor's sigaction (the sanitizer
+	 * runtime's, another library's) comes before the environment is there, and the
+	 * configuration is read once. Nothing of the shim's is at the kernel before init, and
+	 * fault.c takes over the handlers set before then when it sets its own. */
+	if (likely(!shim_guard) && shim_ready()) {
+		shim_guard = 1;
+		int saved = errno;
+		r = shim_fault_sigaction(sig, act, old, &done);
+		errno = saved;
+		shim_guard = 0;
+	}
+	return done ? r : NEXT(&sigaction, "sigaction", NULL)(sig, act, old);
+}
+
 SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (sig == SIGBUS && ms__bus_sigaction(act, old))
-		return 0;
-	return NEXT(&sigaction, "sigaction", NULL)(sig, act, old);
+	return program_sigaction(sig, act, old);
 }
 
 /* signal(), bsd_signal() and sysv_signal() reach glibc's sigaction without the PLT: each is
@@ -850,40 +869,113 @@ SHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
 sighandler_t bsd_signal(int sig, sighandler_t h);
 sighandler_t sysv_signal(int sig, sighandler_t h);
 
-static sighandler_t bus_signal(sighandler_t h, int flags, bool *done)
+static sighandler_t glibc_signal(int sig, sighandler_t h, int flags)
 {
 	struct sigaction a = { .sa_handler = h, .sa_flags = flags }, o;
 
-	sigemptyset(&a.sa_mask);
+	if (h == SIG_ERR || sig <= 0 || sig >= NSIG || sigemptyset(&a.sa_mask) < 0) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
 	if (!(flags & SA_NODEFER))
-		sigaddset(&a.sa_mask, SIGBUS);
-	*done = h != SIG_ERR && ms__bus_sigaction(&a, &o);
-	if (!*done)
-		return SIG_ERR; /* (o not filled in) */
+		sigaddset(&a.sa_mask, sig);
+	if (program_sigaction(sig, &a, &o) < 0)
+		return SIG_ERR;
 	return (o.sa_flags & SA_SIGINFO) ? (sighandler_t)(void (*)(void))o.sa_sigaction
 					 : o.sa_handler;
 }
 
 SHIM_EXPORT sighandler_t signal(int sig, sighandler_t h)
 {
-	bool done = false;
-	sighandler_t old = sig == SIGBUS ? bus_signal(h, SA_RESTART, &done) : SIG_ERR;
-	return done ? old : NEXT(&signal, "signal", NULL)(sig, h);
+	return glibc_signal(sig, h, SA_RESTART);
 }
 
 SHIM_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
 {
-	bool done = false;
-	sighandler_t old = sig == SIGBUS ? bus_signal(h, SA_RESTART, &done) : SIG_ERR;
-	return done ? old : NEXT(&bsd_signal, "bsd_signal", NULL)(sig, h);
+	return glibc_signal(sig, h, SA_RESTART);
 }
 
 SHIM_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
 {
-	bool done = false;
-	sighandler_t old =
-		sig == SIGBUS ? bus_signal(h, SA_RESETHAND | SA_NODEFER, &done) : SIG_ERR;
-	return done ? old : NEXT(&sysv_signal, "sysv_signal", NULL)(sig, h);
+	return glibc_signal(sig, h, SA_RESETHAND | SA_NODEFER);
+}
+
+/* The mask: a fault while SIGSEGV or SIGBUS is blocked kills whatever the handler, so the
+ * shim looks at the mask again after each change it sees before it reads memory with
+ * recovery (fault.c). */
+SHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	int r = NEXT(&sigprocmask, "sigprocmask", NULL)(how, set, old);
+	if (set)
+		shim_fault_mask_changed();
+	return r;
+}
+
+SHIM_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	int r = NEXT(&pthread_sigmask, "pthread_sigmask", NULL)(how, set, old);
+	if (set)
+		shim_fault_mask_changed();
+	return r;
+}
+
+/* These put back a mask saved earlier, or none, and may leave a signal handler of the
+ * program's (whose mask the shim does not know): look at the mask again, handler or not. */
+SHIM_EXPORT void siglongjmp(sigjmp_buf env, int val)
+{
+	shim_fault_jumped();
+	NEXT(&siglongjmp, "siglongjmp", NULL)(env, val);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT void longjmp(jmp_buf env, int val)
+{
+	shim_fault_jumped();
+	NEXT(&longjmp, "longjmp", NULL)(env, val);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT void _longjmp(jmp_buf env, int val)
+{
+	shim_fault_jumped();
+	NEXT(&_longjmp, "_longjmp", NULL)(env, val);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT void __longjmp_chk(jmp_buf env, int val);
+SHIM_EXPORT void __longjmp_chk(jmp_buf env, int val)
+{
+	shim_fault_jumped();
+	NEXT(&__longjmp_chk, "__longjmp_chk", NULL)(env, val);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT int setcontext(const ucontext_t *uc)
+{
+	shim_fault_jumped();
+	return NEXT(&setcontext, "setcontext", NULL)(uc);
+}
+
+SHIM_EXPORT int swapcontext(ucontext_t *restrict o, const ucontext_t *restrict uc)
+{
+	shim_fault_jumped();
+	int r = NEXT(&swapcontext, "swapcontext", NULL)(o, uc);
+	shim_fault_jumped(); /* (back: the mask saved in o) */
+	return r;
+}
+
+/* A raw rt_sigaction through libc's syscall() replaces what the shim set without its
+ * wrappers: from then on the shim reads memory only after asking the kernel (fault.c). */
+SHIM_EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+	long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+	va_end(ap);
+	if (unlikely(nr == SYS_rt_sigaction || nr == SYS_rt_sigprocmask))
+		shim_fault_syscall(nr, a1, a2);
+	return NEXT(long (*)(long, ...), "syscall", NULL)(nr, a1, a2, a3, a4, a5, a6);
 }
 
 SHIM_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
@@ -1316,44 +1408,67 @@ static void before_exec(void)
 		shim_report_write();
 		errno = saved;
 	}
+	shim_fault_exec(true);
 	shim_guard = 0;
+}
+
+/* The exec failed: the process goes on, as it was. */
+static void after_exec(void)
+{
+	if (unlikely(shim_guard))
+		return;
+	int saved = errno;
+	shim_fault_exec(false);
+	errno = saved;
 }
 
 SHIM_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return REAL(execve, "execve")(path, argv, envp);
+	int r = REAL(execve, "execve")(path, argv, envp);
+	after_exec();
+	return r;
 }
 
 SHIM_EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	return REAL(execv, "execv")(path, argv);
+	int r = REAL(execv, "execv")(path, argv);
+	after_exec();
+	return r;
 }
 
 SHIM_EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	return REAL(execvp, "execvp")(file, argv);
+	int r = REAL(execvp, "execvp")(file, argv);
+	after_exec();
+	return r;
 }
 
 SHIM_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return REAL(execvpe, "execvpe")(file, argv, envp);
+	int r = REAL(execvpe, "execvpe")(file, argv, envp);
+	after_exec();
+	return r;
 }
 
 SHIM_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return REAL(fexecve, "fexecve")(fd, argv, envp);
+	int r = REAL(fexecve, "fexecve")(fd, argv, envp);
+	after_exec();
+	return r;
 }
 
 SHIM_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 			 int flags)
 {
 	before_exec();
-	return REAL(execveat, "execveat")(dirfd, path, argv, envp, flags);
+	int r = REAL(execveat, "execveat")(dirfd, path, argv, envp, flags);
+	after_exec();
+	return r;
 }
 
 /* execl, execlp and execle reach execve inside libc, past the shim: rebuild their argv and

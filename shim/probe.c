@@ -11,13 +11,20 @@
  *    address and (when it took every byte) the payload, so they are readable. That costs
  *    nothing, and is what metrics mode (and every pass-through) does.
  *  - a probe: where the shim must read before the kernel does (a send it batches, or sends as
- *    a frame, or a failed send whose payload the counters want), one process_vm_readv(2) of
- *    the process's own memory reads one byte of every page the kernel would read; the kernel
- *    answers EFAULT (or a short count) for a page that is not mapped readable, as its own
- *    copy would, without any signal. Pages are the unit of mapping and protection, so one
+ *    a frame, or a failed send whose payload the counters want), one byte of every page the
+ *    kernel would read is read first. Pages are the unit of mapping and protection, so one
  *    readable byte says the page is. A header is probed before it is parsed, its iovec array
- *    before that is, then the payload and the address in one call: at most three calls
- *    (one for send, sendto and write).
+ *    before that is, then the payload and the address together. Two ways to read that byte:
+ *     - the shim reads it itself, with fault recovery (fault.c: shim_touch, whose fault the
+ *       shim's SIGSEGV/SIGBUS handler turns into -EFAULT): no system call. In batch and
+ *       bypass modes, wherever shim_fault_usable says it is safe;
+ *     - else one process_vm_readv(2) of the process's own memory, for which the kernel
+ *       answers EFAULT (or a short count) for a page that is not mapped readable, as its own
+ *       copy would, without any signal: at most three calls (one for send, sendto and
+ *       write). Kept where the touch cannot be used: inside a signal handler of the
+ *       program's and wherever SIGSEGV or SIGBUS is blocked (a fault there kills, whatever
+ *       the handler), in metrics mode (a failed send only), once the shim's handler has been
+ *       replaced behind its back, and on other processors than x86-64 and aarch64.
  *
  * Lengths are judged as the kernel judges them (lib/iov_iter.c, net/socket.c): at most
  * UIO_MAXIOV segments, no segment longer than SSIZE_MAX (EINVAL), the total capped at
@@ -89,11 +96,25 @@ struct probe {
 	bool ok;
 };
 
+/* (Not an initialiser: that would clear the whole array at every send.) */
+static inline void probe_init(struct probe *p)
+{
+	p->n = 0;
+	p->ok = true;
+}
+
 static void probe_flush(struct probe *p)
 {
 	static __thread char junk[PROBE_BATCH]; /* one byte per region, never looked at */
 
 	if (!p->n || !p->ok) {
+		p->n = 0;
+		return;
+	}
+	/* Without a system call where the shim's fault handler may recover (fault.c). */
+	if (likely(shim_fault_usable())) {
+		if (shim_touch(p->r, p->n))
+			p->ok = false;
 		p->n = 0;
 		return;
 	}
@@ -144,7 +165,8 @@ static void probe_add(struct probe *p, const void *base, size_t len)
 
 bool shim_readable(const void *base, size_t len)
 {
-	struct probe p = { .ok = true };
+	struct probe p;
+	probe_init(&p);
 	int saved = errno;
 
 	probe_add(&p, base, len);
@@ -177,7 +199,8 @@ static bool iov_total(const struct iovec *iov, size_t n, size_t *total)
 bool shim_send_load(struct shim_send *s, ssize_t taken)
 {
 	const bool trusted = taken >= 0;
-	struct probe p = { .ok = true };
+	struct probe p;
+	probe_init(&p);
 	int saved = errno;
 
 	s->loaded = s->readable = false;
@@ -278,7 +301,8 @@ out:
  */
 bool shim_mmsg_readable(const struct mmsghdr *msgs, unsigned n)
 {
-	struct probe p = { .ok = true };
+	struct probe p;
+	probe_init(&p);
 	int saved = errno;
 	bool ok = false;
 

@@ -110,10 +110,18 @@ static void init(void)
 	if (sa)
 		ms__sys.sigaction = (__typeof__(ms__sys.sigaction))sa;
 	atomic_store_explicit(&resolved, true, memory_order_release);
+	shim_fault_setup();
 	shim_config_load();
 	shim_live_setup();
 	shim_thread_setup();
 	atomic_store_explicit(&ready, true, memory_order_release);
+}
+
+/* Has init run (without running it: the program's sigaction may come from a constructor, before
+ * the environment and the program's name are there, and the configuration is read once)? */
+bool shim_ready(void)
+{
+	return atomic_load_explicit(&ready, memory_order_acquire);
 }
 
 /* The fast path must wait for the end of init, not for `resolved`: a thread that went on

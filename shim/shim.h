@@ -32,6 +32,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -606,6 +607,62 @@ void shim_dest_make(struct shim_dest *d, int fd, uint32_t info, const struct soc
  * otherwise). Fan-out runs and the fan-out predictor compare keys: a collision costs a
  * miscounted run or an early flush, never a wrong datagram. */
 uint64_t shim_dest_key(int fd, const struct sockaddr *addr, socklen_t alen);
+
+/* ---- fault.c -------------------------------------------------------------------------------- */
+
+/* Reading the program's memory with fault recovery (fault.c says how): shim_touch reads one
+ * byte at each r[i].iov_base and returns 0, or -EFAULT where one is not readable, without a
+ * signal reaching the program. Only when shim_fault_usable() said yes in this thread just
+ * before. */
+int shim_touch(const struct iovec *r, unsigned n);
+
+enum { SHIM_FAULT_NONE, SHIM_FAULT_READY, SHIM_FAULT_LOST };
+/* This thread's mask, as far as the touch cares: not known (look), neither SIGSEGV nor SIGBUS
+ * blocked, one of them blocked, or inside a signal handler of the program's (never touch). */
+enum { SHIM_FMASK_UNKNOWN, SHIM_FMASK_CLEAR, SHIM_FMASK_BLOCKED, SHIM_FMASK_HANDLER };
+extern SHIM_TLS unsigned char shim_fmask;
+extern SHIM_TLS unsigned shim_fault_uses;
+extern _Atomic int shim_fault_state;
+bool shim_fault_usable_slow(void);
+bool shim_fault_verify(void);
+/* Touches between two looks at the kernel's handler: two rt_sigaction, 0.002 system calls a
+ * send (at 128, measure-bypass.sh counted 0.016: more system calls than the plain program). */
+#define SHIM_FAULT_EVERY 1024u
+
+/* May this thread use shim_touch now? Sets the handler the first time (batch and bypass
+ * modes), reads the mask when it is not known; every SHIM_FAULT_EVERY uses, checks that the
+ * handler is still the kernel's (two system calls). Async-signal-safe. */
+static inline bool shim_fault_usable(void)
+{
+	if (likely(atomic_load_explicit(&shim_fault_state, memory_order_relaxed) ==
+			   SHIM_FAULT_READY &&
+		   shim_fmask == SHIM_FMASK_CLEAR)) {
+		if (likely(++shim_fault_uses < SHIM_FAULT_EVERY))
+			return true;
+		shim_fault_uses = 0;
+		return shim_fault_verify();
+	}
+	return shim_fault_usable_slow();
+}
+
+/* Has init run? (resolve.c; never runs it.) */
+bool shim_ready(void);
+/* At init: lib/obs/shm.c's SIGBUS recovery runs inside the shim's handler. */
+void shim_fault_setup(void);
+/* The wrappers of sigaction and its relatives: *done when the call was the shim's (its
+ * result returned), else the caller makes the real call. */
+int shim_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
+			 bool *done);
+/* After a call that may have changed this thread's signal mask. */
+void shim_fault_mask_changed(void);
+/* Around a longjmp, setcontext or swapcontext: also out of a signal handler. */
+void shim_fault_jumped(void);
+/* syscall(nr, a1, a2, ...) is about to be made. */
+void shim_fault_syscall(long nr, long a1, long a2);
+/* The handler is no longer the kernel's: the probe from now on. */
+void shim_fault_lost(void);
+/* Around an exec (before: true; after a failed one: false). */
+void shim_fault_exec(bool before);
 
 /* Can p .. p + len not be the program's memory: in the first page (which no process maps:
  * vm.mmap_min_addr), past the largest user address (five-level paging), or wrapping? The

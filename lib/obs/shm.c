@@ -556,36 +556,44 @@ static void bus_chain(int sig, siginfo_t *si, void *uc)
 		raise(sig);
 }
 
-static void on_bus(int sig, siginfo_t *si, void *uc)
+bool ms__shm_bus_fault(const siginfo_t *si)
 {
 	int saved = errno;
 	uintptr_t a = (uintptr_t)si->si_addr;
 
-	if (si->si_code > 0) { /* the kernel's: a fault */
-		for (unsigned k = 0; k < MAX_FILES; k++) {
-			struct shm_file *f = &files[k];
-			uintptr_t base = (uintptr_t)__atomic_load_n(&f->h, __ATOMIC_ACQUIRE);
-			if (!base || a - base >= MS_SHM_FILE_SIZE)
-				continue;
-			if (!__atomic_exchange_n(&f->lost, true, __ATOMIC_ACQ_REL)) {
-				/* Private memory in its place, never inherited, like the file's. */
-				if (mmap((void *)base, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE,
-					 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
-					__atomic_store_n(&f->lost, false, __ATOMIC_RELEASE);
-					break; /* no memory: the fault stays what it was */
-				}
-				madvise((void *)base, MS_SHM_FILE_SIZE, MADV_DONTFORK);
-				__atomic_add_fetch(&ms__shm_gen_word, 1, __ATOMIC_RELEASE);
+	if (si->si_code <= 0) /* not the kernel's: no fault */
+		return false;
+	for (unsigned k = 0; k < MAX_FILES; k++) {
+		struct shm_file *f = &files[k];
+		uintptr_t base = (uintptr_t)__atomic_load_n(&f->h, __ATOMIC_ACQUIRE);
+		if (!base || a - base >= MS_SHM_FILE_SIZE)
+			continue;
+		if (!__atomic_exchange_n(&f->lost, true, __ATOMIC_ACQ_REL)) {
+			/* Private memory in its place, never inherited, like the file's. */
+			if (mmap((void *)base, MS_SHM_FILE_SIZE, PROT_READ | PROT_WRITE,
+				 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+				__atomic_store_n(&f->lost, false, __ATOMIC_RELEASE);
+				break; /* no memory: the fault stays what it was */
 			}
-			/* (Another thread's fault on it may be replacing it right now: the store
-			 * faults again until it is done.) */
-			errno = saved;
-			return;
+			madvise((void *)base, MS_SHM_FILE_SIZE, MADV_DONTFORK);
+			__atomic_add_fetch(&ms__shm_gen_word, 1, __ATOMIC_RELEASE);
 		}
+		/* (Another thread's fault on it may be replacing it right now: the store
+		 * faults again until it is done.) */
+		errno = saved;
+		return true;
 	}
 	errno = saved;
-	bus_chain(sig, si, uc);
+	return false;
 }
+
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+	if (!ms__shm_bus_fault(si))
+		bus_chain(sig, si, uc);
+}
+
+bool (*ms__bus_host)(void);
 
 /* With the first file (under files_lock). */
 static void bus_install(void)
@@ -594,29 +602,18 @@ static void bus_install(void)
 
 	if (__atomic_load_n(&bus_installed, __ATOMIC_RELAXED))
 		return;
+	/* A host with a handler of its own (the LD_PRELOAD shim) calls ms__shm_bus_fault from
+	 * it, and hides it from the program. */
+	bool (*host)(void) = __atomic_load_n(&ms__bus_host, __ATOMIC_ACQUIRE);
+	if (host && host()) {
+		__atomic_store_n(&bus_installed, true, __ATOMIC_RELEASE);
+		return;
+	}
 	ms__sys.sigaction(SIGBUS, NULL, &bus_prev);
 	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | (bus_prev.sa_flags & SA_RESTART);
 	sigemptyset(&sa.sa_mask);
 	ms__sys.sigaction(SIGBUS, &sa, NULL);
 	__atomic_store_n(&bus_installed, true, __ATOMIC_RELEASE);
-}
-
-bool ms__bus_sigaction(const struct sigaction *act, struct sigaction *old)
-{
-	if (!__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
-		return false;
-	/* (Set with SIGBUS blocked in this thread: a fault of its own meanwhile would see half
-	 * of it. Another thread's fault in the same instant may see either.) */
-	sigset_t bus, prev;
-	sigemptyset(&bus);
-	sigaddset(&bus, SIGBUS);
-	sigprocmask(SIG_BLOCK, &bus, &prev);
-	if (old)
-		*old = bus_prev;
-	if (act)
-		bus_prev = *act;
-	sigprocmask(SIG_SETMASK, &prev, NULL);
-	return true;
 }
 
 /* The shadow of a file just mapped at h: its header (under files_lock). NULL if no memory:

@@ -28,6 +28,10 @@
 #     intercept) come apart.
 #  5. The fixed CPU cost: a run that sends one datagram, plain and bypass, interleaved.
 #
+# MEASURE_BASE_SHIM=PATH (another build's libmultisend-preload.so, e.g. main's): 1, 2 and 3 also
+# run it in the same rounds, as modes bypass-base and batch-base (1) and bypass-base (2, 3), so
+# that a change to the shim is measured before and after side by side, interleaved.
+#
 # Root (namespaces, AF_XDP); skips (77) otherwise. Two to three minutes with the default 7
 # rounds. Exit status 1 when a run failed or a check did not hold (listed at the end).
 set -eu
@@ -73,6 +77,10 @@ import json, os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 build, rounds, nsS, nsR = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 shim = f"{build}/shim/libmultisend-preload.so"
+base_shim = os.environ.get("MEASURE_BASE_SHIM") or None
+if base_shim and not os.path.exists(base_shim):
+    sys.exit(f"measure-bypass.sh: MEASURE_BASE_SHIM={base_shim} does not exist")
+BASE = ["bypass-base", "batch-base"] if base_shim else []
 wrapper = f"{build}/shim/multisend-run"
 legacy = f"{build}/examples/legacy-fanout"
 IFACE, DEST, PORT = "xs0", "10.77.0.2", 12000
@@ -88,7 +96,8 @@ def rx_packets():
     return json.loads(out)[0]["stats64"]["rx"]["packets"]
 
 base_env = {k: v for k, v in os.environ.items()
-            if k != "LD_PRELOAD" and not k.startswith("MULTISEND_")}
+            if k != "LD_PRELOAD" and not k.startswith("MULTISEND_")
+            and k != "MEASURE_BASE_SHIM"}
 
 # What each mode adds to the program's environment (nothing for plain).
 MODES = {
@@ -97,11 +106,14 @@ MODES = {
     "batch": {"MULTISEND_PRELOAD_MODE": "batch"},
     "batch-100ms": {"MULTISEND_PRELOAD_MODE": "batch", "MULTISEND_BATCH_DELAY_US": "100000"},
 }
+# The same modes with MEASURE_BASE_SHIM's shim.
+MODES["bypass-base"] = MODES["bypass"]
+MODES["batch-base"] = MODES["batch"]
 
 def mode_vars(mode, stats):
     v = dict(MODES[mode])
     if v:
-        v["LD_PRELOAD"] = shim
+        v["LD_PRELOAD"] = base_shim if mode.endswith("-base") else shim
         v["MULTISEND_STATS"] = stats
     return v
 
@@ -124,14 +136,14 @@ def check_report(mode, label, reports, datagrams, r):
         return
     rep = reports[0]
     tot = rep["total"]
-    want = "batch" if mode.startswith("batch") else mode
+    want = mode.split("-")[0]
     if rep.get("mode") != want:
         bad.append(f"{label}: the shim ran in mode {rep.get('mode')!r}, not {want!r}")
     if tot["datagrams"] != datagrams:
         bad.append(f"{label}: the shim counted {tot['datagrams']} datagrams, the program sent "
                    f"{datagrams}")
     r["shim_syscalls"] = tot.get("syscalls")
-    if mode == "bypass":
+    if mode.startswith("bypass"):
         if "xdp_frames" not in tot:
             bad.append(f"{label}: no xdp_frames in the shim's report")
             return
@@ -263,6 +275,8 @@ print(f"sink: sender in namespace {nsS}, veth {IFACE} 10.77.0.1/24 -> peer xr0 u
 print("load average at the start: " + " ".join(open("/proc/loadavg").read().split()[:3])
       + " (other work on the machine moves the absolute figures; the ratios are taken inside "
       "each round)")
+if base_shim:
+    print(f"base shim (modes *-base): {base_shim}")
 print("modes: plain = no shim; bypass = LD_PRELOAD shim, MULTISEND_PRELOAD_MODE=bypass "
       f"MULTISEND_PRELOAD_XDP_IFACE={IFACE}; batch = MULTISEND_PRELOAD_MODE=batch (kernel path, "
       "sendmmsg); batch-100ms = batch with MULTISEND_BATCH_DELAY_US=100000. Every shim run "
@@ -290,7 +304,7 @@ if p.returncode != 0 or rx0 != 6400:
 
 # ---- 1. fan-out: CPU per destination -----------------------------------------------------------
 configs = [(64, 64, 1500), (64, 512, 1500), (1024, 64, 100), (1024, 512, 100)]
-modes = ["plain", "bypass", "batch", "batch-100ms"]
+modes = ["plain", "bypass", "batch", "batch-100ms"] + BASE
 print(f"\n1. sender CPU ns per destination (user + system, all threads, wait4 rusage), "
       f"legacy-fanout --identical, full speed, {rounds} interleaved rounds "
       f"({' '.join(modes)}, rotated each round)")
@@ -316,6 +330,8 @@ for (n, size, m), res in res1.items():
     ratio_line(res, "bypass", "plain", 0.45)
     ratio_line(res, "batch", "plain", 1.0)
     ratio_line(res, "batch-100ms", "plain", 1.0)
+    for b in BASE:
+        ratio_line(res, b, "plain")
     frames_line(res["bypass"])
     rx_line(res)
 
@@ -396,11 +412,12 @@ if not have_sockperf:
     print("   (sockperf is not installed: legacy-fanout --subscribers 1 only)")
 if not sender:
     print("   (no C compiler: the connected-socket figure (3) is not measured)")
-res2 = {p_: {"plain": [], "bypass": []} for p_ in progs}
+modes2 = ["plain", "bypass"] + BASE[:1]
+res2 = {p_: {m: [] for m in modes2} for p_ in progs}
 t0 = time.monotonic()
 for r in range(rounds):
     for name in progs:
-        for mode in (["plain", "bypass"] if r % 2 == 0 else ["bypass", "plain"]):
+        for mode in modes2[r % len(modes2):] + modes2[:r % len(modes2)]:
             cmd, d, parse = prog_cmd(name)
             x = run(f"2/3 {name} {mode} round {r + 1}", cmd, mode, datagrams=d, parse=parse)
             if x:
@@ -414,11 +431,13 @@ for name, res in res2.items():
           + (f"{M1} datagrams a run)" if name != "sockperf" else
              "datagrams a run: " + ", ".join(
                  f"{mode} median {med([x['datagrams'] for x in good(res[mode])]):.0f}"
-                 for mode in ("plain", "bypass") if good(res[mode])) + ")"))
-    for mode in ("plain", "bypass"):
+                 for mode in modes2 if good(res[mode])) + ")"))
+    for mode in modes2:
         median_line(mode, [x and x["ns"] for x in res[mode]])
     # per datagram (sockperf's runs send different counts)
     ratio_line(res, "bypass", "plain", 0.6, key="ns")
+    if BASE:
+        ratio_line(res, "bypass-base", "plain", key="ns")
     frames_line(res["bypass"])
     rx_line(res)
 

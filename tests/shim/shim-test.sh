@@ -11,6 +11,7 @@
 #   shim-test.sh errno MODE | deferred MODE | fortify | python MODE | socat MODE | nc MODE
 #   shim-test.sh efault MODE [multisend-run options]   bad pointers and lengths (efault.c)
 #   shim-test.sh efault-signal MODE          the same from a signal handler inside the shim
+#   shim-test.sh segv CASE...                the shim's SIGSEGV/SIGBUS handler unseen (segv.c)
 #   shim-test.sh setuid | run | exports
 #   shim-test.sh patterns NAME              tests/shim/patterns.py NAME under batch mode
 #   shim-test.sh stderr MODE | statsfile | warnings   where the report and warnings go, and
@@ -278,6 +279,56 @@ efault_test() { # MODE [options]
 		[ "$_m" != batch ] || check_stats "$tmp/stats.json" "t['batched'] > 0"
 	fi
 	echo "PASS: bad buffers, addresses, headers, iovecs and lengths: the kernel's answers under mode $_m $*"
+}
+
+# segv CASE...: tests/shim/segv.c without the shim, then under multisend-run --mode batch:
+# the program's own SIGSEGV handler, a death by SIGSEGV (the same signal, the same core), a
+# raw rt_sigaction, an alternate stack: every line and the exit status the same, every good
+# datagram arrived, so the shim's SIGSEGV/SIGBUS handler (shim/fault.c) is not seen. Under
+# strace (when installed; not under valgrind), batch mode read the program's buffers without
+# process_vm_readv (the touch), except after a raw rt_sigaction (the probe then).
+segv_test() { # CASE...
+	mkdir -p "$tmp/core-plain" "$tmp/core-shim" || fail "mkdir"
+	SEGV_CORE_DIR=$tmp/core-plain in_private_net "${TESTS_DIR:?}/shim-segv" "$@" \
+		>"$tmp/plain.out" 2>"$tmp/plain.err"
+	echo "exit status $?" >>"$tmp/plain.out"
+	SEGV_CORE_DIR=$tmp/core-shim in_private_net "$run" --mode batch \
+		--stats "$tmp/stats.json" -- "${TESTS_DIR:?}/shim-segv" "$@" \
+		>"$tmp/shim.out" 2>"$tmp/shim.err"
+	echo "exit status $?" >>"$tmp/shim.out"
+	show "$tmp/shim.out" "$tmp/shim.err"
+	grep -q '^exit status 0$' "$tmp/plain.out" ||
+		{ show "$tmp/plain.out" "$tmp/plain.err"; fail "segv $* without the shim"; }
+	if ! cmp -s "$tmp/plain.out" "$tmp/shim.out"; then
+		echo "--- without the shim / +++ under multisend-run --mode batch:" >&2
+		diff -u "$tmp/plain.out" "$tmp/shim.out" >&2
+		fail "segv $*: the program saw a difference"
+	fi
+	check_stats "$tmp/stats.json" "t['batched'] > 0" "t['errors'] >= 3"
+	case ${MESON_TEST_SETUP:-}${VALGRIND:-} in
+	*valgrind*) ;;
+	*)
+		if command -v strace >/dev/null 2>&1; then
+			SEGV_CORE_DIR=$tmp/core-shim in_private_net strace -f -qq -o "$tmp/strace" \
+				-e trace=process_vm_readv "$run" --mode batch -- \
+				"${TESTS_DIR:?}/shim-segv" "$@" >"$tmp/strace.out" 2>&1 ||
+				{ show "$tmp/strace.out"; fail "segv $* under strace"; }
+			_pv=$(grep -c 'process_vm_readv(' "$tmp/strace") || true
+			case $1 in
+			raw|rawasm)
+				[ "$_pv" -gt 0 ] ||
+					fail "segv $1: no probe after the raw rt_sigaction" ;;
+			early) # the send from inside the handler only
+				[ "$_pv" = 1 ] ||
+					fail "segv $*: $_pv process_vm_readv calls, not 1 (the handler's send)" ;;
+			*)
+				[ "$_pv" = 0 ] ||
+					fail "segv $*: $_pv process_vm_readv calls (the touch was not used)" ;;
+			esac
+			echo "  process_vm_readv calls under batch mode: $_pv"
+		fi ;;
+	esac
+	echo "PASS: segv $*: the program's signals, handlers and exit as without the shim"
 }
 
 # efault-signal MODE: the bad calls from a signal handler running inside the shim's flush
@@ -1126,6 +1177,7 @@ prog) shift; prog "$@" ;;
 errno) errno_test "$2" ;;
 efault) shift; efault_test "$@" ;;
 efault-signal) efault_signal_test "$2" ;;
+segv) shift; segv_test "$@" ;;
 deferred) deferred_test "$2" ;;
 patterns) patterns_test "$2" ;;
 waitflush) waitflush_test ;;
