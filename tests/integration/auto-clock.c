@@ -100,18 +100,26 @@ static struct ms_stats stats(const struct ms_ctx *ctx)
 	return s;
 }
 
+/* N receivers on loopback, and a context on backend b whose group holds them all on one
+ * unconnected socket. */
+static void open_group(enum ms_backend b, struct net *nt, struct ms_ctx **ctx,
+		       struct ms_group **g)
+{
+	net_init(nt);
+	assert_int_equal(net_add(nt, K_UDP4, N), 0);
+	struct ms_config cfg = { .size = sizeof(cfg), .backend = b };
+	assert_int_equal(ms_ctx_new(ctx, &cfg), 0);
+	assert_int_equal(ms_group_new(*ctx, g), 0);
+	assert_int_equal(net_join(nt, *g, 0), 0);
+}
+
 /* Fan-outs until AUTO has made DECISIONS decisions; every copy checked. */
 static struct ms_stats run(struct ms_ctx **out)
 {
 	struct net nt;
-	net_init(&nt);
-	assert_int_equal(net_add(&nt, K_UDP4, N), 0);
-	struct ms_config cfg = { .size = sizeof(cfg), .backend = MS_BACKEND_AUTO };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	assert_int_equal(ms_ctx_new(&ctx, &cfg), 0);
-	assert_int_equal(ms_group_new(ctx, &g), 0);
-	assert_int_equal(net_join(&nt, g, 0), 0);
+	open_group(MS_BACKEND_AUTO, &nt, &ctx, &g);
 	unsigned char msg[LEN];
 	unsigned calls = 0;
 	struct ms_stats s;
@@ -149,14 +157,9 @@ static int cmp_u64(const void *a, const void *b)
 static void calibrate(void)
 {
 	struct net nt;
-	net_init(&nt);
-	assert_int_equal(net_add(&nt, K_UDP4, N), 0);
-	struct ms_config cfg = { .size = sizeof(cfg), .backend = MS_BACKEND_LOOP };
 	struct ms_ctx *ctx;
 	struct ms_group *g;
-	assert_int_equal(ms_ctx_new(&ctx, &cfg), 0);
-	assert_int_equal(ms_group_new(ctx, &g), 0);
-	assert_int_equal(net_join(&nt, g, 0), 0);
+	open_group(MS_BACKEND_LOOP, &nt, &ctx, &g);
 	unsigned char msg[LEN];
 	uint64_t t[21];
 	for (unsigned r = 0; r < 21; r++) {
