@@ -187,7 +187,7 @@ static void usage(FILE *f)
 	      "                         an order rotated every turn; CPU per destination over the\n"
 	      "                         whole run and each half, and auto over the best fixed\n"
 	      "                         library backend. Not with --mode, --duration, --iterations,\n"
-	      "                         --rounds, --quick, --csv, --report\n"
+	      "                         --rounds, --quick, --rate, --auto-warmup, --csv, --report\n"
 	      "\n"
 	      "Instructions (valgrind's callgrind; user space only, so the library's own work):\n"
 	      "      --callgrind        run each backend once under valgrind --tool=callgrind at each\n"
