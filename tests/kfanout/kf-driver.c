@@ -322,6 +322,10 @@ static int cmd_run(int argc, char **argv)
 		int big = 1 << 20;
 
 		rx[i] = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (rx[i] < 0) {
+			printf("FAIL: receiver %d: socket: %s (ulimit -n?)\n", i, strerror(errno));
+			return 1;
+		}
 		if (family == AF_INET) {
 			struct sockaddr_in *s4 = (void *)&ss;
 

@@ -370,6 +370,10 @@ static int cmd_run(int argc, char **argv)
 		const unsigned char *ad = addrs[i % naddr];
 
 		rx[i] = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (rx[i] < 0) {
+			printf("FAIL: receiver %d: socket: %s (ulimit -n?)\n", i, strerror(errno));
+			return 1;
+		}
 		memset(&ra[i], 0, sizeof(ra[i]));
 		if (family == AF_INET) {
 			struct sockaddr_in *s4 = (void *)&ra[i];
