@@ -1280,13 +1280,18 @@ owners_test() { # HOSTILE STAT
 	hostile=$1 stat=$2
 	need_exe "$hostile" "$stat"
 	need_second_user
-	as_nobody "$hostile" 2>/dev/null; [ $? = 1 ] || skip "uid 65534 cannot run $hostile"
+	# A copy where uid 65534 can run it: the build tree may be where it cannot look (a
+	# clone under /root, mode 0700, as scripts/fresh-check makes).
+	mkdir "$tmp/nobody" && chmod 0755 "$tmp/nobody" && cp "$hostile" "$tmp/nobody/hostile" &&
+		chmod 0755 "$tmp/nobody/hostile" || fail "cannot copy $hostile"
+	hostile_copy=$tmp/nobody/hostile
+	as_nobody "$hostile_copy" 2>/dev/null; [ $? = 1 ] || skip "uid 65534 cannot run $hostile_copy"
 	[ -d /dev/shm ] && [ -w /dev/shm ] || skip "/dev/shm is not writable"
 	base=/dev/shm/multisend-owners-$(basename "$tmp")
 	trap 'rm -f "$base"-*; harness_cleanup' EXIT
 	# A private file of the second user's (mode 0600) that names this test's own process,
 	# and one of root's.
-	plant nobody setpriv --reuid=65534 --regid=65534 --clear-groups "$hostile" "$base-nobody" same slots=2 names=4 mode=600 pid=$$
+	plant nobody setpriv --reuid=65534 --regid=65534 --clear-groups "$hostile_copy" "$base-nobody" same slots=2 names=4 mode=600 pid=$$
 	plant root "$hostile" "$base-root" same slots=1 names=4
 	[ "$(stat -c %U:%a "$base-nobody")" = nobody:600 ] || fail "the second user's file"
 	# By default, root's own only; the other is counted, unread.
