@@ -153,7 +153,7 @@ int shim_touch(const struct iovec *r, unsigned n)
  * tab_lock with every signal blocked in the thread; read by the handlers as they stand. */
 #define NSIGS 65
 static struct sigaction prog[NSIGS];
-static _Atomic bool wrapped[NSIGS];
+static bool wrapped[NSIGS]; /* only through __atomic_load_n/__atomic_store_n */
 static atomic_flag tab_lock = ATOMIC_FLAG_INIT;
 
 static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);

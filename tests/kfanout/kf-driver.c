@@ -407,7 +407,7 @@ static int cmd_run(int argc, char **argv)
 	int k = -1;
 	uint64_t me = my_owner();
 	for (unsigned s = 0; s < KF_SLOTS && k < 0; s++) {
-		uint64_t z = 0;
+		__u64 z = 0;
 
 		if (__atomic_compare_exchange_n(&slots[s].owner, &z, me, false, __ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
