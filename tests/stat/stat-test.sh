@@ -380,7 +380,10 @@ refuse_test() { # PUBLISHER STAT
 	refused 1 "cannot open $tmp/missing: No such file or directory" "$tmp/missing"
 	cp "$tmp/real" "$tmp/v2"
 	patch "$tmp/v2" 8 2 # version
-	refused 2 'live-counter file of format version 2; this multisend-stat reads version 4' \
+	# The version this build writes, from the genuine file (offset 8), so that a new format
+	# needs no edit here.
+	ver=$(od -An -tu4 -j8 -N4 "$tmp/real" | tr -d ' ')
+	refused 2 "live-counter file of format version 2; this multisend-stat reads version $ver" \
 		"$tmp/v2"
 	cp "$tmp/real" "$tmp/layout"
 	patch "$tmp/layout" 16 12345 # slot_size
@@ -598,9 +601,16 @@ names_test() { # PUBLISHER STAT
 		{ show "$tmp/pub"; fail "md-publisher exited with $?"; }
 	# Hostile names: the program's (header offset 40), slot 0's (its offset 24) and its first
 	# counters' (offset 56, 32 bytes each).
-	python3 - "$tmp/genuine" "$tmp/evil" <<'PY' || fail "could not write the file"
-import struct, sys
+	# The slot's layout from lib/obs/shm-format.h (the counters' and histograms' counts), so
+	# that a format with more counters needs no edit here.
+	fmt=$(dirname "$0")/../../lib/obs/shm-format.h
+	python3 - "$tmp/genuine" "$tmp/evil" "$fmt" <<'PY' || fail "could not write the file"
+import re, struct, sys
 d = bytearray(open(sys.argv[1], "rb").read())
+fmt = open(sys.argv[3]).read()
+def define(name):
+    return int(re.search(r"#define %s (\d+)u" % name, fmt).group(1))
+C, H, NAME = define("MS_SHM_COUNTERS"), define("MS_SHM_HISTS"), define("MS_SHM_NAME")
 hs, ss = struct.unpack_from("<II", d, 12)
 def put(off, b, n):
     d[off:off + n] = b.ljust(n, b"\0")[:n]
@@ -611,8 +621,8 @@ put(s0 + 56, b"fan\xffouts\xc3\xa9", 32)          # a stray byte, then U+00E9
 put(s0 + 56 + 32, b"\x9b31m\xc2\x9b31m\\", 32)   # C1 CSI raw and as UTF-8, a backslash
 put(s0 + 56 + 64, b"\xe2\x82\xac\xf0\x9f\x98\x80\xed\xa0\x80\xc0\xaf", 32)
 # and values for them (the screen shows non-zero counters): counter[] follows the
-# MS_SHM_COUNTERS (96) counter names, 4 histogram names and updated_ns
-struct.pack_into("<3Q", d, s0 + 56 + 96 * 32 + 4 * 32 + 8, 1, 2, 3)
+# MS_SHM_COUNTERS counter names, MS_SHM_HISTS histogram names and updated_ns
+struct.pack_into("<3Q", d, s0 + 24 + NAME + C * NAME + H * NAME + 8, 1, 2, 3)
 open(sys.argv[2], "wb").write(d)
 PY
 	"$stat" --json --count 1 --interval 10 "$tmp/evil" >"$tmp/out" 2>"$tmp/err" ||
