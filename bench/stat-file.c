@@ -6,6 +6,7 @@
  * when shown, a sequence word that never settles costs a bounded number of tries.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -639,8 +640,17 @@ static unsigned chars_of(const char *s)
 	return n;
 }
 
+/* The counters that are not counts of events (struct ms_stats' comments): levels, a backend
+ * number, measured costs. */
+static bool is_gauge(const char *n)
+{
+	return !strcmp(n, "backlog_bytes") || !strcmp(n, "auto_backend") ||
+	       !strncmp(n, "auto_ns_", 8) || !strncmp(n, "auto_cpu_ns_", 12);
+}
+
 /* A counter as a cell of the counter table: its name in w columns (cut, and marked '~', when
- * longer), its value in 8, its rate in 9. */
+ * longer), its value in 8, its rate in 9. A gauge has no rate (a level or a cost changes, it
+ * does not accumulate), and auto_backend shows the backend's name. */
 #define CELL_REST 19 /* " %8s %9s" */
 static void cell(char *dst, size_t cap, const struct slot_view *v, unsigned k, unsigned w)
 {
@@ -651,8 +661,18 @@ static void cell(char *dst, size_t cap, const struct slot_view *v, unsigned k, u
 	stat_escape(name, sizeof(name), v->counter_name[k], false);
 	if (chars_of(name) > w) /* a longer name keeps its start and says it was cut */
 		snprintf(name + fit(name, w - 1), 2, "~");
-	fmt_count(val, sizeof(val), v->counter[k], bytes);
-	if (x < 0)
+	const char *backend = !strcmp(v->counter_name[k], "auto_backend") &&
+				      v->counter[k] <= INT_MAX
+			      ? ms_backend_name((enum ms_backend)v->counter[k])
+			      : NULL;
+
+	if (backend)
+		snprintf(val, sizeof(val), "%s", backend);
+	else
+		fmt_count(val, sizeof(val), v->counter[k], bytes);
+	if (is_gauge(v->counter_name[k]))
+		r[0] = '\0';
+	else if (x < 0)
 		snprintf(r, sizeof(r), "-");
 	else
 		fmt_si(r, sizeof(r), x, bytes ? "B/s" : "/s");
@@ -864,14 +884,6 @@ struct family {
 	uint64_t mark_c, mark_h; /* the slot (file * MS_SHM_SLOTS + slot + 1) whose counter /
 	                            histogram took it last: one series per slot */
 };
-
-/* The counters that are not counts of events (struct ms_stats' comments): levels, a backend
- * number, measured costs. */
-static bool is_gauge(const char *n)
-{
-	return !strcmp(n, "backlog_bytes") || !strcmp(n, "auto_backend") ||
-	       !strncmp(n, "auto_ns_", 8) || !strncmp(n, "auto_cpu_ns_", 12);
-}
 
 /* name made a metric name: "multisend_" and the name with every character outside
  * [a-zA-Z0-9_] made '_'; "ns" as one of its words (a value in nanoseconds) taken out and

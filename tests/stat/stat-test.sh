@@ -1092,6 +1092,10 @@ for w in ["fanouts", "dests_accepted", "B/s", "call_last_ns", "interval",
 # fanouts at a rate above zero, with an SI prefix or none (how fast is the machine's business).
 assert re.search(r"\bfanouts +\d[\d.]* *[kMG]? +[\d.]*[1-9][\d.]* [kMG]?/s", text), "no rate for fanouts"
 assert "dests_failed" not in text, "a zero counter shown"
+# A gauge has no rate, and AUTO's backend is shown by name, not by its number.
+m = re.search(r"\bauto_backend +(\S+)( +[\d.]+ [kMG]?/s)?", text)
+assert m and m.group(1) in ("loop", "sendmmsg", "io_uring", "xdp", "kfanout") and not m.group(2), \
+    "auto_backend: %r" % (m and m.group(0))
 # Per-interval percentiles: the interval's count of call_last_ns, beside the cumulative one.
 # (a count of 1000 or more has an SI prefix: "1.34 k", two words)
 h = [l for l in f80[-1] if l.split()[:1] == ["call_last_ns"]][0]
