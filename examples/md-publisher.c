@@ -36,8 +36,12 @@
 
 struct pub {
 	struct md_serve sv;
-	uint64_t seq; /* last tick sent */
+	uint64_t seq;    /* last tick sent */
+	size_t want;     /* --subscribers: waited for before the feed */
+	uint64_t behind; /* one-second windows in which fewer than 95% of --rate went out */
 };
+
+#define BEHIND_WARN_NS 10000000000u /* at most one "behind" line per 10 s */
 
 static volatile sig_atomic_t stop;
 
@@ -65,6 +69,8 @@ static int publish(struct pub *p, uint64_t count, uint64_t rate, size_t size)
 	uint8_t *pad = calloc(1, size - sizeof(struct md_tick) + 1);
 	int64_t price[8];
 	uint64_t t0 = ex_now_ns(CLOCK_MONOTONIC);
+	/* The achieved rate, checked once a second against --rate (win_*: the window's start). */
+	uint64_t win_t = t0, win_seq = p->seq, warned = 0, behind_since_warn = 0;
 	int rc = 0;
 
 	if (!pad)
@@ -93,6 +99,31 @@ static int publish(struct pub *p, uint64_t count, uint64_t rate, size_t size)
 				    seq % rate * 1000000000u / rate);
 			if (stop)
 				break;
+			uint64_t now = ex_now_ns(CLOCK_MONOTONIC);
+
+			if (now - win_t >= 1000000000u) {
+				double got = (double)(seq - win_seq) * 1e9 / (double)(now - win_t);
+
+				/* Said while it happens (a summary at the end is too late for an
+				 * operator), at most once per 10 s; every window is counted. */
+				if (got < 0.95 * (double)rate) {
+					p->behind++;
+					behind_since_warn++;
+					if (!warned || now - warned >= BEHIND_WARN_NS) {
+						fprintf(stderr,
+							"md-publisher: behind --rate %" PRIu64
+							": %.0f ticks/s in the last %.1f s (%" PRIu64
+							" second%s behind since the last warning)\n",
+							rate, got, (double)(now - win_t) / 1e9,
+							behind_since_warn,
+							behind_since_warn == 1 ? "" : "s");
+						warned = now;
+						behind_since_warn = 0;
+					}
+				}
+				win_t = now;
+				win_seq = seq;
+			}
 		}
 		p->seq = ++seq;
 		sym = (uint32_t)seq * 2654435761u >> 29; /* 0..7, scattered (Fibonacci hashing) */
@@ -154,8 +185,12 @@ static int run(struct pub *p, struct ms_ctx *ctx, uint64_t count, uint64_t rate,
 	uint64_t t0 = ex_now_ns(CLOCK_MONOTONIC);
 	int rc;
 
-	/* Scripts wait for this line before starting late joiners. */
-	fprintf(stderr, "md-publisher: publishing to %zu subscribers\n", p->sv.nsubs);
+	/* Scripts wait for this line before starting late joiners. A subscriber is one
+	 * subscription: a joined UDP socket or a TCP connection (md-subscriber --sockets K
+	 * makes K). */
+	fprintf(stderr, "md-publisher: publishing to %zu subscribers (joined sockets and TCP "
+		"connections; --subscribers %zu waited for) and %zu fixed destinations\n",
+		p->sv.nsubs, p->want, p->sv.nfixed);
 	rc = publish(p, count, rate, size);
 	double secs = (double)(ex_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 	/* Counters as of the last tick: END's sends, made while subscribers leave, are not
@@ -179,14 +214,20 @@ static int run(struct pub *p, struct ms_ctx *ctx, uint64_t count, uint64_t rate,
 	}
 
 	int erc = send_end(p);
+	char behind[80] = "";
+
+	if (rate)
+		snprintf(behind, sizeof(behind), " (behind --rate in %" PRIu64 " one-second windows)",
+			 p->behind);
 
 	printf("md-publisher: backend %s, subscribers %zu (joined %" PRIu64 ", left %" PRIu64
 	       ", dropped %" PRIu64 "), ticks %" PRIu64 ", destinations accepted %" PRIu64
-	       ", failures %" PRIu64 ", elapsed %.3f s, rate %.0f ticks/s, %s\n",
+	       ", failures %" PRIu64 ", elapsed %.3f s, rate %.0f ticks/s%s, %s\n",
 	       ms_backend_name(ms_ctx_backend(ctx)), nsubs, p->sv.joined, p->sv.left,
 	       p->sv.dropped,
 	       p->seq, st.dests_accepted, st.dests_failed, secs,
-	       secs > 0 ? (double)p->seq / secs : 0.0, md_ctl_summary(&p->sv));
+	       secs > 0 ? (double)p->seq / secs : 0.0,
+	       behind, md_ctl_summary(&p->sv));
 	md_report(&p->sv);
 	if (stop)
 		fprintf(stderr, "md-publisher: interrupted after %" PRIu64 " ticks\n", p->seq);
@@ -294,6 +335,7 @@ int main(int argc, char **argv)
 	rc = ms_group_new(ctx, &p.sv.g);
 	if (rc < 0)
 		fprintf(stderr, "md-publisher: ms_group_new: %s\n", ms_strerror(rc));
+	p.want = so.want;
 	if (rc >= 0)
 		rc = md_serve_start(&p.sv, &so, &stop);
 	if (rc >= 0)

@@ -227,9 +227,9 @@ stop_md() {
 	grep -q "^md-publisher: interrupted after $count ticks$" "$tmp/publisher.err" ||
 		fail "md-publisher's summary and its interruption disagree"
 	# Its only lines on stderr are its start and its end: no warning about the live counters,
-	# no error.
+	# no error (a loaded machine may fall behind --rate: said, and no fault of the counters').
 	[ "$(grep -cv -e '^md-publisher: publishing to' -e '^md-publisher: interrupted after' \
-		"$tmp/publisher.err")" = 0 ] ||
+		-e '^md-publisher: behind --rate' "$tmp/publisher.err")" = 0 ] ||
 		fail "md-publisher wrote more than its start and its end on stderr"
 	grep -q "received $count, gaps 0 (missing 0), duplicates 0," "$tmp/subscriber" ||
 		fail "the subscriber did not get every tick once"
