@@ -1184,6 +1184,17 @@ static void skipped_family(FILE *out, const uint64_t *skipped, bool om)
 			skipped[r]);
 }
 
+/* As node_exporter's node_exporter_build_info: the version of the libmultisend this
+ * multisend-stat runs with (each publisher's own is its files' lib_version). */
+static void build_info_family(FILE *out)
+{
+	fputs("# HELP multisend_build_info the libmultisend version multisend-stat runs with\n", out);
+	fputs("# TYPE multisend_build_info gauge\n", out);
+	fputs("multisend_build_info{version=\"", out);
+	label_value(out, ms_version_string());
+	fputs("\"} 1\n", out);
+}
+
 void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om,
 		  uint64_t *skipped)
 {
@@ -1333,6 +1344,7 @@ done:;
 	}
 	if (skipped)
 		skipped_family(out, skipped, om);
+	build_info_family(out);
 	if (om)
 		fputs("# EOF\n", out);
 	free(first);

@@ -17,6 +17,7 @@ tests/stat/stat-test.sh (metrics, http). Each mode exits 0 or says what failed.
       table, garbage, a huge request) that never stop it answering.
 """
 import math
+import os
 import socket
 import sys
 import time
@@ -92,7 +93,24 @@ def check_live(fams, path, pid, count):
         die("context labels %r" % ctx)
 
 
+def check_build_info(fams):
+    """multisend_build_info{version="X.Y.Z"} 1, X.Y.Z the library's (MULTISEND_VERSION)."""
+    f = fams.get("multisend_build_info") or fams.get("multisend_build")
+    if f is None:
+        die("no multisend_build_info")
+    v = [x for x in f.samples if x.name == "multisend_build_info"]
+    if len(v) != 1 or v[0].value != 1:
+        die("multisend_build_info: %r" % (v,))
+    want = os.environ.get("MULTISEND_VERSION")
+    if not want:
+        die("MULTISEND_VERSION is not set (tests/stat/meson.build sets it to the project's)")
+    if v[0].labels.get("version") != want:
+        die("multisend_build_info version %r, the library's is %r" %
+            (v[0].labels.get("version"), want))
+
+
 def check_final(fams, path, js, count, subs, size, accepted, om):
+    check_build_info(fams)
     s = of_file(fams, path)
     expect("alive (publisher gone)", one(s, "multisend_publisher_alive", None), 0)
     expect("pid_verified (publisher gone)", one(s, "multisend_publisher_pid_verified", None), 0)
