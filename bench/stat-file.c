@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "stat-file.h"
+#include "core/counters.h"
 
 #define ME "multisend-stat"
 
@@ -879,11 +880,37 @@ enum fam_kind { FAM_COUNTER, FAM_GAUGE, FAM_HIST, FAM_ALIVE, FAM_VERIFIED, FAM_S
 #define FAM_NAME 96
 struct family {
 	char name[FAM_NAME]; /* without _total for a counter */
+	const char *help;    /* its HELP text (NULL: the kind's generic one) */
 	enum fam_kind kind;
 	bool seconds;        /* the file's values are ns: exported in seconds */
 	uint64_t mark_c, mark_h; /* the slot (file * MS_SHM_SLOTS + slot + 1) whose counter /
 	                            histogram took it last: one series per slot */
 };
+
+/* What each library counter counts (lib/core/counters.h: the table the library's counters are
+ * made from) and each histogram measures; NULL for a name neither has (the shim's slot, or a
+ * publisher of another version): its kind's generic HELP then. */
+static const struct {
+	const char *name, *help;
+} counter_help[] = {
+#define HELP(n, h) { #n, h },
+#define ERR_HELP(C, n, h) { "err_" #n, h },
+	MS__COUNTERS(HELP, ERR_HELP)
+#undef HELP
+#undef ERR_HELP
+	{ "call_first_ns", "ms_send to the first destination's transmit timestamp, in seconds" },
+	{ "call_last_ns", "ms_send to the last destination's transmit timestamp, in seconds" },
+	{ "first_last_ns", "first to last destination's transmit timestamp: the skew, in seconds" },
+	{ "dest_lag_ns", "ms_send to each stamped destination's transmit timestamp, in seconds" },
+};
+
+static const char *help_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(counter_help) / sizeof(counter_help[0]); i++)
+		if (!strcmp(counter_help[i].name, name))
+			return counter_help[i].help;
+	return NULL;
+}
 
 /* name made a metric name: "multisend_" and the name with every character outside
  * [a-zA-Z0-9_] made '_'; "ns" as one of its words (a value in nanoseconds) taken out and
@@ -1041,7 +1068,7 @@ static void family_head(FILE *out, const struct family *f, bool om)
 	const char *suffix = !om && f->kind == FAM_COUNTER ? "_total" : "";
 	size_t l = strlen(f->name);
 
-	fprintf(out, "# HELP %s%s %s\n", f->name, suffix, help[f->kind]);
+	fprintf(out, "# HELP %s%s %s\n", f->name, suffix, f->help ? f->help : help[f->kind]);
 	fprintf(out, "# TYPE %s%s %s\n", f->name, suffix, type[f->kind]);
 	if (om && l > 8 && !strcmp(f->name + l - 8, "_seconds"))
 		fprintf(out, "# UNIT %s seconds\n", f->name);
@@ -1254,6 +1281,8 @@ void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om,
 						   hist ? true : secs);
 				if (f < 0)
 					continue;
+				if (!t.f[f].help)
+					t.f[f].help = help_of(name);
 				uint64_t *mark = hist ? &t.f[f].mark_h : &t.f[f].mark_c;
 				if (*mark == stamp)
 					continue; /* not the first of its slot */

@@ -178,8 +178,8 @@ static const char *const no_env_why[] = {
 /* The slot's counters, in the table's order (lib/core/counters.h); their names are what
  * multisend-stat shows. */
 static const char *const counter_names[] = {
-#define NAME(n) #n,
-#define ERR_NAME(C, n) "err_" #n,
+#define NAME(n, h) #n,
+#define ERR_NAME(C, n, h) "err_" #n,
 	MS__COUNTERS(NAME, ERR_NAME)
 #undef NAME
 #undef ERR_NAME
@@ -394,15 +394,17 @@ static void stats_fill(const struct ms_ctx *ctx, struct ms_stats *s, const uint6
 {
 	memset(s, 0, sizeof(*s));
 	s->size = sizeof(*s);
-#define COPY(n) s->n = v[MS__K_##n];
-#define ERR_COPY(C, n) s->err_##n = v[MS__K_err_##n];
+#define COPY(n, h) s->n = v[MS__K_##n];
+#define ERR_COPY(C, n, h) s->err_##n = v[MS__K_err_##n];
 	MS__COUNTERS(COPY, ERR_COPY)
 #undef COPY
 #undef ERR_COPY
 	_Static_assert(sizeof(struct ms_stats) == 8 + 8 * NCOUNTERS, "every counter, once");
 	/* The public struct lists them in the table's order (so does the slot). */
-#define AT(n) _Static_assert(offsetof(struct ms_stats, n) == 8 + 8 * MS__K_##n, #n);
-#define ERR_AT(C, n) AT(err_##n)
+#define AT(n, h)                                                                              \
+	_Static_assert(offsetof(struct ms_stats, n) == 8 + 8 * MS__K_##n, #n);                \
+	_Static_assert(sizeof(h) > 1, #n ": every counter says what it counts");
+#define ERR_AT(C, n, h) AT(err_##n, h)
 	MS__COUNTERS(AT, ERR_AT)
 #undef AT
 #undef ERR_AT

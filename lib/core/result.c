@@ -36,7 +36,7 @@ enum ms__errclass ms__errclass(int err)
 
 void ms__tally_add(struct ms__tally *to, const struct ms__tally *t)
 {
-#define ADD(n) to->n += t->n;
+#define ADD(n, h) to->n += t->n;
 	MS__TALLY(ADD)
 #undef ADD
 	for (int c = 0; c < MS__ERR_NCLASSES; c++)
@@ -60,12 +60,12 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		c->zc_copied += t->zc_copied;
 	}
 	if (unlikely(t->xdp)) {
-#define ADD(n) c->n += t->n;
+#define ADD(n, h) c->n += t->n;
 		MS__XDP_COUNTERS(ADD)
 #undef ADD
 	}
 	if (unlikely(t->kf)) {
-#define ADD(n) c->n += t->n;
+#define ADD(n, h) c->n += t->n;
 		MS__KF_COUNTERS(ADD)
 #undef ADD
 	}
