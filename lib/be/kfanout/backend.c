@@ -294,7 +294,7 @@ static int slot_claim(struct kstate *st, struct att *a)
 			if (a->mine[k])
 				continue;
 			struct kf_slot *sl = slot_at(a, k);
-			uint64_t cur = __atomic_load_n(&sl->owner, __ATOMIC_ACQUIRE);
+			__u64 cur = __atomic_load_n(&sl->owner, __ATOMIC_ACQUIRE);
 			if (cur && (!pass || (st->sys += 3, !claim_stale(cur))))
 				continue;
 			if (!__atomic_compare_exchange_n(&sl->owner, &cur, st->owner, false,
@@ -316,7 +316,7 @@ static void slot_release(struct kstate *st, struct att *a, uint32_t k)
 	a->mine[k] = 0;
 	struct kf_slot *sl = slot_at(a, k);
 	__atomic_store_n(&sl->count, 0, __ATOMIC_RELAXED);
-	uint64_t cur = st->owner;
+	__u64 cur = st->owner;
 	/* Only our own claim: one taken over meanwhile is the new owner's. */
 	(void)__atomic_compare_exchange_n(&sl->owner, &cur, 0, false, __ATOMIC_ACQ_REL,
 					  __ATOMIC_RELAXED);
