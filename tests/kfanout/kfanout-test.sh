@@ -579,78 +579,7 @@ lib-detach)
 	[ -e "$PINS" ] && fail "$PINS left after the detach"
 	echo "lib-detach: ok"
 	;;
-lib-group-netfilter)
-	# Who may send to a group is netfilter's to say: the original passes OUTPUT and
-	# POSTROUTING before the program sees it at the device, so a rule that drops a user's
-	# datagrams to the group stops their copies too (the copies themselves skip netfilter).
-	command -v nft >/dev/null || { echo "SKIP: nft not found"; exit 77; }
-	attach --slice 64
-	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
-	inS ip route add 224.0.0.0/4 dev $A || fail "multicast route"
-	inS ip neigh replace 10.9.0.2 lladdr "$MAC" dev $A nud permanent || fail "neigh"
-	mkfifo "$work/rx.in" || fail "mkfifo"
-	# One member: it reads until root's 20 datagrams are in (uid 65534's, sent first on the
-	# same path, would be in before them), then says what came.
-	ip netns exec $R python3 -c '
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("10.9.0.2", 0))
-print("%s:%d" % s.getsockname(), flush=True)
-sys.stdin.readline()
-s.settimeout(30)
-got = []
-try:
-    while sum(1 for d in got if d.startswith(b"root ")) < 20:
-        got.append(s.recv(4096))
-except socket.timeout:
-    pass
-print("root %d nobody %d" % (sum(1 for d in got if d.startswith(b"root ")),
-                             sum(1 for d in got if d.startswith(b"nobody "))), flush=True)
-' <"$work/rx.in" >"$work/rx.out" 2>&1 &
-	rxpid=$!
-	exec 3>"$work/rx.in"
-	n=0
-	until [ -s "$work/rx.out" ]; do
-		n=$((n + 1))
-		[ $n -le 400 ] || fail "the member never started"
-		sleep_s 0.05
-	done
-	m1=$(head -n 1 "$work/rx.out")
-	tool group add $A 239.7.7.8:5000 $m1 || fail "group add"
-	inS nft -f - <<-EOF || fail "nft"
-	table inet kfnf {
-		chain out {
-			type filter hook output priority 0; policy accept;
-			meta skuid 65534 ip daddr 239.7.7.8 udp dport 5000 drop
-		}
-	}
-	EOF
-	echo go >&3
-	sender='
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("10.9.0.1"))
-for i in range(20):
-    try:
-        s.sendto(b"%s %d" % (sys.argv[1].encode(), i), ("239.7.7.8", 5000))
-    except PermissionError:
-        pass  # the drop rule: EPERM to the sender
-'
-	# (Debian's python3 for uid 65534: one found first in root's PATH may be under /root)
-	py=/usr/bin/python3
-	[ -x $py ] || py=$(command -v python3)
-	inS setpriv --reuid 65534 --regid 65534 --clear-groups $py -c "$sender" nobody ||
-		fail "uid 65534's sender"
-	inS python3 -c "$sender" root || fail "root's sender"
-	exec 3>&-
-	wait $rxpid
-	cat "$work/rx.out"
-	tail -n 1 "$work/rx.out" | grep -q "^root 20 nobody 0$" ||
-		fail "the drop rule's user reached the member through the group, or root did not"
-	tool status $A | grep -q "^group_datagrams 20$" || fail "group_datagrams: $(tool status $A)"
-	echo "group-netfilter: ok"
-	;;
-enobufs)
+lib-enobufs)
 	attach --slice 256
 	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
 	inS tc qdisc add dev $A root tbf rate 1mbit burst 3000 limit 6000 || fail "tbf"
