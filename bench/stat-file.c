@@ -237,6 +237,7 @@ static bool read_values(const struct ms_shm_slot *s, struct slot_view *v, unsign
 			continue;
 		}
 		v->updated_ns = s->updated_ns;
+		v->backend = __atomic_load_n(&s->backend, __ATOMIC_RELAXED);
 		memcpy(v->counter, s->counter, nc * sizeof(v->counter[0]));
 		for (unsigned k = 0; k < nh; k++) {
 			struct ms_hist *d = &v->hist[k];
@@ -395,6 +396,14 @@ static bool interval_hist(const struct slot_view *v, unsigned k, struct ms_hist 
 	return true;
 }
 
+/* The name of the backend a slot says it sends with, or NULL (0, the shim's slot, or a value
+ * this multisend-stat does not know: anyone can write the file). */
+static const char *slot_backend(const struct slot_view *v)
+{
+	return v->backend && v->backend <= INT_MAX ? ms_backend_name((enum ms_backend)v->backend)
+						   : NULL;
+}
+
 static const char *state_name(uint32_t st)
 {
 	return st == MS_SHM_LIVE ? "live" : st == MS_SHM_CLOSED ? "closed" : "unknown";
@@ -426,6 +435,10 @@ void stat_json(FILE *out, const struct source *s, uint64_t now_real)
 			continue;
 		fprintf(out, "%s{\"slot\":%" PRIu32 ",\"name\":", sep, i);
 		json_str(out, v->name);
+		if (slot_backend(v))
+			fprintf(out, ",\"backend\":\"%s\"", slot_backend(v));
+		else
+			fputs(",\"backend\":null", out);
 		fprintf(out, ",\"state\":\"%s\",\"stale\":%s,\"updated\":%.3f,\"counters\":{",
 		       state_name(v->state), v->stale ? "true" : "false",
 		       (double)v->updated_ns / 1e9);
@@ -800,8 +813,11 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
 		if (zero[i])
 			snprintf(more, sizeof(more), ", %u counter%s at zero not shown", zero[i],
 				 zero[i] == 1 ? "" : "s");
-		line(&p, "slot %" PRIu32 " \"%s\": %s%s%s", i, tx(v->name), state_name(v->state),
-		     v->stale ? " (busy: earlier values)" : "", more);
+		char be[32] = "";
+		if (slot_backend(v))
+			snprintf(be, sizeof(be), " (%s)", slot_backend(v));
+		line(&p, "slot %" PRIu32 " \"%s\"%s: %s%s%s", i, tx(v->name), be,
+		     state_name(v->state), v->stale ? " (busy: earlier values)" : "", more);
 		/* The counters: row r holds cells r, r + rows, ... (read down, then across). */
 		unsigned rows = give[i], shown = nidx[i];
 		if (rows < need[i]) /* the last cell says how many more */
@@ -875,7 +891,7 @@ void stat_screen(FILE *out, const struct source *s, uint64_t now_real)
  * of this program's own about the files and slots. A family's type and unit come from the
  * counter's name: the file says nothing of either. */
 enum fam_kind { FAM_COUNTER, FAM_GAUGE, FAM_HIST, FAM_ALIVE, FAM_VERIFIED, FAM_START,
-		FAM_SLOT_LIVE };
+		FAM_SLOT_LIVE, FAM_BACKEND };
 
 #define FAM_NAME 96
 struct family {
@@ -968,7 +984,9 @@ static void label_value(FILE *out, const char *src)
 	}
 }
 
-static void labels(FILE *out, const struct source *s, int slot, const char *le)
+/* The series' labels; and key="val" last when key is not NULL (le, backend: values of this
+ * program's own, never escaped). */
+static void labels(FILE *out, const struct source *s, int slot, const char *key, const char *val)
 {
 	fprintf(out, "{pid=\"%" PRId32 "\",program=\"", s->pid);
 	label_value(out, s->program);
@@ -987,8 +1005,8 @@ static void labels(FILE *out, const struct source *s, int slot, const char *le)
 		label_value(out, s->slots[slot].name);
 		fputc('"', out);
 	}
-	if (le)
-		fprintf(out, ",le=\"%s\"", le);
+	if (key)
+		fprintf(out, ",%s=\"%s\"", key, val);
 	fputc('}', out);
 }
 
@@ -1035,18 +1053,18 @@ static void hist_series(FILE *out, const struct family *f, const struct source *
 		uint64_t lo, hi;
 		ms_hist_bucket_range(i, &lo, &hi);
 		fprintf(out, "%s_bucket", f->name);
-		labels(out, s, slot, seconds(le, sizeof(le), hi));
+		labels(out, s, slot, "le", seconds(le, sizeof(le), hi));
 		/* the count is the bound for every bucket: only a damaged file has more */
 		value(out, cum < h->count ? cum : h->count, false);
 	}
 	fprintf(out, "%s_bucket", f->name);
-	labels(out, s, slot, "+Inf");
+	labels(out, s, slot, "le", "+Inf");
 	value(out, h->count, false);
 	fprintf(out, "%s_count", f->name);
-	labels(out, s, slot, NULL);
+	labels(out, s, slot, NULL, NULL);
 	value(out, h->count, false);
 	fprintf(out, "%s_sum", f->name);
-	labels(out, s, slot, NULL);
+	labels(out, s, slot, NULL, NULL);
 	value(out, h->sum_ns, true);
 }
 
@@ -1055,7 +1073,8 @@ static void family_head(FILE *out, const struct family *f, bool om)
 	static const char *const type[] = { [FAM_COUNTER] = "counter", [FAM_GAUGE] = "gauge",
 					    [FAM_HIST] = "histogram", [FAM_ALIVE] = "gauge",
 					    [FAM_VERIFIED] = "gauge",
-					    [FAM_START] = "gauge", [FAM_SLOT_LIVE] = "gauge" };
+					    [FAM_START] = "gauge", [FAM_SLOT_LIVE] = "gauge",
+					    [FAM_BACKEND] = "gauge" };
 	static const char *const help[] = {
 		[FAM_COUNTER] = "libmultisend live counter",
 		[FAM_GAUGE] = "libmultisend live value",
@@ -1064,6 +1083,8 @@ static void family_head(FILE *out, const struct family *f, bool om)
 		[FAM_VERIFIED] = "1 when /proc shows the process the file names, as its maker",
 		[FAM_START] = "when the publisher set up its live-counter file",
 		[FAM_SLOT_LIVE] = "1 while the slot's context is live, 0 once it is closed",
+		[FAM_BACKEND] = "1 for the backend the slot's context sends with now (label "
+				"backend; it changes with MS_BACKEND_AUTO's choice)",
 	};
 	const char *suffix = !om && f->kind == FAM_COUNTER ? "_total" : "";
 	size_t l = strlen(f->name);
@@ -1186,7 +1207,7 @@ static unsigned source_names(const struct source *s, char (*names)[FAM_NAME], si
 		const struct slot_view *v = &s->slots[j];
 		if (!v->have)
 			continue;
-		*lines += 1 + v->ncounters + v->nhists * hl;
+		*lines += 2 + v->ncounters + v->nhists * hl; /* slot_live, backend_info */
 		for (unsigned k = 0; k < v->ncounters; k++)
 			metric_name(names[n++], v->counter_name[k], false, &secs);
 		for (unsigned k = 0; k < v->nhists; k++)
@@ -1241,6 +1262,7 @@ void stat_metrics(FILE *out, const struct source *const *s, size_t n, bool om,
 	family_of(&t, "multisend_publisher_pid_verified", FAM_VERIFIED, false);
 	family_of(&t, "multisend_publisher_start_time_seconds", FAM_START, true);
 	family_of(&t, "multisend_slot_live", FAM_SLOT_LIVE, false);
+	family_of(&t, "multisend_backend_info", FAM_BACKEND, false);
 	for (size_t i = 0; i < n; i++) {
 		if (s[i]->problem)
 			continue;
@@ -1331,14 +1353,14 @@ done:;
 		const struct family *F = &t.f[f];
 		family_head(out, F, om);
 		if (F->kind == FAM_ALIVE || F->kind == FAM_VERIFIED || F->kind == FAM_START ||
-		    F->kind == FAM_SLOT_LIVE) {
+		    F->kind == FAM_SLOT_LIVE || F->kind == FAM_BACKEND) {
 			for (size_t i = 0; i < n; i++) {
 				const struct source *src = s[i];
 				if (src->problem || (out_of && out_of[i]))
 					continue;
-				if (F->kind != FAM_SLOT_LIVE) {
+				if (F->kind != FAM_SLOT_LIVE && F->kind != FAM_BACKEND) {
 					fputs(F->name, out);
-					labels(out, src, -1, NULL);
+					labels(out, src, -1, NULL, NULL);
 					if (F->kind == FAM_ALIVE)
 						value(out, !src->owner_gone, false);
 					else if (F->kind == FAM_VERIFIED)
@@ -1351,8 +1373,16 @@ done:;
 					const struct slot_view *v = &src->slots[j];
 					if (!v->have)
 						continue;
+					if (F->kind == FAM_BACKEND) {
+						if (!slot_backend(v))
+							continue; /* the shim's slot */
+						fputs(F->name, out);
+						labels(out, src, (int)j, "backend", slot_backend(v));
+						value(out, 1, false);
+						continue;
+					}
 					fputs(F->name, out);
-					labels(out, src, (int)j, NULL);
+					labels(out, src, (int)j, NULL, NULL);
 					value(out, v->state == MS_SHM_LIVE, false);
 				}
 			}
@@ -1367,7 +1397,7 @@ done:;
 				continue;
 			}
 			fprintf(out, "%s%s", F->name, F->kind == FAM_COUNTER ? "_total" : "");
-			labels(out, src, x->slot, NULL);
+			labels(out, src, x->slot, NULL, NULL);
 			value(out, v->counter[x->k], F->seconds);
 		}
 	}

@@ -26,6 +26,7 @@ struct slot_view {
 	bool have, have_prev; /* values read at least once / twice */
 	bool stale;          /* this interval's read did not succeed: values are older */
 	uint32_t state;
+	uint32_t backend;    /* enum ms_backend the context sends with (0: unknown, the shim) */
 	uint32_t ncounters, nhists;
 	char name[MS_SHM_NAME + 1];
 	char counter_name[MS_SHM_COUNTERS][MS_SHM_NAME + 1];

@@ -244,6 +244,7 @@ static __attribute__((noinline)) void mirror_to(struct ms_ctx *ctx, int what)
 	} else {
 		for (size_t k = 0; k < NCOUNTERS; k++)
 			__atomic_store_n(&p->counter[k], o->counter[k], __ATOMIC_RELAXED);
+		__atomic_store_n(&p->backend, o->backend, __ATOMIC_RELAXED);
 	}
 	if (what == MIRROR_ALL) {
 		for (int h = 0; h < MS__H_N; h++) {
@@ -273,6 +274,7 @@ void ms__publish_counters(struct ms_ctx *ctx)
 	counters_get(ctx, v);
 	for (size_t k = 0; k < NCOUNTERS; k++)
 		__atomic_store_n(&sl->counter[k], v[k], __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->backend, (uint32_t)ms_ctx_backend(ctx), __ATOMIC_RELAXED);
 }
 
 void ms__publish_sent(struct ms_ctx *ctx)
@@ -331,8 +333,9 @@ static int slot_setup(struct ms_ctx *ctx, const char *path)
 					"live counters not published\n");
 		path = NULL;
 	}
-	snprintf(name, sizeof(name), "ctx %u %s", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED),
-		 ctx->exec[0].be->name);
+	/* The name stays what it is for the context's life; the backend, which AUTO changes,
+	 * is the slot's backend field. */
+	snprintf(name, sizeof(name), "ctx %u", __atomic_add_fetch(&ctx_serial, 1, __ATOMIC_RELAXED));
 	if (path) {
 		err = 0;
 		struct ms_shm_slot *sl = ms__shm_open(path, name, counter_names, NCOUNTERS,

@@ -95,7 +95,9 @@ struct ms_shm_slot {
 	uint32_t state;    /* enum ms_shm_state (atomic) */
 	uint32_t ncounters; /* used entries of counter[] / counter_name[] */
 	uint32_t nhists;    /* used entries of hist[] / hist_name[] */
-	uint32_t pad;
+	uint32_t backend;   /* a context's: the enum ms_backend it sends with now (AUTO's
+	                       current choice; the loop in a forked child); 0 for the shim's
+	                       slot (and in files of libraries before this field) */
 	char name[MS_SHM_NAME];                      /* e.g. "ctx 1 io_uring", "shim" */
 	char counter_name[MS_SHM_COUNTERS][MS_SHM_NAME]; /* e.g. "fanouts", "dests_failed" */
 	char hist_name[MS_SHM_HISTS][MS_SHM_NAME];   /* e.g. "call_last_ns" */

@@ -309,6 +309,8 @@ static void check_new_file(const char *path, ino_t *ino, unsigned idx, uint64_t 
 		      !strcmp(sl->counter_name[0], "fanouts") && sl->ncounters > 4,
 	      "%s: the new file's slot is not the context's (state %u, name '%.32s')", when,
 	      sl->state, sl->name);
+	CHECK(sl->backend == MS_BACKEND_LOOP, "%s: the new file's slot says backend %u, not loop's",
+	      when, sl->backend);
 	CHECK(file_fanouts(sl, &v) && v == fanouts, "%s: the new file says %llu fanouts, not %llu",
 	      when, (unsigned long long)v, (unsigned long long)fanouts);
 	uint64_t att = counter(sl, "dests_attempted"), acc = counter(sl, "dests_accepted"),

@@ -89,8 +89,24 @@ def check_live(fams, path, pid, count):
     if not 0 < f <= count:
         die("fanouts %r is not in 1..%d while the publisher runs" % (f, count))
     ctx = {x["context"] for x in labels if "context" in x}
-    if len(ctx) != 1 or not next(iter(ctx)).startswith("ctx 1 "):
-        die("context labels %r" % ctx)
+    if ctx != {"ctx 1"}:
+        die("context labels %r (the name has no backend: backend_info says it)" % ctx)
+    backend_info(fams, path)
+
+
+BACKENDS = ("loop", "sendmmsg", "io_uring", "xdp", "kfanout")
+
+
+def backend_info(fams, path):
+    """multisend_backend_info{...,slot="0",backend=B} 1 for the context's slot: its backend."""
+    f = fams.get("multisend_backend_info") or fams.get("multisend_backend")
+    if f is None:
+        die("no multisend_backend_info family")
+    bs = [(x.labels.get("slot"), x.labels.get("backend"), x.value) for x in f.samples
+          if x.labels.get("file") == path]
+    if len(bs) != 1 or bs[0][0] != "0" or bs[0][1] not in BACKENDS or bs[0][2] != 1:
+        die("multisend_backend_info of %s: %r" % (path, bs))
+    return bs[0][1]
 
 
 def check_build_info(fams):
@@ -112,6 +128,11 @@ def check_build_info(fams):
 def check_final(fams, path, js, count, subs, size, accepted, om):
     check_build_info(fams)
     s = of_file(fams, path)
+    # The backend: the same in the JSON and the metrics (the shell checks the publisher's
+    # own summary against the JSON).
+    b = backend_info(fams, path)
+    jb = [x.get("backend") for x in js["slots"] if x["name"] == "ctx 1"]
+    expect("backend in the JSON and the metrics", jb, [b])
     expect("alive (publisher gone)", one(s, "multisend_publisher_alive", None), 0)
     expect("pid_verified (publisher gone)", one(s, "multisend_publisher_pid_verified", None), 0)
     expect("slot_live (slot closed)", one(s, "multisend_slot_live"), 0)

@@ -280,7 +280,7 @@ md_test() { # ts PUBLISHER SUBSCRIBER STAT
 			>"$tmp/screen" 2>&1 || { show "$tmp/screen"; fail "multisend-stat on a terminal"; }
 		[ "$(grep -c "$(printf '\033\\[H\033\\[2J')" "$tmp/screen")" = 2 ] ||
 			{ show "$tmp/screen"; fail "the screen was not redrawn twice"; }
-		for w in "pid $pubpid (md-publisher)" 'slot 0 "ctx 1 ' 'fanouts' \
+		for w in "pid $pubpid (md-publisher)" 'slot 0 "ctx 1" (' 'fanouts' \
 			'call_last_ns' 'p99' 'interval'; do
 			grep -q "$w" "$tmp/screen" || { show "$tmp/screen"; fail "no '$w' on the screen"; }
 		done
@@ -945,6 +945,10 @@ metrics_test() { # PUBLISHER SUBSCRIBER STAT
 		{ show "$tmp/final.err"; fail "multisend-stat --openmetrics FILE: exit $?"; }
 	"$py" "$checker" final "$tmp/final.om" "$file" "$tmp/final.json" "$count" "$subs" \
 		"$size" "$accepted" || fail "the final scrape"
+	# The slot's backend is the one the publisher says it ended on.
+	b=$(sed -n 's/^md-publisher: backend \([a-z_]*\),.*/\1/p' "$tmp/publisher")
+	grep -q "\"name\":\"ctx 1\",\"backend\":\"$b\"," "$tmp/final.json" ||
+		{ show "$tmp/final.json"; fail "the slot's backend is not the publisher's ($b)"; }
 	for w in _fanouts_total _call_last_seconds_count \
 		'_call_last_seconds_bucket.*le="0.000016383"'; do
 		grep -m 1 "^multisend$w" "$tmp/final.om" | sed 's/^/  openmetrics: /'
