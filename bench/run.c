@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kfanout.h"
 #include "netns.h"
 #include "run.h"
 
@@ -71,7 +72,12 @@ const char *kstat_dev(const struct session *s)
 int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
 {
 	uint64_t lim = sink_burst_limit(r->sink);
+	/* The kernel fan-out's program on the device for the variants that need it, off for the
+	 * others: here, before every timed batch or call and outside it (kfanout.h). */
+	int herr = r->kf ? kf_hook(r->kf, v) : 0;
 
+	if (herr)
+		return herr;
 	if (lim == UINT64_MAX || r->pending + want <= lim)
 		return (int64_t)want;
 	int err = sink_drain(r->sink);
