@@ -446,6 +446,10 @@ struct lib_count {
 	/* xdp: destinations sent as frames, kicks (also in syscalls), and destinations the
 	 * backend sent by the kernel's path instead (the six xdp_fallback_* summed). */
 	uint64_t xdp_frames, xdp_kicks, xdp_fallback;
+	/* kfanout: template sends the program replicated, destinations whose copy the device
+	 * took, and destinations that went by the kernel's path instead (kfanout_reclaimed and
+	 * the six kfanout_fallback_* summed) or were refused (kfanout_refused, _clone_err). */
+	uint64_t kf_templates, kf_clones, kf_kernel_path, kf_refused;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
