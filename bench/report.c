@@ -1554,7 +1554,8 @@ void report_legend(struct session *s)
 	bool kf = false, hook = false;
 
 	for (unsigned i = 0; i < s->o->nvariants; i++) {
-		kf |= s->o->order[i] == V_KFANOUT || s->o->order[i] == V_RAW_KFANOUT;
+		kf |= (s->o->order[i] == V_KFANOUT || s->o->order[i] == V_RAW_KFANOUT) &&
+		      s->var[s->o->order[i]].available;
 		hook |= s->o->order[i] == V_RAW_HOOK;
 	}
 	if (s->o->sink == SINK_NETNS_XDP && kf)
