@@ -114,6 +114,15 @@ enum variant_id {
 	 * stays as it is. */
 	V_RAW_XDP,
 	V_XDP,
+	/* The kernel fan-out (--sink netns-xdp only): the library's MS_BACKEND_KFANOUT
+	 * ("kfanout") through the tc egress program the bench attaches to the namespace's veth
+	 * with multisend-kfanout (kfanout.c), its hand-written twin over the program's pinned
+	 * maps ("raw-kfanout", raw-kfanout.c), and raw-sendto while that program is attached
+	 * ("raw-sendto+hook"): what the hook costs traffic that is not a template. The program is
+	 * on the device only while these run (kfanout.c, kf_hook). */
+	V_RAW_KFANOUT,
+	V_KFANOUT,
+	V_RAW_HOOK,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -199,13 +208,28 @@ static inline enum variant_id variant_base(enum variant_id v)
 /* A baseline written without the library (its "+dontwait" variant too). */
 static inline bool variant_is_raw(enum variant_id v)
 {
-	return variant_base(v) <= V_RAW_IO_URING || v == V_RAW_XDP;
+	return variant_base(v) <= V_RAW_IO_URING || v == V_RAW_XDP || v == V_RAW_KFANOUT ||
+	       v == V_RAW_HOOK;
 }
+
+/* The kernel fan-out's variants: they need the program attached (kfanout.c). */
+static inline bool variant_is_kfanout(enum variant_id v)
+{
+	return v == V_RAW_KFANOUT || v == V_KFANOUT || v == V_RAW_HOOK;
+}
+
 
 /* The kernel-bypass backends: their frames leave by an AF_XDP socket, not the UDP stack. */
 static inline bool variant_is_xdp(enum variant_id v)
 {
 	return v == V_RAW_XDP || v == V_XDP;
+}
+
+/* The backends that run only with --sink netns-xdp and have no "+ts", "+dontwait"... variants
+ * of their own. */
+static inline bool variant_netns_xdp_only(enum variant_id v)
+{
+	return variant_is_xdp(v) || variant_is_kfanout(v);
 }
 
 /* A plain backend's variants (v itself where it has none: "+ts", "+rotate" and "+connect" are
@@ -256,6 +280,8 @@ static inline enum variant_id variant_w_ts(enum variant_id v)
  * that the ratio is the workers' alone and the skews compare. v itself for the plain ones. */
 static inline enum variant_id variant_ref(enum variant_id v)
 {
+	if (v == V_RAW_HOOK)
+		return V_RAW; /* the same sends without the program on the device */
 	return variant_is_w_ts(v) ? variant_ts(variant_base(v)) : variant_base(v);
 }
 
@@ -279,6 +305,8 @@ static inline int variant_twin(enum variant_id v)
 		break;
 	case V_XDP:
 		return V_RAW_XDP;
+	case V_KFANOUT:
+		return V_RAW_KFANOUT;
 	default:
 		return -1;
 	}
@@ -418,6 +446,10 @@ struct lib_count {
 	/* xdp: destinations sent as frames, kicks (also in syscalls), and destinations the
 	 * backend sent by the kernel's path instead (the six xdp_fallback_* summed). */
 	uint64_t xdp_frames, xdp_kicks, xdp_fallback;
+	/* kfanout: template sends the program replicated, destinations whose copy the device
+	 * took, and destinations that went by the kernel's path instead (kfanout_reclaimed and
+	 * the six kfanout_fallback_* summed) or were refused (kfanout_refused, _clone_err). */
+	uint64_t kf_templates, kf_clones, kf_kernel_path, kf_refused;
 };
 
 /* A "+ts" variant's transmit-timestamp figures over some sends (its rounds): the deltas of
@@ -595,11 +627,32 @@ struct env_info {
 	uint64_t nofile;
 };
 
+/* The kernel fan-out's attachment for the kfanout variants (kfanout.c): made by main with
+ * multisend-kfanout on the namespace's veth before the sending thread starts, removed by main
+ * after it ends (every exit path, SIGINT too); the program is put on and off the device by
+ * the sending thread around the variants that need it (kf_hook). */
+struct kf_bench {
+	bool wanted;      /* a kfanout variant was asked for with --sink netns-xdp */
+	bool attached;    /* multisend-kfanout attach and policy add succeeded */
+	char why[300];    /* why the kfanout variants are unavailable ("" when attached) */
+	char tool[512];   /* the multisend-kfanout that ran */
+	char object[512]; /* its --object ("": the tool's own default, the installed one) */
+	char nspath[128]; /* the namespace the tool ran in */
+	uint64_t attach_ns, detach_ns; /* how long the tool's attach (+ policy) and detach took */
+	/* Sending thread: the attachment's program and link (pins), the device, and whether
+	 * the program is on it now. Toggles: times the hook was put on or off, and their total. */
+	int prog_fd, link_fd, ifindex;
+	bool hook_ready, hook_on, hook_fixed;
+	char hook_why[200];
+	uint64_t toggles, toggle_ns;
+};
+
 struct session {
 	const struct opts *o;
 	struct variant var[V_COUNT];
 	struct env_info env;
 	const struct netns *ns; /* netns-drop only */
+	struct kf_bench kf;     /* netns-xdp with a kfanout variant */
 	struct ksoftirqd ksoftirqd;
 	char sink_desc[512];
 	char shape_desc[256];

@@ -36,6 +36,7 @@
 #define WARMUP_COUNTED true
 #endif
 
+#include "kfanout.h"
 #include "raw.h"
 #include "workload.h"
 
@@ -77,6 +78,8 @@ static uint64_t child_send(struct session *s, struct rig *r, enum variant_id v, 
 			if (*err)
 				break;
 		}
+		if ((*err = kf_hook(&s->kf, v)))
+			break;
 		failed += rig_send(r, v, 1);
 	}
 	return failed;

@@ -137,8 +137,10 @@ static unsigned simplicity(enum variant_id v)
 		return 2 + extra;
 	case V_XDP:
 		return 3 + extra;
-	default:
+	case V_KFANOUT:
 		return 4 + extra;
+	default:
+		return 5 + extra;
 	}
 }
 

@@ -53,6 +53,11 @@ static const char *const colour[V_COUNT] = {
 	/* Kernel bypass: purple, the hand-written twin lighter. */
 	[V_RAW_XDP] = "#c5b0d5",
 	[V_XDP] = "#7b4173",
+	/* The kernel fan-out: dark teal, the hand-written twin lighter; raw-sendto with its hook
+	 * a grey near raw-sendto's. */
+	[V_RAW_KFANOUT] = "#7fcdbb",
+	[V_KFANOUT] = "#00665e",
+	[V_RAW_HOOK] = "#4d4d4d",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

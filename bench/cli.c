@@ -29,7 +29,8 @@ static void usage(FILE *f)
 	      "                           capacity  the largest fan-out per core for --rate,\n"
 	      "                                     --size, --cpu-budget, --p99-bound\n"
 	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring,\n"
-	      "                         auto, xdp, raw-xdp, or all (all but auto, xdp and raw-xdp);\n"
+	      "                         auto, xdp, raw-xdp, kfanout, raw-kfanout, raw-sendto+hook,\n"
+	      "                         or all (raw-sendto to io_uring);\n"
 	      "                         runs interleave in this order.\n"
 	      "                         Default: raw-sendto\n"
 	      "                         and every available library backend (--callgrind: all).\n"
@@ -38,7 +39,12 @@ static void usage(FILE *f)
 	      "                         and io_uring fan-outs written by hand (opt-in), and add a\n"
 	      "                         'vs raw twin' column. xdp (the library's AF_XDP backend)\n"
 	      "                         and raw-xdp (its twin by hand) need --sink netns-xdp and\n"
-	      "                         are skipped with the reason otherwise\n"
+	      "                         are skipped with the reason otherwise. kfanout (the\n"
+	      "                         library's kernel fan-out), raw-kfanout (its twin by hand)\n"
+	      "                         and raw-sendto+hook (raw-sendto with the fan-out's program\n"
+	      "                         on the device) need --sink netns-xdp: the bench attaches\n"
+	      "                         the program with multisend-kfanout (the build tree's, else\n"
+	      "                         PATH's) for them, and detaches it at the end\n"
 	      "  -n, --fanout LIST      destinations per call, e.g. 1,16,256,1024\n"
 	      "  -s, --size LIST        message sizes in bytes (1..65507), e.g. 64,512\n"
 	      "      --sink NAME        loopback (default): receivers on 127.0.0.1, drained between\n"
@@ -271,7 +277,8 @@ static int parse_backends(const char *arg, struct opts *o)
 
 		if (v < 0)
 			return bad("--backends: unknown backend '%s' (raw-sendto, raw-sendmmsg, "
-				   "raw-io_uring, loop, sendmmsg, io_uring, auto, xdp, raw-xdp, all)",
+				   "raw-io_uring, loop, sendmmsg, io_uring, auto, xdp, raw-xdp, "
+				   "kfanout, raw-kfanout, raw-sendto+hook, all)",
 				   tok);
 		if (seen[v])
 			return bad("--backends: '%s' given twice", tok);
@@ -298,7 +305,7 @@ static int expand_variants(struct opts *o)
 
 		/* AUTO and the kernel-bypass backends have no variants of their own: they run as
 		 * they are beside them. */
-		if (v == V_AUTO || variant_is_xdp(v)) {
+		if (v == V_AUTO || variant_netns_xdp_only(v)) {
 			order[n++] = v;
 			continue;
 		}

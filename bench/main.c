@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "kfanout.h"
 #include "netns.h"
 #include "sink.h"
 #include "workload.h"
@@ -454,6 +455,9 @@ int main(int argc, char **argv)
 		}
 		s.ns = &ns;
 	}
+	/* The kernel fan-out, for the kfanout variants: attached before the sending thread
+	 * starts, detached below on every way out. */
+	kf_setup(&s, s.ns);
 	describe(&s, s.ns);
 
 	w.s = &s;
@@ -532,6 +536,8 @@ int main(int argc, char **argv)
 out_ns:
 	/* Every load process killed and reaped, whatever happened above. */
 	load_stop(&load);
+	if (kf_teardown(&s))
+		status = 1;
 	if (ns.created) {
 		int err = netns_destroy(&ns);
 

@@ -31,6 +31,8 @@
 #define NETNS_LOCAL "10.213.0.1"
 #define NETNS_REMOTE "10.213.0.2"
 #define NETNS_PREFIX "msbench-"
+/* The sinks' destinations: NETNS_REMOTE, ports NETNS_FIRST_PORT + i (sink.c). */
+#define NETNS_FIRST_PORT 10000u
 /* NETNS_REMOTE's permanent neighbour entry: locally administered (bit 1 of the first octet),
  * so it can belong to no real card. */
 #define NETNS_REMOTE_MAC "02:00:5e:10:00:02"

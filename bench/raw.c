@@ -26,6 +26,10 @@ const char *raw_fanout_function(enum variant_id v)
 		return "bench_raw_uring_fanout";
 	case V_RAW_XDP:
 		return "bench_raw_xdp_fanout";
+	case V_RAW_HOOK:
+		return "bench_raw_sendto_fanout";
+	case V_RAW_KFANOUT:
+		return "bench_raw_kfanout_fanout";
 	default:
 		return "ms_send";
 	}
@@ -374,14 +378,21 @@ int raw_open(const struct session *s, struct rig *r, char *err, size_t errlen)
 		if (e)
 			return e;
 	}
-	if (s->var[V_RAW_XDP].available)
-		return raw_xdp_open(s, r, err, errlen);
+	if (s->var[V_RAW_XDP].available) {
+		int e = raw_xdp_open(s, r, err, errlen);
+
+		if (e)
+			return e;
+	}
+	if (s->var[V_RAW_KFANOUT].available)
+		return raw_kfanout_open(s, r, err, errlen);
 	return 0;
 }
 
 void raw_close(struct rig *r)
 {
 	raw_xdp_close(r);
+	raw_kfanout_close(r);
 	uring_close(r);
 	free(r->raw_mm);
 	r->raw_mm = NULL;

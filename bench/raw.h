@@ -17,6 +17,11 @@
  *                 the prepared headers before that, SEND on connected sockets; one
  *                 io_uring_submit_and_wait per fan-out (per ring-full beyond 4096), then every
  *                 completion is reaped
+ *   raw-kfanout   the library's kfanout backend by hand (raw-kfanout.c; --sink netns-xdp only):
+ *                 slots claimed and destinations written in the attachment's mmap'ed maps when
+ *                 the rig opens, then per slice of the attachment's slice size: count, arm,
+ *                 one sendto of the message to the slot's template address, the statuses read
+ *   raw-sendto+hook  raw-sendto while the kernel fan-out's program is on the device
  *   raw-xdp       the library's xdp backend by hand over AF_XDP (raw-xdp.c; --sink netns-xdp
  *                 only): frames built from per-destination templates, one sendto kick per
  *                 batch the kernel takes
@@ -47,6 +52,14 @@ uint64_t bench_raw_sendmmsg_fanout(struct rig *r) BENCH_NAMED;
 uint64_t bench_raw_uring_fanout(struct rig *r) BENCH_NAMED;
 /* raw-xdp (raw-xdp.c): the library's xdp backend by hand over AF_XDP. */
 uint64_t bench_raw_xdp_fanout(struct rig *r) BENCH_NAMED;
+
+/* raw-kfanout (raw-kfanout.c): the library's kfanout backend by hand over the pinned maps. */
+uint64_t bench_raw_kfanout_fanout(struct rig *r) BENCH_NAMED;
+/* Whether raw-kfanout can run (the attachment made, an unconnected socket): a description. */
+bool raw_kfanout_probe(const struct session *s, char *detail, size_t len);
+/* Its maps and slots on a rig whose sockets are open (sending thread, in the namespace). */
+int raw_kfanout_open(const struct session *s, struct rig *r, char *err, size_t errlen);
+void raw_kfanout_close(struct rig *r);
 
 /* Whether raw-xdp can run with this sink: a description of what it will use, or why not. */
 bool raw_xdp_probe(enum sink_kind sink, char *detail, size_t len);

@@ -85,7 +85,7 @@ const char *rec_rule_text(const struct rec_result *r, char *buf, size_t len)
 		snprintf(buf, len, "%u backends are within this run's noise (%.0f%%: CPU min-max "
 				   "spread over rounds or fit deviation, the larger) of the largest N, "
 				   "which one run cannot tell apart; of those, the rule takes the simplest "
-				   "(loop < sendmmsg < io_uring < xdp < auto)",
+				   "(loop < sendmmsg < io_uring < xdp < kfanout < auto)",
 			 r->ntied, r->noise * 100);
 		break;
 	}

@@ -10,7 +10,7 @@
  * median, and the fit's largest relative deviation, both from this run). Among tied backends
  * the rule is fixed and said: with a p99 bound, the lowest measured p99 at its N (a backend
  * without a measured p99 comes after those with one); without a bound, the simplest backend
- * (loop < sendmmsg < io_uring < xdp < auto). A remaining tie goes to the simpler, then to the
+ * (loop < sendmmsg < io_uring < xdp < kfanout < auto). A remaining tie goes to the simpler, then to the
  * earlier row.
  */
 #ifndef BENCH_RECOMMEND_H

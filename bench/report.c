@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "netns.h"
 
 const char *sink_name(enum sink_kind k)
 {
@@ -369,7 +370,8 @@ static bool show_twin(const struct session *s)
 {
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		if (variant_base(s->o->order[i]) == V_RAW_SENDMMSG ||
-		    variant_base(s->o->order[i]) == V_RAW_IO_URING || s->o->order[i] == V_RAW_XDP)
+		    variant_base(s->o->order[i]) == V_RAW_IO_URING || s->o->order[i] == V_RAW_XDP ||
+		    s->o->order[i] == V_RAW_KFANOUT)
 			return true;
 	return false;
 }
@@ -555,6 +557,11 @@ void report_result(struct session *s, const struct result *r)
 		fprintf(f, "        ! xdp: %" PRIu64 " of %" PRIu64 " destinations went by the "
 			   "kernel's path instead (ms_stats.xdp_fallback_*), %" PRIu64 " as frames\n",
 			r->lib.xdp_fallback, r->dests, r->lib.xdp_frames);
+	if (r->lib.kf_kernel_path || r->lib.kf_refused)
+		fprintf(f, "        ! kfanout: %" PRIu64 " of %" PRIu64 " destinations went by the "
+			   "kernel's path instead (kfanout_reclaimed, kfanout_fallback_*), %" PRIu64
+			   " refused by the policy or the device, %" PRIu64 " copied by the program\n",
+			r->lib.kf_kernel_path, r->dests, r->lib.kf_refused, r->lib.kf_clones);
 	if (r->softirqd.median > 0.03 * r->cpu_proc.median)
 		fprintf(f, "        ! ksoftirqd ran %.0f ns/dest during these runs: receive-path work "
 			   "the kernel deferred out of the process,\n          so this row's CPU "
@@ -1024,10 +1031,12 @@ static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 		",\"dests_accepted\":%" PRIu64 ",\"dests_failed\":%" PRIu64 ",\"bytes\":%" PRIu64
 		",\"syscalls\":%" PRIu64 ",\"offload_msgs\":%" PRIu64 ",\"offload_waits\":%" PRIu64
 		",\"offload_refused\":%" PRIu64 ",\"zc_sends\":%" PRIu64 ",\"zc_copied\":%" PRIu64
-		",\"xdp_frames\":%" PRIu64 ",\"xdp_kicks\":%" PRIu64 ",\"xdp_fallback\":%" PRIu64 "}",
+		",\"xdp_frames\":%" PRIu64 ",\"xdp_kicks\":%" PRIu64 ",\"xdp_fallback\":%" PRIu64
+		",\"kfanout_templates\":%" PRIu64 ",\"kfanout_clones\":%" PRIu64
+		",\"kfanout_kernel_path\":%" PRIu64 ",\"kfanout_refused\":%" PRIu64 "}",
 		l->fanouts, l->attempted, l->accepted, l->failed, l->bytes, l->syscalls, l->off_msgs,
 		l->off_waits, l->off_refused, l->zc_sends, l->zc_copied, l->xdp_frames, l->xdp_kicks,
-		l->xdp_fallback);
+		l->xdp_fallback, l->kf_templates, l->kf_clones, l->kf_kernel_path, l->kf_refused);
 }
 
 static void json_deliver(FILE *f, const struct session *s, const struct sample *x)
@@ -1542,6 +1551,39 @@ void report_legend(struct session *s)
 		      "calls timed one at a time after the\n  rounds (CLOCK_MONOTONIC from the call to "
 		      "its return, when the kernel has taken the last destination).\n",
 		      s->table);
+	bool kf = false, hook = false;
+
+	for (unsigned i = 0; i < s->o->nvariants; i++) {
+		kf |= (s->o->order[i] == V_KFANOUT || s->o->order[i] == V_RAW_KFANOUT) &&
+		      s->var[s->o->order[i]].available;
+		hook |= s->o->order[i] == V_RAW_HOOK;
+	}
+	if (s->o->sink == SINK_NETNS_XDP && kf)
+		fputs("kfanout, raw-kfanout: one sendto of the message per slice of the attachment's "
+		      "slice size (ceil(N/slice)\n  template sends per fan-out; the JSON's "
+		      "library.kfanout_templates counts the library's); the library's\n  syscalls "
+		      "also count the rtnetlink reads and socket re-checks it makes every few ms, "
+		      "so its figure\n  can exceed ceil(N/slice) by a little. The program runs in "
+		      "the sender's sendto, before it returns,\n  so a call's wall time is the time "
+		      "from the call until the last clone was handed to the device.\n",
+		      s->table);
+	if (s->o->sink == SINK_NETNS_XDP && hook && s->var[V_RAW_HOOK].available)
+		fprintf(s->table,
+			"raw-sendto+hook: raw-sendto with the kernel fan-out's program on %s's egress "
+			"(tcx); its 'vs raw-sendto' is\n  what the hook costs each datagram that is "
+			"not a template (the program looks at the headers and lets\n  it go), tcx's "
+			"dispatch included. The other backends run with the program off the device: "
+			"the\n  bench put it on or off %" PRIu64 " times between timed runs, %.1f us "
+			"each on average (never inside one).\n",
+			NETNS_DEV, s->kf.toggles,
+			s->kf.toggles ? (double)s->kf.toggle_ns / (double)s->kf.toggles / 1e3 : 0.0);
+	if (s->o->sink == SINK_NETNS_XDP && kf && s->kf.attach_ns)
+		fprintf(s->table,
+			"kfanout: multisend-kfanout attach and policy add took %.1f ms before the run; "
+			"detach follows it.\n",
+			(double)s->kf.attach_ns / 1e6);
+	if (s->kf.hook_fixed && s->kf.hook_why[0])
+		fprintf(s->table, "kfanout: %s.\n", s->kf.hook_why);
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		if (s->o->order[i] == V_AUTO)
 			fprintf(s->table,
@@ -1550,11 +1592,12 @@ void report_legend(struct session *s)
 				"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
 				"reported apart.\n");
 	if (show_twin(s))
-		fputs("raw-sendmmsg, raw-io_uring, raw-xdp: the library's sendmmsg, io_uring and xdp "
-		      "fan-outs written by hand,\n  without the library.\nvs raw twin: a library "
-		      "backend's CPU/dest over its hand-written twin's (loop: raw-sendto, sendmmsg:\n"
-		      "  raw-sendmmsg, io_uring: raw-io_uring, xdp: raw-xdp) in the same round; the "
-		      "median of those ratios [min-max].\n",
+		fputs("raw-sendmmsg, raw-io_uring, raw-xdp, raw-kfanout: the library's sendmmsg, "
+		      "io_uring, xdp and kfanout\n  fan-outs written by hand, without the library.\n"
+		      "vs raw twin: a library backend's CPU/dest over its hand-written twin's (loop: "
+		      "raw-sendto, sendmmsg:\n  raw-sendmmsg, io_uring: raw-io_uring, xdp: raw-xdp, "
+		      "kfanout: raw-kfanout) in the same round; the\n  median of those ratios "
+		      "[min-max].\n",
 		      s->table);
 	if (s->o->compare_dw)
 		fputs("+dontwait: the same backend with every send not waiting (ms_send with "

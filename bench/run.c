@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kfanout.h"
 #include "netns.h"
 #include "run.h"
 
@@ -71,7 +72,12 @@ const char *kstat_dev(const struct session *s)
 int64_t rig_room(struct rig *r, enum variant_id v, uint64_t want)
 {
 	uint64_t lim = sink_burst_limit(r->sink);
+	/* The kernel fan-out's program on the device for the variants that need it, off for the
+	 * others: here, before every timed batch or call and outside it (kfanout.h). */
+	int herr = r->kf ? kf_hook(r->kf, v) : 0;
 
+	if (herr)
+		return herr;
 	if (lim == UINT64_MAX || r->pending + want <= lim)
 		return (int64_t)want;
 	int err = sink_drain(r->sink);
@@ -165,6 +171,17 @@ static void lib_delta(struct lib_count *acc, const struct ms_stats *a, const str
 			      a->xdp_fallback_route + a->xdp_fallback_neigh + a->xdp_fallback_other) -
 			     (b->xdp_fallback_local + b->xdp_fallback_iface + b->xdp_fallback_mtu +
 			      b->xdp_fallback_route + b->xdp_fallback_neigh + b->xdp_fallback_other);
+	acc->kf_templates += a->kfanout_templates - b->kfanout_templates;
+	acc->kf_clones += a->kfanout_clones - b->kfanout_clones;
+	acc->kf_kernel_path +=
+		(a->kfanout_reclaimed + a->kfanout_fallback_local + a->kfanout_fallback_iface +
+		 a->kfanout_fallback_mtu + a->kfanout_fallback_route + a->kfanout_fallback_neigh +
+		 a->kfanout_fallback_other) -
+		(b->kfanout_reclaimed + b->kfanout_fallback_local + b->kfanout_fallback_iface +
+		 b->kfanout_fallback_mtu + b->kfanout_fallback_route + b->kfanout_fallback_neigh +
+		 b->kfanout_fallback_other);
+	acc->kf_refused += (a->kfanout_refused + a->kfanout_clone_err) -
+			   (b->kfanout_refused + b->kfanout_clone_err);
 }
 
 static void lib_add(struct lib_count *acc, const struct lib_count *x)
@@ -183,6 +200,10 @@ static void lib_add(struct lib_count *acc, const struct lib_count *x)
 	acc->xdp_frames += x->xdp_frames;
 	acc->xdp_kicks += x->xdp_kicks;
 	acc->xdp_fallback += x->xdp_fallback;
+	acc->kf_templates += x->kf_templates;
+	acc->kf_clones += x->kf_clones;
+	acc->kf_kernel_path += x->kf_kernel_path;
+	acc->kf_refused += x->kf_refused;
 }
 
 void sample_add(struct sample *acc, const struct sample *x)

@@ -21,7 +21,6 @@
  * costs something else. */
 #define INFLIGHT_BUDGET (64ull << 20)
 #define RECV_BATCH 64
-#define NETNS_FIRST_PORT 10000u
 #define MAX_RX_THREADS 4
 #define TCP_READ (256 << 10) /* bytes per read(2) of a TCP receiver */
 #define TCP_LISTENER UINT32_MAX /* the epoll tag of the TCP sink's listening socket */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kfanout.h"
 #include "netns.h"
 #include "raw.h"
 #include "workload.h"
@@ -38,6 +39,9 @@ static const char *const names[V_COUNT] = {
 	[V_AUTO] = "auto",
 	[V_RAW_XDP] = "raw-xdp",
 	[V_XDP] = "xdp",
+	[V_RAW_KFANOUT] = "raw-kfanout",
+	[V_KFANOUT] = "kfanout",
+	[V_RAW_HOOK] = "raw-sendto+hook",
 };
 
 /* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
@@ -74,6 +78,7 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_IO_URING_W_TS] = MS_BACKEND_IO_URING,
 	[V_AUTO] = MS_BACKEND_AUTO,
 	[V_XDP] = MS_BACKEND_XDP,
+	[V_KFANOUT] = MS_BACKEND_KFANOUT,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -82,6 +87,8 @@ static const char *const plain_detail[V_COUNT] = {
 	[V_IO_URING] = "io_uring",
 	[V_XDP] = "xdp: the library's AF_XDP backend on " NETNS_DEV " queue 0, copy mode, 4096 "
 		  "frames (rings of 2048)",
+	[V_KFANOUT] = "kfanout: the library's kernel fan-out through the program attached to "
+		      NETNS_DEV,
 };
 
 const char *variant_name(enum variant_id v)
@@ -118,6 +125,9 @@ int variant_from_name(const char *name)
 		return V_RAW_XDP;
 	if (!strcmp(name, names[V_XDP]))
 		return V_XDP;
+	for (int v = V_RAW_KFANOUT; v <= V_RAW_HOOK; v++)
+		if (!strcmp(name, names[v]))
+			return v;
 	return -EINVAL;
 }
 
@@ -132,6 +142,15 @@ static void why_unavailable(enum variant_id v, int err, char *buf, size_t len)
 			 "(a library built without the xdp backend, a kernel without AF_XDP, or "
 			 "the interface refused)",
 			 NETNS_DEV, ms_strerror(err));
+		return;
+	}
+	if (v == V_KFANOUT && err == -ENOTSUP) {
+		snprintf(buf, len,
+			 "unavailable: ms_ctx_new(MS_BACKEND_KFANOUT, MS_CFG_NO_FALLBACK): %s (a "
+			 "library built without kfanout, or no attachment of this namespace it can "
+			 "use; MULTISEND_SHOW_BACKEND=1 on any libmultisend program prints the "
+			 "library's reason)",
+			 ms_strerror(err));
 		return;
 	}
 	if (v == V_IO_URING && err == -ENOTSUP) {
@@ -331,6 +350,37 @@ int variants_open(struct session *s)
 			any += x->available;
 			continue;
 		}
+		/* The kernel fan-out: the program main attached to the namespace's veth. */
+		if (variant_is_kfanout((enum variant_id)v) && s->o->sink != SINK_NETNS_XDP) {
+			snprintf(x->detail, sizeof(x->detail),
+				 "skipped: needs --sink netns-xdp (the bench attaches the kernel "
+				 "fan-out's program to the namespace's veth)");
+			continue;
+		}
+		if (variant_is_kfanout((enum variant_id)v) && !s->kf.attached) {
+			snprintf(x->detail, sizeof(x->detail), "%s",
+				 s->kf.why[0] ? s->kf.why : "unavailable: not attached");
+			continue;
+		}
+		if (variant_is_kfanout((enum variant_id)v) && !kf_hook_open(s) &&
+		    v == V_RAW_HOOK) {
+			snprintf(x->detail, sizeof(x->detail), "unavailable: %s", s->kf.hook_why);
+			continue;
+		}
+		if (v == V_RAW_HOOK) {
+			x->available = true;
+			snprintf(x->detail, sizeof(x->detail),
+				 "raw-sendto with the kernel fan-out's program on " NETNS_DEV
+				 "'s egress (tcx), which the bench takes off for the other backends: "
+				 "what the hook costs a datagram that is not a template");
+			any++;
+			continue;
+		}
+		if (v == V_RAW_KFANOUT) {
+			x->available = raw_kfanout_probe(s, x->detail, sizeof(x->detail));
+			any += x->available;
+			continue;
+		}
 		/* AF_XDP needs the veth with its peer up: the other sinks have no such device. */
 		if (v == V_XDP && s->o->sink != SINK_NETNS_XDP) {
 			snprintf(x->detail, sizeof(x->detail),
@@ -409,6 +459,7 @@ int variant_renew(struct session *s, enum variant_id v)
 
 void variants_close(struct session *s)
 {
+	kf_hook_close(s);
 	for (int v = 0; v < V_COUNT; v++) {
 		ms_ctx_free(s->var[v].ctx);
 		s->var[v].ctx = NULL;
@@ -688,6 +739,7 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 	r->size = size;
 	r->connected = s->o->connected;
 	r->dontwait = s->o->dontwait;
+	r->kf = &s->kf;
 	if (rig_fds_needed(s, n) > s->env.nofile) {
 		snprintf(err, errlen,
 			 "needs about %llu file descriptors, RLIMIT_NOFILE allows %llu (raise the "
@@ -852,6 +904,12 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 		break;
 	case V_RAW_XDP:
 		failed = send_raw(r, bench_raw_xdp_fanout, count);
+		break;
+	case V_RAW_HOOK:
+		failed = send_raw(r, bench_raw_sendto_fanout, count);
+		break;
+	case V_RAW_KFANOUT:
+		failed = send_raw(r, bench_raw_kfanout_fanout, count);
 		break;
 	default:
 		failed = send_lib(r, r->g[v], dontwait ? MS_SEND_DONTWAIT : 0, count,

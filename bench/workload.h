@@ -17,6 +17,7 @@
 
 struct raw_uring;
 struct raw_xdp;
+struct raw_kf;
 
 struct rig {
 	uint64_t n, size;
@@ -39,6 +40,8 @@ struct rig {
 	struct iovec raw_iov;
 	struct raw_uring *raw_ring;
 	struct raw_xdp *raw_xdp; /* raw-xdp's socket, UMEM, rings and templates */
+	struct raw_kf *raw_kf;   /* raw-kfanout's maps and slots */
+	struct kf_bench *kf;     /* the session's kernel fan-out (rig_room switches its hook) */
 	uint64_t raw_syscalls; /* system calls the baselines made, since the rig opened */
 	int raw_flags;         /* the baselines' send flags for this fan-out: MSG_DONTWAIT or 0 */
 	unsigned char *msg;
