@@ -656,7 +656,7 @@ struct session {
 	struct ksoftirqd ksoftirqd;
 	char sink_desc[512];
 	char shape_desc[256];
-	char method_desc[768];
+	char method_desc[1024]; /* the method, with the order (up to 511 characters) */
 
 	struct result *res;
 	size_t nres, capres;
