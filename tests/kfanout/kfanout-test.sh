@@ -89,6 +89,17 @@ inS() { nsenter --net=/run/netns/$S "$@"; }
 tool() { nsenter --net=/run/netns/$S $WRAP "$TOOL" "$@"; }
 driver() { $WRAP "$DRIVER" "$@"; }
 sleep_s() { python3 -c "import time; time.sleep($1)"; }
+# rx_ready WHAT: a receiver just started in the background, reading $work/rx.in (a FIFO) and
+# writing $work/rx.out: open its FIFO on descriptor 3 and wait (bounded) for its first line.
+rx_ready() {
+	exec 3>"$work/rx.in"
+	n=0
+	until [ -s "$work/rx.out" ]; do
+		n=$((n + 1))
+		[ $n -le 400 ] || fail "$1 never started"
+		sleep_s 0.05
+	done
+}
 
 ip netns add $S && ip netns add $R || { echo "SKIP: ip netns add failed"; exit 77; }
 ip -n $S link add $A type veth peer name $B netns $R || fail "veth"
@@ -349,13 +360,7 @@ print(" ".join("ok" if sorted(got[s]) == sorted(exp) else "bad:%d" % len(got[s])
       "group:%d" % len(got[g]), "groupok" if sorted(got[g]) == sorted(exp) else "groupbad", flush=True)
 ' <"$work/rx.in" >"$work/rx.out" 2>&1 &
 	rxpid=$!
-	exec 3>"$work/rx.in"
-	n=0
-	until [ -s "$work/rx.out" ]; do
-		n=$((n + 1))
-		[ $n -le 400 ] || fail "receivers never started"
-		sleep_s 0.05
-	done
+	rx_ready "the receivers"
 	set -- $(head -n 1 "$work/rx.out")
 	m1=$1 m2=$2 m3=$3 gport=$4
 	# An unresolved member is refused, nothing added.
@@ -428,13 +433,7 @@ print("root %d nobody %d" % (sum(1 for d in got if d.startswith(b"root ")),
                              sum(1 for d in got if d.startswith(b"nobody "))), flush=True)
 ' <"$work/rx.in" >"$work/rx.out" 2>&1 &
 	rxpid=$!
-	exec 3>"$work/rx.in"
-	n=0
-	until [ -s "$work/rx.out" ]; do
-		n=$((n + 1))
-		[ $n -le 400 ] || fail "the member never started"
-		sleep_s 0.05
-	done
+	rx_ready "the member"
 	m1=$(head -n 1 "$work/rx.out")
 	tool group add $A 239.7.7.8:5000 $m1 || fail "group add"
 	inS nft -f - <<-EOF || fail "nft"
