@@ -208,20 +208,20 @@ int kf_teardown(struct session *s)
 
 /* ---- the hook, on the sending thread ---------------------------------------------------- */
 
-static int sys_bpf(int cmd, union bpf_attr *a)
+int kf_bpf(int cmd, union bpf_attr *a)
 {
 	long r = syscall(__NR_bpf, cmd, a, sizeof(*a));
 
 	return r < 0 ? -errno : (int)r;
 }
 
-static int pin_get(const char *name)
+int kf_pin_get(const char *path)
 {
 	union bpf_attr a;
 
 	memset(&a, 0, sizeof(a));
-	a.pathname = (uintptr_t)name;
-	return sys_bpf(BPF_OBJ_GET, &a);
+	a.pathname = (uintptr_t)path;
+	return kf_bpf(BPF_OBJ_GET, &a);
 }
 
 static int prog_attach(struct kf_bench *kf, bool on)
@@ -232,7 +232,7 @@ static int prog_attach(struct kf_bench *kf, bool on)
 	a.target_fd = (uint32_t)kf->ifindex; /* tcx: the device's index, in this namespace */
 	a.attach_bpf_fd = (uint32_t)kf->prog_fd;
 	a.attach_type = KFB_TCX_EGRESS;
-	return sys_bpf(on ? BPF_PROG_ATTACH : BPF_PROG_DETACH, &a);
+	return kf_bpf(on ? BPF_PROG_ATTACH : BPF_PROG_DETACH, &a);
 }
 
 bool kf_hook_open(struct session *s)
@@ -247,8 +247,8 @@ bool kf_hook_open(struct session *s)
 		return false;
 	kf->hook_on = true; /* the tool's link */
 	kf->ifindex = (int)if_nametoindex(NETNS_DEV);
-	kf->prog_fd = pin_get(KFB_PINS "/kf_prog");
-	kf->link_fd = pin_get(KFB_PINS "/kf_link");
+	kf->prog_fd = kf_pin_get(KFB_PINS "/kf_prog");
+	kf->link_fd = kf_pin_get(KFB_PINS "/kf_link");
 	if (kf->prog_fd < 0 || !kf->ifindex) {
 		snprintf(kf->hook_why, sizeof(kf->hook_why), "pin " KFB_PINS "/kf_prog: %s",
 			 strerror(kf->prog_fd < 0 ? -kf->prog_fd : errno));
@@ -266,7 +266,7 @@ bool kf_hook_open(struct session *s)
 	}
 	memset(&a, 0, sizeof(a));
 	a.link_detach.link_fd = (uint32_t)kf->link_fd;
-	if ((err = sys_bpf(BPF_LINK_DETACH, &a))) {
+	if ((err = kf_bpf(BPF_LINK_DETACH, &a))) {
 		snprintf(kf->hook_why, sizeof(kf->hook_why),
 			 "BPF_LINK_DETACH of the tool's link: %s (the program stays on the device "
 			 "for the whole run)",

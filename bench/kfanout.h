@@ -42,4 +42,10 @@ int kf_hook(struct kf_bench *kf, enum variant_id v);
 /* Sending thread, at its end: the program off, the descriptors closed. */
 void kf_hook_close(struct session *s);
 
+/* bpf(2) without libbpf (the bench does not link it): cmd's result, or -errno; and a pinned
+ * object opened by its path (BPF_OBJ_GET). For the hook here and raw-kfanout's maps. */
+union bpf_attr;
+int kf_bpf(int cmd, union bpf_attr *a);
+int kf_pin_get(const char *path);
+
 #endif

@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <linux/bpf.h>
 
+#include "kfanout.h"
 #include "netns.h"
 #include "raw.h"
 #include "../lib/be/kfanout/abi.h"
@@ -52,22 +53,6 @@ struct raw_kf {
 	uint64_t owner;
 	struct sockaddr_in *tmpl; /* per slice: its template address (the port set per call) */
 };
-
-static int sys_bpf(int cmd, union bpf_attr *a)
-{
-	long r = syscall(__NR_bpf, cmd, a, sizeof(*a));
-
-	return r < 0 ? -errno : (int)r;
-}
-
-static int pin_get(const char *path)
-{
-	union bpf_attr a;
-
-	memset(&a, 0, sizeof(a));
-	a.pathname = (uintptr_t)path;
-	return sys_bpf(BPF_OBJ_GET, &a);
-}
 
 bool raw_kfanout_probe(const struct session *s, char *detail, size_t len)
 {
@@ -164,7 +149,7 @@ int raw_kfanout_open(const struct session *s, struct rig *r, char *err, size_t e
 	}
 	r->raw_kf = k;
 	k->fd[0] = k->fd[1] = k->fd[2] = -1;
-	fd = pin_get(PINS "/" KF_MAP_CTL);
+	fd = kf_pin_get(PINS "/" KF_MAP_CTL);
 	if (fd < 0) {
 		snprintf(err, errlen, "raw-kfanout: pin %s/%s: %s", PINS, KF_MAP_CTL, strerror(-fd));
 		return fd;
@@ -175,7 +160,7 @@ int raw_kfanout_open(const struct session *s, struct rig *r, char *err, size_t e
 	a.map_fd = (uint32_t)fd;
 	a.key = (uintptr_t)&key;
 	a.value = (uintptr_t)&k->ctl;
-	e = sys_bpf(BPF_MAP_LOOKUP_ELEM, &a);
+	e = kf_bpf(BPF_MAP_LOOKUP_ELEM, &a);
 	close(fd);
 	if (e || k->ctl.abi != KF_ABI_VERSION || !(k->ctl.flags & KF_CTL_V4) || !k->ctl.slice) {
 		snprintf(err, errlen, "raw-kfanout: %s/%s: %s", PINS, KF_MAP_CTL,
@@ -186,7 +171,7 @@ int raw_kfanout_open(const struct session *s, struct rig *r, char *err, size_t e
 		char path[128];
 
 		snprintf(path, sizeof(path), "%s/%s", PINS, names[m]);
-		k->fd[m] = pin_get(path);
+		k->fd[m] = kf_pin_get(path);
 		if (k->fd[m] < 0) {
 			snprintf(err, errlen, "raw-kfanout: pin %s: %s", path, strerror(-k->fd[m]));
 			return k->fd[m];
