@@ -894,6 +894,7 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 	r->raw_flags = dontwait ? MSG_DONTWAIT : 0;
 	switch (variant_base(v)) {
 	case V_RAW:
+	case V_RAW_HOOK: /* the same loop, with the kernel fan-out's program on the device */
 		failed = send_raw(r, bench_raw_sendto_fanout, count);
 		break;
 	case V_RAW_SENDMMSG:
@@ -904,9 +905,6 @@ uint64_t rig_send(struct rig *r, enum variant_id v, uint64_t count)
 		break;
 	case V_RAW_XDP:
 		failed = send_raw(r, bench_raw_xdp_fanout, count);
-		break;
-	case V_RAW_HOOK:
-		failed = send_raw(r, bench_raw_sendto_fanout, count);
 		break;
 	case V_RAW_KFANOUT:
 		failed = send_raw(r, bench_raw_kfanout_fanout, count);
