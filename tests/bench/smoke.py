@@ -932,6 +932,20 @@ def t_xdp_capture(bench):
     return 0
 
 
+def skipped_off_netns_xdp(runner, bench, names):
+    """On netns-drop, the variants names (which need netns-xdp) are unavailable, saying so."""
+    rc, out, err = runner(bench, "--quick", "--sink", "netns-drop", "--backends",
+                          "raw-sendto," + ",".join(names), "--fanout", "1", "--size", "64",
+                          "--json", "-")
+    check(rc == 0, f"netns-drop: exit status {rc}; stderr:\n{err}")
+    env = [o for o in parse_lines(out) if o.get("type") == "env"]
+    check(bool(env), "netns-drop: no env line")
+    for b in env[0]["backends"] if env else []:
+        if b["name"] in names:
+            check(not b["available"] and "netns-xdp" in (b.get("reason") or ""),
+                  f"netns-drop: {b}")
+
+
 def check_xdp_frames(bench):
     """raw-xdp alone at an odd size, its frames read at the peer inside the namespace."""
     p = subprocess.Popen([bench, "--sink", "netns-xdp", "--backends", "raw-xdp", "--fanout", "4",
@@ -999,14 +1013,7 @@ def t_xdp(bench):
     check(ns_name(p.pid) not in namespaces(), f"namespace {ns_name(p.pid)} left behind")
     check_xdp_frames(bench)
     # Elsewhere they are skipped, with the reason.
-    rc, out, err = run(bench, "--quick", "--sink", "netns-drop", "--backends",
-                       "raw-sendto,raw-xdp,xdp", "--fanout", "1", "--size", "64", "--json", "-")
-    check(rc == 0, f"netns-drop: exit status {rc}; stderr:\n{err}")
-    env = [o for o in parse_lines(out) if o.get("type") == "env"]
-    for b in env[0]["backends"] if env else []:
-        if b["name"] in ("raw-xdp", "xdp"):
-            check(not b["available"] and "netns-xdp" in (b.get("reason") or ""),
-                  f"netns-drop: {b}")
+    skipped_off_netns_xdp(run, bench, ("raw-xdp", "xdp"))
     return 0
 
 
@@ -1119,15 +1126,7 @@ def t_kfanout(bench):
     check(ns_name(p.pid) not in namespaces(), f"namespace {ns_name(p.pid)} left after SIGINT")
 
     # Elsewhere the kernel fan-out's variants are skipped, with the reason.
-    rc, out, err = kf_run(bench, "--quick", "--sink", "netns-drop", "--backends",
-                          "raw-sendto,kfanout,raw-kfanout", "--fanout", "1", "--size", "64",
-                          "--json", "-")
-    check(rc == 0, f"netns-drop: exit status {rc}; stderr:\n{err}")
-    env = [o for o in parse_lines(out) if o.get("type") == "env"]
-    for b in env[0]["backends"] if env else []:
-        if b["name"] in ("kfanout", "raw-kfanout"):
-            check(not b["available"] and "netns-xdp" in (b.get("reason") or ""),
-                  f"netns-drop: {b}")
+    skipped_off_netns_xdp(kf_run, bench, ("kfanout", "raw-kfanout"))
     return 0
 
 
