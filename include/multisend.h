@@ -1203,7 +1203,8 @@ MS_EXPORT int ms_group_ts_last(const struct ms_group *g, struct ms_ts_dest *out,
  * ms_ctx_snapshot reports in that file, a shared-memory mapping (put it in /dev/shm), updated
  * after every ms_send at the cost of a few stores, never a system call. "%p" in the path is
  * replaced by the process id. Several contexts of one process share the file (one slot each,
- * named "ctx N backend"; 64 over the life of the process: a freed context's slot keeps its
+ * named "ctx N" for the context's life, with the backend it sends with now beside the name,
+ * which AUTO's choice changes; 64 over the life of the process: a freed context's slot keeps its
  * last values, marked closed, and is not reused); several processes each need their own file
  * (use %p). The file is only a copy: the context keeps its counters in its own memory (what
  * ms_ctx_snapshot and ms_ctx_stats read) and writes them to the file without ever reading
