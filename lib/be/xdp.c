@@ -522,6 +522,10 @@ static int xstate_open(struct xstate *st, bool lazy)
 		snprintf(why_buf, sizeof(why_buf), "rtnetlink: %s", ms_strerror(err));
 		return err;
 	}
+	/* The backend's: changes then cost no system call until one comes. Not a port's: the
+	 * shim must know each descriptor it holds (ms__xport_fds), and a ring is one more. */
+	if (!lazy)
+		(void)ms__nl_watch(st->nl, MS__NL_BACKSTOP_NS);
 	uint8_t mac[6];
 	bool running;
 	err = ms__link_get(st->nl, st->ifname, &st->ifindex, &st->mtu, mac, &running);
@@ -1138,8 +1142,7 @@ static bool xstate_tick(struct xstate *st, uint64_t now)
 {
 	if (now >= st->next_check) {
 		st->next_check = now + CHECK_NS;
-		st->sys++;
-		if (ms__nl_changed(st->nl))
+		if (ms__nl_changed(st->nl, &st->sys))
 			st->net_gen++;
 	}
 	if (st->fd >= 0 || now < st->next_reopen)
@@ -1173,7 +1176,8 @@ static int xdp_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint
 			return -ENOMEM;
 		*gdata = x;
 	}
-	(void)ms__nl_changed(st->nl); /* what is pending now is older than what build reads */
+	/* What is pending now is older than what build reads. */
+	(void)ms__nl_changed(st->nl, &st->sys);
 	int err = build(st, g, x);
 	if (err)
 		return err;

@@ -448,7 +448,8 @@ static struct ms__tshw *hw_ready(struct ms_ctx *ctx)
 	}
 	if (!h->nl)
 		return NULL;
-	if (ms__nl_changed(h->nl)) { /* links, addresses, routes, neighbours: all again */
+	uint64_t sys = 0; /* (not counted: the stamps' own reads are not the send's) */
+	if (ms__nl_changed(h->nl, &sys)) { /* links, addresses, routes, neighbours: all again */
 		h->gen++;
 		h->ndev = 0;
 	}

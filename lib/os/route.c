@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -22,6 +23,12 @@
 
 #include "route.h"
 #include "sys.h"
+#include "internal.h" /* ms__fork_gen */
+
+#ifdef MS_HAVE_LIBURING
+#include <poll.h>
+#include <liburing.h>
+#endif
 
 /* Big enough for any single answer asked for here: a link's message without its statistics
  * (RTEXT_FILTER_SKIP_STATS) is well under 4 KiB, a route's or a neighbour's a few hundred
@@ -33,6 +40,16 @@ struct ms__nl {
 	int ev;        /* notifications, non-blocking */
 	uint32_t seq;  /* of the last request */
 	uint32_t port; /* fd's netlink port id: answers are addressed to it */
+#ifdef MS_HAVE_LIBURING
+	/* ms__nl_watch: a multishot poll of ev whose completions land in this ring's memory, so
+	 * that "nothing changed" is a read of the completion queue, not a recv(2). */
+	struct io_uring ring;
+	bool watched;      /* the poll is armed (or its last completion not yet seen) */
+	bool rearm;        /* the poll ended: arm it again once the socket is drained */
+	unsigned gen;      /* ms__fork_gen when armed: a child shares the ring, never reads it */
+	uint64_t every;    /* the backstop's period: recv(2) at least this often all the same */
+	uint64_t backstop; /* CLOCK_MONOTONIC ns: when it is next due */
+#endif
 	union {
 		struct nlmsghdr h;
 		char b[MS__NL_BUF];
@@ -124,6 +141,10 @@ void ms__nl_close(struct ms__nl *nl)
 {
 	if (!nl)
 		return;
+#ifdef MS_HAVE_LIBURING
+	if (nl->watched) /* in a child too: its mappings and descriptor, not the parent's */
+		io_uring_queue_exit(&nl->ring);
+#endif
 	close(nl->fd);
 	close(nl->ev);
 	free(nl);
@@ -730,12 +751,103 @@ void ms__nl_abandon(struct ms__nl *nl)
 	free(nl);
 }
 
-bool ms__nl_changed(struct ms__nl *nl)
+#ifdef MS_HAVE_LIBURING
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Arm the multishot poll of the listener (one io_uring_enter). 0 or -errno. */
+static int watch_arm(struct ms__nl *nl)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&nl->ring);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_poll_multishot(sqe, nl->ev, POLLIN);
+	int r = io_uring_submit(&nl->ring);
+	return r == 1 ? 0 : r < 0 ? r : -EIO;
+}
+
+int ms__nl_watch(struct ms__nl *nl, uint64_t backstop_ns)
+{
+	if (nl->watched)
+		return 0;
+	/* No IORING_SETUP_COOP_TASKRUN or DEFER_TASKRUN: the poll's completion is posted by the
+	 * task work the wake-up sends to the arming thread, which runs it at its next return
+	 * to user space or wakes from an interruptible sleep to run it: the ring's memory then
+	 * says it, with no system call of the reader's. */
+	int err = io_uring_queue_init(4, &nl->ring, 0);
+	if (err)
+		return err;
+	nl->watched = true;
+	nl->rearm = true; /* by the first reader: the thread that sends, more likely to last */
+	nl->gen = __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+	nl->every = backstop_ns < INT64_MAX / 2 ? backstop_ns : INT64_MAX / 2;
+	nl->backstop = mono_ns() + nl->every;
+	return 0;
+}
+
+/* Watched: false when the ring says nothing arrived and the backstop is not due (no system
+ * call); true when the listener must be read. The poll is armed by the reading thread after
+ * it has drained the socket (a notification in between makes the new poll fire at once), at
+ * the first read and again whenever it ended: its completions overflowed the ring, or the
+ * thread that armed it exited (its next wake-up finds no thread to post it: the kernel's
+ * fallback cancels it a tick later, -ECANCELED, and that completion says "read"). The watch
+ * is given up for good when the poll cannot run (Linux before 5.13 has no multishot poll:
+ * -EINVAL) or arming fails. */
+static bool watch_says_read(struct ms__nl *nl, uint64_t *sys)
+{
+	if (nl->rearm)
+		return true;
+	bool fired = false, ended = false, broken = false;
+	struct io_uring_cqe *cqe;
+	/* io_uring_peek_cqe enters the kernel only when completions overflowed the ring
+	 * (IORING_SQ_CQ_OVERFLOW): then they are flushed, and something surely changed. */
+	while (io_uring_peek_cqe(&nl->ring, &cqe) == 0) {
+		fired = true;
+		if (!(cqe->flags & IORING_CQE_F_MORE)) {
+			ended = true;
+			broken |= cqe->res < 0 && cqe->res != -ECANCELED;
+		}
+		io_uring_cqe_seen(&nl->ring, cqe);
+	}
+	if (broken) {
+		io_uring_queue_exit(&nl->ring);
+		nl->watched = false;
+		return true;
+	}
+	nl->rearm |= ended; /* after the socket is drained: a new poll then fires only for new news */
+	const uint64_t now = mono_ns();
+	if (!fired && (int64_t)(nl->backstop - now) > 0)
+		return false;
+	nl->backstop = now + nl->every;
+	return true;
+}
+#else
+int ms__nl_watch(struct ms__nl *nl, uint64_t backstop_ns)
+{
+	(void)nl;
+	(void)backstop_ns;
+	return -EOPNOTSUPP;
+}
+#endif
+
+bool ms__nl_changed(struct ms__nl *nl, uint64_t *sys)
 {
 	bool changed = false;
+#ifdef MS_HAVE_LIBURING
+	/* (A forked child reads the socket as without a watch: the ring is its parent's.) */
+	const bool watched =
+		nl->watched && nl->gen == __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
+	if (watched && !watch_says_read(nl, sys))
+		return false;
+#endif
 	for (;;) {
 		/* Only that something arrived matters: a short buffer, each read truncated. */
 		char b[256];
+		(*sys)++;
 		ssize_t n = recv(nl->ev, b, sizeof(b), MSG_DONTWAIT | MSG_TRUNC);
 		if (n >= 0) {
 			changed = true;
@@ -747,6 +859,17 @@ bool ms__nl_changed(struct ms__nl *nl)
 			changed = true;
 			continue;
 		}
-		return changed; /* EAGAIN: drained (any other error: nothing more to read) */
+		break; /* EAGAIN: drained (any other error: nothing more to read) */
 	}
+#ifdef MS_HAVE_LIBURING
+	if (watched && nl->watched && nl->rearm) {
+		(*sys)++;
+		nl->rearm = false;
+		if (watch_arm(nl)) {
+			io_uring_queue_exit(&nl->ring);
+			nl->watched = false;
+		}
+	}
+#endif
+	return changed;
 }

@@ -105,12 +105,23 @@ int ms__route_deps(struct ms__nl *nl, int family, unsigned *deps);
 /* Did anything change since the last call (a notification of a link, address, route, policy
  * rule or neighbour)? Reads every pending notification without blocking; true also when the
  * notification socket overflowed (ENOBUFS: something changed, unknown what). One recv(2) when
- * nothing is pending. */
-bool ms__nl_changed(struct ms__nl *nl);
+ * nothing is pending, unless watched (below); the system calls made are added to *sys. */
+bool ms__nl_changed(struct ms__nl *nl, uint64_t *sys);
+
+/* Watch the listener through an io_uring of its own (a multishot poll): from then on
+ * ms__nl_changed makes no system call while nothing arrived, but one recv(2) at least every
+ * backstop_ns all the same (MS__NL_BACKSTOP_NS), in case a completion was held up (the
+ * thread that armed the poll asleep uninterruptibly). The ring is one more descriptor (close-on-exec), so the
+ * preload shim's ports, which must know every descriptor they hold, do not watch. Not in a
+ * forked child: there the listener is read as without a watch. 0, or -errno (no io_uring, or
+ * built without liburing: -EOPNOTSUPP; ms__nl_changed then works as before). */
+int ms__nl_watch(struct ms__nl *nl, uint64_t backstop_ns);
+#define MS__NL_BACKSTOP_NS (1000ull * 1000 * 1000)
 /* The descriptors: fds[0] for requests, fds[1] the notification listener (poll it for
  * POLLIN: ms__nl_changed would find something). */
 void ms__nl_fds(const struct ms__nl *nl, int fds[2]);
-/* Free nl without closing its descriptors (their numbers are someone else's now). */
+/* Free nl without closing its descriptors (their numbers are someone else's now). Never
+ * for a watched nl. */
 void ms__nl_abandon(struct ms__nl *nl);
 
 /* The interface's index, MTU, Ethernet address and whether it is up with a carrier

@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -636,49 +637,152 @@ static bool settled(void)
 	return true;
 }
 
+/* Watched (ms__nl_watch): "nothing changed" must have cost no system call (the backstop is
+ * set beyond the test's length); not watched: one recv(2) at least. */
+static bool watched;
+static bool nl_changed(void)
+{
+	uint64_t sys = 0;
+	const bool c = ms__nl_changed(nl, &sys);
+	if (watched && !c)
+		CHECK_EQ(sys, 0);
+	if (!watched)
+		CHECK(sys >= 1);
+	return c;
+}
+
+/* Read whatever is pending, without the checks above. */
+static void drain(void)
+{
+	uint64_t sys = 0;
+	while (ms__nl_changed(nl, &sys))
+		;
+}
+
+static void *watch_in_thread(void *arg)
+{
+	(void)arg;
+	CHECK_EQ(ms__nl_watch(nl, UINT64_MAX), 0);
+	return NULL;
+}
+
+/* The first read, which arms the poll, made here. */
+static void *drain_in_thread(void *arg)
+{
+	(void)arg;
+	drain();
+	return NULL;
+}
+
+/* The same changes each round, with values of the round's own (v): each is a change. */
+static void notify_round(int v, const char *how)
+{
+	drain();
+	CHECK(!nl_changed());
+	CHECK(!nl_changed());
+	sh("ip neigh replace 10.1.0.2 lladdr 02:00:00:00:01:%02x dev a0 nud permanent", 0x22 + v);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	char mac[32];
+	snprintf(mac, sizeof(mac), "02:00:00:00:01:%02x", 0x22 + v);
+	struct ms__route r = rq("10.1.0.2", NULL, 0, 0);
+	check_ok(&r, "a0", mac, "10.1.0.1", v ? 1450 : 1400);
+	sh("ip link set a0 mtu %d", v ? 1440 : 1450);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	sh("ip route add 10.%d.0.0/16 via 10.1.0.254", 90 + v);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	/* A policy rule added or deleted changes what a lookup answers: notified too. */
+	sh("ip rule add ipproto udp sport %d prohibit", 4243 + v);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	sh("ip rule del ipproto udp sport %d prohibit", 4243 + v);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	if (have_v6) {
+		sh("ip -6 rule add fwmark 0x%x prohibit", 0x2b + v);
+		CHECK(nl_changed());
+		CHECK(!nl_changed());
+	}
+	char what[160];
+	snprintf(what, sizeof(what), "notifications%s: neighbour, link MTU, route, IPv4 and IPv6 rules", how);
+	case_done(what);
+
+	/* More notifications than the socket's buffer holds: ENOBUFS, then drained (watched:
+	 * more wake-ups than the ring's completion queue holds, too). */
+	FILE *f = popen("ip -batch -", "w");
+	CHECK(f);
+	for (int i = 0; i < 8192; i++)
+		fprintf(f, "route %s 10.%d.%d.0/24 via 10.1.0.254\n", v ? "del" : "add",
+			100 + i / 256, i % 256);
+	CHECK(pclose(f) == 0);
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	snprintf(what, sizeof(what), "notifications%s overflowing the socket's buffer", how);
+	case_done(what);
+}
+
 static void notify_cases(void)
 {
 	/* The operational state follows the carrier through the kernel's link-watch work,
 	 * which notifies when it gets to it: wait until it has, so that what follows is ours. */
 	while (!settled())
 		usleep(10000);
-	while (ms__nl_changed(nl))
-		;
-	CHECK(!ms__nl_changed(nl));
-	sh("ip neigh replace 10.1.0.2 lladdr 02:00:00:00:01:22 dev a0 nud permanent");
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	struct ms__route r = rq("10.1.0.2", NULL, 0, 0);
-	check_ok(&r, "a0", "02:00:00:00:01:22", "10.1.0.1", 1400);
-	sh("ip link set a0 mtu 1450");
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	sh("ip route add 10.90.0.0/16 via 10.1.0.254");
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	/* A policy rule added or deleted changes what a lookup answers: notified too. */
-	sh("ip rule add ipproto udp sport 4243 prohibit");
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	sh("ip rule del ipproto udp sport 4243 prohibit");
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	if (have_v6) {
-		sh("ip -6 rule add fwmark 0x2b prohibit");
-		CHECK(ms__nl_changed(nl));
-		CHECK(!ms__nl_changed(nl));
+	notify_round(0, "");
+	/* The same through io_uring: no system call while nothing arrived. */
+	int err = ms__nl_watch(nl, UINT64_MAX);
+	if (err) {
+		printf("SKIP watched notifications: ms__nl_watch: %s\n", strerror(-err));
+		return;
 	}
-	case_done("notifications: neighbour, link MTU, route, IPv4 and IPv6 rules");
-
-	/* More notifications than the socket's buffer holds: ENOBUFS, then drained. */
-	FILE *f = popen("ip -batch -", "w");
-	CHECK(f);
-	for (int i = 0; i < 8192; i++)
-		fprintf(f, "route add 10.%d.%d.0/24 via 10.1.0.254\n", 100 + i / 256, i % 256);
-	CHECK(pclose(f) == 0);
-	CHECK(ms__nl_changed(nl));
-	CHECK(!ms__nl_changed(nl));
-	case_done("notifications overflowing the socket's buffer");
+	watched = true;
+	notify_round(1, " (watched)");
+	/* Armed by a thread that is gone: its poll ended (-ECANCELED) and is armed again by the
+	 * thread that reads. */
+	ms__nl_close(nl);
+	CHECK_EQ(ms__nl_open(&nl), 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, watch_in_thread, NULL) == 0);
+	CHECK(pthread_join(t, NULL) == 0);
+	drain();
+	CHECK(!nl_changed());
+	sh("ip route add 10.92.0.0/16 via 10.1.0.254");
+	CHECK(nl_changed()); /* armed by this thread at the first read: told at once */
+	CHECK(!nl_changed());
+	case_done("notifications (watched, armed by the reading thread)");
+	/* Armed (first read) by a thread that then exits: the change that wakes the poll is said
+	 * by the kernel's fallback a tick later (-ECANCELED). Waited for, up to 10 s. */
+	ms__nl_close(nl);
+	CHECK_EQ(ms__nl_open(&nl), 0);
+	CHECK_EQ(ms__nl_watch(nl, UINT64_MAX), 0);
+	pthread_t t2;
+	CHECK(pthread_create(&t2, NULL, drain_in_thread, NULL) == 0);
+	CHECK(pthread_join(t2, NULL) == 0);
+	CHECK(!nl_changed());
+	sh("ip route add 10.93.0.0/16 via 10.1.0.254");
+	int waited = 0;
+	while (!nl_changed() && waited++ < 10000)
+		usleep(1000);
+	CHECK(waited < 10000);
+	CHECK(!nl_changed()); /* armed again by this thread, after the socket was drained */
+	sh("ip route add 10.94.0.0/16 via 10.1.0.254");
+	CHECK(nl_changed());
+	CHECK(!nl_changed());
+	printf("    the change after the arming thread exited: said after %d ms of polling\n", waited);
+	case_done("notifications (watched, the arming thread exited)");
+	watched = false;
+	/* A zero backstop: every call reads the socket. */
+	ms__nl_close(nl);
+	CHECK_EQ(ms__nl_open(&nl), 0);
+	CHECK_EQ(ms__nl_watch(nl, 0), 0);
+	drain();
+	uint64_t sys = 0;
+	CHECK(!ms__nl_changed(nl, &sys));
+	CHECK_EQ(sys, 1);
+	case_done("notifications (watched, backstop 0: read every time)");
+	sh("ip link set a0 mtu 1450"); /* as the link cases expect it */
+	drain();
 }
 
 static void link_cases(void)
