@@ -797,7 +797,7 @@ int ms__nl_watch(struct ms__nl *nl, uint64_t backstop_ns)
  * fallback cancels it a tick later, -ECANCELED, and that completion says "read"). The watch
  * is given up for good when the poll cannot run (Linux before 5.13 has no multishot poll:
  * -EINVAL) or arming fails. */
-static bool watch_says_read(struct ms__nl *nl, uint64_t *sys)
+static bool watch_says_read(struct ms__nl *nl)
 {
 	if (nl->rearm)
 		return true;
@@ -841,7 +841,7 @@ bool ms__nl_changed(struct ms__nl *nl, uint64_t *sys)
 	/* (A forked child reads the socket as without a watch: the ring is its parent's.) */
 	const bool watched =
 		nl->watched && nl->gen == __atomic_load_n(&ms__fork_gen, __ATOMIC_RELAXED);
-	if (watched && !watch_says_read(nl, sys))
+	if (watched && !watch_says_read(nl))
 		return false;
 #endif
 	for (;;) {
