@@ -318,7 +318,7 @@ void ms__ts_ctx_free(struct ms_ctx *ctx);
 void ms__publish(struct ms_ctx *ctx);
 /* The same for a call in which only fanouts, attempted, accepted, bytes and syscalls can
  * have changed (the common send: 5 values instead of all). */
-void ms__publish_sent(struct ms_ctx *ctx);
+void ms__publish_sent(struct ms_ctx *ctx, bool kf);
 /* The same, for a caller already inside the slot's seqlock (ms__shm_begin); the file's copy
  * is written by the next ms__publish* call. */
 void ms__publish_counters(struct ms_ctx *ctx);

@@ -221,8 +221,17 @@ struct ms_shm_slot *ms__own_slot(struct ms_ctx *ctx)
 /* The live-counter file's slot, written from the private slot (what is authoritative) and
  * never read: its sequence word comes from our own count, so a damaged file cannot make us
  * wait or report anything else. what: MIRROR_SENT (the five values ms__publish_sent changes),
- * MIRROR_COUNTERS, MIRROR_ALL (also the histograms). */
-enum { MIRROR_SENT, MIRROR_COUNTERS, MIRROR_ALL };
+ * MIRROR_SENT_KF (and the kernel fan-out's), MIRROR_COUNTERS, MIRROR_ALL (also the
+ * histograms). */
+enum { MIRROR_SENT, MIRROR_SENT_KF, MIRROR_COUNTERS, MIRROR_ALL };
+
+/* The kernel fan-out's counters: what a clean call of a kfanout context changes beyond the
+ * five (templates, clones, and destinations it sent by the kernel's path). */
+static const unsigned kf_idx[] = {
+#define MS__X_KIDX(n, h) MS__K_##n,
+	MS__KF_COUNTERS(MS__X_KIDX)
+#undef MS__X_KIDX
+};
 
 static __attribute__((noinline)) void mirror_to(struct ms_ctx *ctx, int what)
 {
@@ -236,11 +245,15 @@ static __attribute__((noinline)) void mirror_to(struct ms_ctx *ctx, int what)
 	uint64_t seq = ctx->pub_seq | 1;
 	__atomic_store_n(&p->seq, seq, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	if (what == MIRROR_SENT) {
+	if (what == MIRROR_SENT || what == MIRROR_SENT_KF) {
 		static const unsigned idx[] = { MS__K_fanouts, MS__K_dests_attempted,
 						MS__K_dests_accepted, MS__K_bytes, MS__K_syscalls };
 		for (size_t k = 0; k < sizeof(idx) / sizeof(idx[0]); k++)
 			__atomic_store_n(&p->counter[idx[k]], o->counter[idx[k]], __ATOMIC_RELAXED);
+		for (size_t k = 0; what == MIRROR_SENT_KF && k < sizeof(kf_idx) / sizeof(kf_idx[0]);
+		     k++)
+			__atomic_store_n(&p->counter[kf_idx[k]], o->counter[kf_idx[k]],
+					 __ATOMIC_RELAXED);
 	} else {
 		for (size_t k = 0; k < NCOUNTERS; k++)
 			__atomic_store_n(&p->counter[k], o->counter[k], __ATOMIC_RELAXED);
@@ -277,7 +290,7 @@ void ms__publish_counters(struct ms_ctx *ctx)
 	__atomic_store_n(&sl->backend, (uint32_t)ms_ctx_backend(ctx), __ATOMIC_RELAXED);
 }
 
-void ms__publish_sent(struct ms_ctx *ctx)
+void ms__publish_sent(struct ms_ctx *ctx, bool kf)
 {
 	struct ms_shm_slot *sl = ms__own_slot(ctx);
 	const struct ms__counters *c = &ctx->c;
@@ -287,8 +300,12 @@ void ms__publish_sent(struct ms_ctx *ctx)
 	__atomic_store_n(&sl->counter[MS__K_dests_accepted], c->dests_accepted, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->counter[MS__K_bytes], c->bytes, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->counter[MS__K_syscalls], c->syscalls, __ATOMIC_RELAXED);
+	if (unlikely(kf))
+		for (size_t k = 0; k < sizeof(kf_idx) / sizeof(kf_idx[0]); k++)
+			__atomic_store_n(&sl->counter[kf_idx[k]], c->v[kf_idx[k]],
+					 __ATOMIC_RELAXED);
 	ms__shm_end(&sl->seq);
-	mirror(ctx, MIRROR_SENT);
+	mirror(ctx, kf ? MIRROR_SENT_KF : MIRROR_SENT);
 }
 
 void ms__publish(struct ms_ctx *ctx)

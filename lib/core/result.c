@@ -79,10 +79,11 @@ void ms__commit(struct ms_ctx *ctx, const struct ms__send *s)
 		c->slow_removed += s->slow_removed;
 	}
 	/* A clean call, in a group without a policy (backlogs) and a context without timestamps
-	 * (whose sampling changes counters of its own on the way), moved only five counters. */
+	 * (whose sampling changes counters of its own on the way), moved only five counters, and
+	 * the kernel fan-out's own when it sent. */
 	if (likely(!t->failed && !t->partial && !s->g->nmanaged && !ctx->ts_sample &&
-		   !(t->zc_sends | t->zc_copied) && !s->counted && !t->xdp && !t->kf))
-		ms__publish_sent(ctx);
+		   !(t->zc_sends | t->zc_copied) && !s->counted && !t->xdp))
+		ms__publish_sent(ctx, t->kf);
 	else
 		ms__publish(ctx);
 }

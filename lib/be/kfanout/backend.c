@@ -174,6 +174,9 @@ struct kgroup {
 	size_t cappos;
 	uint64_t *sigs;         /* per bucket at the last build: its socket's signature, 0 not UDP */
 	uint32_t capsigs;
+	/* Every position goes by a template and the slices' first positions rise with their
+	 * index: a whole call is then the slices in order, with no walk of the positions. */
+	bool direct;
 };
 
 static __thread char why_buf[200]; /* ctx_init's reason (ctx->init_why), copied at once */
@@ -898,14 +901,6 @@ static inline struct kf_dest *dest_at(const struct att *a, uint32_t slot, uint32
 				  ((size_t)slot * KF_SLICE_MAX + i) * a->stride[M_DESTS]);
 }
 
-static inline int64_t status_at(const struct att *a, uint32_t slot, uint32_t i)
-{
-	int64_t v;
-	memcpy(&v, a->map[M_STATUS] + ((size_t)slot * KF_SLICE_MAX + i) * a->stride[M_STATUS],
-	       sizeof(v));
-	return v;
-}
-
 /* Make every position's record and the slices, and give each slice a slot: the group's
  * slots of the last build first (per attachment), then new claims; those left over are
  * released. A slice without a slot (all 1024 taken) goes by the kernel's path. */
@@ -1046,6 +1041,23 @@ static bool socks_changed(struct kstate *st, const struct ms_group *g, struct kg
 	return false;
 }
 
+/* kgroup.direct: firing x->s[0 .. ns) in order sends what the walk of positions 0 .. n would
+ * (which fires a slice at its first position and hands FB_* positions to the kernel). */
+static bool in_slice_order(const struct kgroup *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (x->d[i].why)
+			return false;
+	for (uint32_t k = 0; k < x->ns; k++) {
+		const struct kslice *s = &x->s[k];
+		if (!s->count || s->slot >= UINT32_MAX - 1)
+			return false;
+		if (k && x->pos[s->pos_off] < x->pos[x->s[k - 1].pos_off])
+			return false;
+	}
+	return true;
+}
+
 static int kf_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint32_t plan_gen,
 		      void **gdata)
 {
@@ -1080,6 +1092,7 @@ static int kf_prepare(struct ms_ctx *ctx, void *state, struct ms_group *g, uint3
 	x->net_gen = st->net_gen;
 	x->lost = false;
 	x->reval_at = now + REVAL_NS;
+	x->direct = in_slice_order(x, g->size);
 	return 0;
 }
 
@@ -1251,9 +1264,12 @@ static void fire(struct kstate *st, struct ms__batch *b, struct kgroup *x, struc
 	const size_t len = b->len;
 	struct ms_result *const res = b->res;
 	const struct ms__plan_entry *const plan = b->plan;
+	const size_t stride = a->stride[M_STATUS];
+	const unsigned char *sp = a->map[M_STATUS] + (size_t)s->slot * KF_SLICE_MAX * stride;
 	uint32_t ok = 0;
-	for (uint32_t i = 0; i < done; i++) {
-		const int64_t stv = status_at(a, s->slot, i);
+	for (uint32_t i = 0; i < done; i++, sp += stride) {
+		int64_t stv;
+		memcpy(&stv, sp, sizeof(stv));
 		const uint32_t p = pos[i];
 		if (likely(stv == 0)) {
 			ok++;
@@ -1285,6 +1301,13 @@ static int kf_send(void *state, struct ms__batch *b, size_t first, size_t count)
 	b->t.syscalls += st->sys;
 	st->sys = 0;
 	const uint64_t call = ++x->calls;
+	if (x->direct && first == 0 && count == b->n) {
+		/* (A slice that loses its slot in fire sends by the kernel's path there, and the
+		 * next prepare makes the group again: x->lost.) */
+		for (uint32_t k = 0, ns = x->ns; k < ns; k++)
+			fire(st, b, x, &x->s[k], first, count);
+		return 0;
+	}
 	struct krun k = { 0 };
 	for (MS__EACH(i, left, first, count, b->n)) {
 		const struct kdest *d = &x->d[i];
