@@ -442,12 +442,12 @@ int variants_open(struct session *s)
 				 s->o->auto_warmup);
 		else if (v == V_AUTO_KF)
 			snprintf(x->detail, sizeof(x->detail),
-				 "auto+kfanout: auto's context (a new one per configuration, a %.3g s "
-				 "warm-up, its ms_ctx_describe after the run) with the kernel "
+				 "auto+kfanout: a context made as auto's (%s), with the kernel "
 				 "fan-out's program on " NETNS_DEV " and no capabilities in effect on "
-				 "the sending thread while its context and group are made and while "
-				 "it sends (xdp named, so refused for want of them alone)",
-				 s->o->auto_warmup);
+				 "the sending thread while it is made and while it sends (xdp named, "
+				 "so refused for want of them alone)",
+				 s->o->timeline > 0 ? "kept from its first send"
+						    : "its warm-up too");
 		else if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
 			 !strcmp(x->detail, names[base]))
 			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[base]);
