@@ -123,6 +123,16 @@ enum variant_id {
 	V_RAW_KFANOUT,
 	V_KFANOUT,
 	V_RAW_HOOK,
+	/* AUTO as an unprivileged publisher gets it where the kernel fan-out is attached
+	 * ("auto+kfanout", --sink netns-xdp only): AUTO's context made as "auto" makes it (its
+	 * warm-up too), with the program on the device like the kfanout variants, and with no
+	 * capabilities in effect on the sending thread while its context and group are made and
+	 * while it sends (kfanout.c, kf_unpriv: the effective set cleared, the permitted set kept
+	 * to restore it for the bench's own work in between). Its context also names the veth for
+	 * xdp (as "xdp" does), so that xdp is left out of AUTO's candidates for want of
+	 * CAP_NET_RAW alone, as for an ordinary user in the pins' group: its candidates are loop,
+	 * sendmmsg, io_uring and kfanout. A plain backend after the others, like them. */
+	V_AUTO_KF,
 	V_COUNT
 };
 #define V_FIRST_TS V_LOOP_TS
@@ -215,7 +225,14 @@ static inline bool variant_is_raw(enum variant_id v)
 /* The kernel fan-out's variants: they need the program attached (kfanout.c). */
 static inline bool variant_is_kfanout(enum variant_id v)
 {
-	return v == V_RAW_KFANOUT || v == V_KFANOUT || v == V_RAW_HOOK;
+	return v == V_RAW_KFANOUT || v == V_KFANOUT || v == V_RAW_HOOK || v == V_AUTO_KF;
+}
+
+/* The library's AUTO: "auto", and "auto+kfanout" (unprivileged, the program on the device).
+ * Both get --auto-warmup, a new context per configuration and its ms_ctx_describe. */
+static inline bool variant_is_auto(enum variant_id v)
+{
+	return v == V_AUTO || v == V_AUTO_KF;
 }
 
 
@@ -527,6 +544,7 @@ struct result {
 	double auto_first_s;
 	struct sample auto_first;
 	char auto_desc[512];
+	int auto_backend; /* ms_ctx_backend after the rounds (its last decision), -1: none */
 	/* --sink netns-xdp: the wall time of single fan-out calls, from the call to its return
 	 * (for these backends: the last destination taken by the kernel), CLOCK_MONOTONIC
 	 * around each, over call_wall_n calls made after the rounds (run.c, call_wall). */
@@ -610,6 +628,7 @@ struct tl_result {
 	int best[TL_NPART];       /* that backend, -1: none */
 	bool load_on[TL_NPART];   /* the background load ran during (some of) that part */
 	char auto_desc[512];      /* AUTO: its context's ms_ctx_describe at the end */
+	int auto_backend;         /* ... and ms_ctx_backend, -1: none */
 };
 
 struct env_info {
@@ -645,6 +664,16 @@ struct kf_bench {
 	bool hook_ready, hook_on, hook_fixed;
 	char hook_why[200];
 	uint64_t toggles, toggle_ns;
+	/* auto+kfanout (kf_unpriv): the sending thread's effective capabilities cleared now; the
+	 * set to restore; times they were cleared, and every effective set read back right after
+	 * (OR-ed: 0 when each clearing held). Checked under those credentials when its context
+	 * was last made: socket(AF_XDP)'s errno (0: it succeeded), and ms_ctx_new of xdp alone
+	 * with the settings AUTO's context names (ms_ctx_new's result). */
+	bool unpriv_on;
+	uint32_t unpriv_saved[2];
+	uint64_t unpriv_drops, unpriv_eff_seen;
+	bool unpriv_checked;
+	int unpriv_xsk_errno, unpriv_xdp_err;
 };
 
 struct session {

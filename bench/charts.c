@@ -58,6 +58,8 @@ static const char *const colour[V_COUNT] = {
 	[V_RAW_KFANOUT] = "#7fcdbb",
 	[V_KFANOUT] = "#00665e",
 	[V_RAW_HOOK] = "#4d4d4d",
+	/* auto+kfanout: auto's red, darker. */
+	[V_AUTO_KF] = "#8c1c13",
 };
 
 /* A variant's name as it can appear in a file name: "loop+ts/64" becomes "loop+ts-64". */

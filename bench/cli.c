@@ -30,7 +30,7 @@ static void usage(FILE *f)
 	      "                                     --size, --cpu-budget, --p99-bound\n"
 	      "  -b, --backends LIST    raw-sendto,raw-sendmmsg,raw-io_uring,loop,sendmmsg,io_uring,\n"
 	      "                         auto, xdp, raw-xdp, kfanout, raw-kfanout, raw-sendto+hook,\n"
-	      "                         or all (raw-sendto to io_uring);\n"
+	      "                         auto+kfanout, or all (raw-sendto to io_uring);\n"
 	      "                         runs interleave in this order.\n"
 	      "                         Default: raw-sendto\n"
 	      "                         and every available library backend (--callgrind: all).\n"
@@ -44,7 +44,12 @@ static void usage(FILE *f)
 	      "                         and raw-sendto+hook (raw-sendto with the fan-out's program\n"
 	      "                         on the device) need --sink netns-xdp: the bench attaches\n"
 	      "                         the program with multisend-kfanout (the build tree's, else\n"
-	      "                         PATH's) for them, and detaches it at the end\n"
+	      "                         PATH's) for them, and detaches it at the end.\n"
+	      "                         auto+kfanout (netns-xdp too) is auto with that program on\n"
+	      "                         the device and no capabilities in effect on the sending\n"
+	      "                         thread while its context is made and while it sends, as\n"
+	      "                         an unprivileged publisher in the pins' group: xdp is\n"
+	      "                         refused, kfanout is among AUTO's candidates\n"
 	      "  -n, --fanout LIST      destinations per call, e.g. 1,16,256,1024\n"
 	      "  -s, --size LIST        message sizes in bytes (1..65507), e.g. 64,512\n"
 	      "      --sink NAME        loopback (default): receivers on 127.0.0.1, drained between\n"
@@ -177,7 +182,8 @@ static void usage(FILE *f)
 	      "                         ms_ctx_describe is printed\n"
 	      "      --auto-warmup SEC  seconds of real sends AUTO makes before its first measured\n"
 	      "                         round in each configuration (0..3600, default 2), reported\n"
-	      "                         apart ('auto first SEC s'); needs auto in --backends\n"
+	      "                         apart ('auto first SEC s'); needs auto or auto+kfanout\n"
+	      "                         in --backends\n"
 	      "      --background-load K  K processes (0..64, default 0) that loop on short system\n"
 	      "                         calls and walks of an 8 MiB buffer while the bench runs; not\n"
 	      "                         the bench's threads, so never in its CPU figures. Killed\n"
@@ -278,7 +284,7 @@ static int parse_backends(const char *arg, struct opts *o)
 		if (v < 0)
 			return bad("--backends: unknown backend '%s' (raw-sendto, raw-sendmmsg, "
 				   "raw-io_uring, loop, sendmmsg, io_uring, auto, xdp, raw-xdp, "
-				   "kfanout, raw-kfanout, raw-sendto+hook, all)",
+				   "kfanout, raw-kfanout, raw-sendto+hook, auto+kfanout, all)",
 				   tok);
 		if (seen[v])
 			return bad("--backends: '%s' given twice", tok);
@@ -305,7 +311,7 @@ static int expand_variants(struct opts *o)
 
 		/* AUTO and the kernel-bypass backends have no variants of their own: they run as
 		 * they are beside them. */
-		if (v == V_AUTO || variant_netns_xdp_only(v)) {
+		if (variant_is_auto(v) || variant_netns_xdp_only(v)) {
 			order[n++] = v;
 			continue;
 		}
@@ -792,16 +798,16 @@ int parse_args(int argc, char **argv, struct opts *o)
 			   "--size, --iterations%s",
 			   "");
 	for (unsigned i = 0; o->callgrind && i < o->nvariants; i++)
-		if (o->order[i] == V_AUTO)
-			return bad("--callgrind and --backends auto exclude each other (AUTO chooses by "
-				   "timing its sends, which valgrind distorts)%s",
-				   "");
+		if (variant_is_auto(o->order[i]))
+			return bad("--callgrind and --backends %s exclude each other (AUTO chooses by "
+				   "timing its sends, which valgrind distorts)",
+				   variant_name(o->order[i]));
 	bool want_auto = false;
 
 	for (unsigned i = 0; i < o->nvariants; i++)
-		want_auto |= o->order[i] == V_AUTO;
+		want_auto |= variant_is_auto(o->order[i]);
 	if (auto_warmup_given && !want_auto)
-		return bad("--auto-warmup needs auto in --backends%s", "");
+		return bad("--auto-warmup needs auto or auto+kfanout in --backends%s", "");
 	if (unicast_given && !o->segments)
 		return bad("--unicast counts the subscribers beside --segments' groups: it needs "
 			   "--segments S%s",

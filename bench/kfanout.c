@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <linux/bpf.h>
+#include <linux/capability.h>
 #include <net/if.h>
 
 #include "kfanout.h"
@@ -279,31 +281,103 @@ bool kf_hook_open(struct session *s)
 	return true;
 }
 
+/* ---- auto+kfanout's credentials, on the sending thread -------------------------------------- */
+
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+
+/* capget/capset on the calling thread (pid 0), the version with 64-bit sets. */
+static int caps_io(bool set, struct __user_cap_data_struct d[2])
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+
+	return syscall(set ? SYS_capset : SYS_capget, &h, d) ? -errno : 0;
+}
+
+int kf_unpriv(struct kf_bench *kf, bool on)
+{
+	struct __user_cap_data_struct d[2];
+	int err;
+
+	if (kf->unpriv_on == on)
+		return 0;
+	if ((err = caps_io(false, d)))
+		goto fail;
+	if (on) {
+		kf->unpriv_saved[0] = d[0].effective;
+		kf->unpriv_saved[1] = d[1].effective;
+		d[0].effective = d[1].effective = 0;
+	} else {
+		d[0].effective = kf->unpriv_saved[0];
+		d[1].effective = kf->unpriv_saved[1];
+	}
+	if ((err = caps_io(true, d)))
+		goto fail;
+	kf->unpriv_on = on;
+	if (!on)
+		return 0;
+	/* What the thread has in effect now, as the kernel says it. */
+	if ((err = caps_io(false, d)))
+		goto fail;
+	kf->unpriv_eff_seen |= (uint64_t)d[1].effective << 32 | d[0].effective;
+	kf->unpriv_drops++;
+	return 0;
+fail:
+	fprintf(stderr, "multisend-bench: %s the sending thread's capabilities (auto+kfanout): %s\n",
+		on ? "clearing" : "restoring", strerror(-err));
+	return err;
+}
+
+void kf_unpriv_check(struct kf_bench *kf, const struct ms_config *cfg)
+{
+	int fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
+	struct ms_config x = *cfg;
+	struct ms_ctx *ctx = NULL;
+
+	kf->unpriv_xsk_errno = fd < 0 ? errno : 0;
+	if (fd >= 0)
+		close(fd);
+	/* The xdp backend alone, as AUTO's context would have set it up among its candidates. */
+	x.backend = MS_BACKEND_XDP;
+	x.flags |= MS_CFG_NO_FALLBACK;
+	x.workers = 0;
+	x.flags &= ~(uint32_t)MS_CFG_OFFLOAD;
+	kf->unpriv_xdp_err = ms_ctx_new(&ctx, &x);
+	ms_ctx_free(ctx);
+	kf->unpriv_checked = true;
+}
+
 int kf_hook(struct kf_bench *kf, enum variant_id v)
 {
 	const bool on = variant_is_kfanout(v);
+	int err;
 
-	if (!kf->hook_ready || kf->hook_on == on)
-		return 0;
-	uint64_t t0 = now_ns();
-	int err = prog_attach(kf, on);
-
-	if (err) {
-		fprintf(stderr, "multisend-bench: %s the kernel fan-out's program %s " NETNS_DEV
-				": %s\n",
-			on ? "attaching" : "detaching", on ? "to" : "from", strerror(-err));
+	/* The bench's capabilities back before it touches the device (and for every variant
+	 * but auto+kfanout); cleared again after. */
+	if (v != V_AUTO_KF && (err = kf_unpriv(kf, false)))
 		return err;
+	if (kf->hook_ready && kf->hook_on != on) {
+		uint64_t t0 = now_ns();
+
+		if ((err = prog_attach(kf, on))) {
+			fprintf(stderr, "multisend-bench: %s the kernel fan-out's program %s " NETNS_DEV
+					": %s\n",
+				on ? "attaching" : "detaching", on ? "to" : "from", strerror(-err));
+			return err;
+		}
+		kf->toggle_ns += now_ns() - t0;
+		kf->toggles++;
+		kf->hook_on = on;
 	}
-	kf->toggle_ns += now_ns() - t0;
-	kf->toggles++;
-	kf->hook_on = on;
-	return 0;
+	return v == V_AUTO_KF ? kf_unpriv(kf, true) : 0;
 }
 
 void kf_hook_close(struct session *s)
 {
 	struct kf_bench *kf = &s->kf;
 
+	(void)kf_unpriv(kf, false);
 	if (!kf->attached)
 		return; /* nothing was opened */
 	if (kf->hook_ready && kf->hook_on)

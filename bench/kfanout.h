@@ -39,8 +39,21 @@ bool kf_hook_open(struct session *s);
 /* Sending thread: the program on the device when v needs it, off otherwise (a no-op when it
  * is already so, or when nothing is attached). 0 or -errno. */
 int kf_hook(struct kf_bench *kf, enum variant_id v);
-/* Sending thread, at its end: the program off, the descriptors closed. */
+/* Sending thread, at its end: the program off, the descriptors closed (capabilities back
+ * first, kf_unpriv). */
 void kf_hook_close(struct session *s);
+/* Sending thread: auto+kfanout's credentials. on: the effective capability set cleared (the
+ * permitted set kept), as a publisher with no capabilities has it; off: the set restored.
+ * Capabilities are per thread (capset(2) on the calling thread only): the bench's other
+ * threads keep theirs, and threads the library starts meanwhile (ms_ctx_new's workers)
+ * inherit the cleared set for their life. kf_hook switches them with the hook, before each
+ * timed batch or call: on for auto+kfanout, off for every other variant; rig_open and
+ * rig_close switch them off. 0 or -errno (nothing changed). */
+int kf_unpriv(struct kf_bench *kf, bool on);
+/* Sending thread, with kf_unpriv on, after auto+kfanout's context was made: what this thread
+ * may do with AF_XDP now (socket(2), and ms_ctx_new of the xdp backend alone with cfg's xdp
+ * settings), kept in kf->unpriv_* for the report. */
+void kf_unpriv_check(struct kf_bench *kf, const struct ms_config *cfg);
 
 /* bpf(2) without libbpf (the bench does not link it): cmd's result, or -errno; and a pinned
  * object opened by its path (BPF_OBJ_GET). For the hook here and raw-kfanout's maps. */

@@ -168,8 +168,8 @@ static int one_config(struct session *s, struct rig *r, double run_s, unsigned r
 
 	for (unsigned i = 0; i < nv; i++) {
 		/* AUTO's first seconds (its exploration) before anything is measured. */
-		if (act[i] == V_AUTO && s->o->auto_warmup > 0 &&
-		    (err = auto_warmup_send(s, r, NULL)))
+		if (variant_is_auto(act[i]) && s->o->auto_warmup > 0 &&
+		    (err = auto_warmup_send(s, r, act[i], NULL)))
 			return err;
 		est[i] = rig_calibrate(s, r, act[i], 20000000, NULL);
 		if (est[i] < 0)
@@ -328,8 +328,8 @@ int latency_probe(struct session *s, enum variant_id v, uint64_t n, uint64_t siz
 	if (err)
 		return err;
 	/* AUTO's context is new with each rig: its first seconds before the measurement. */
-	if (v == V_AUTO && s->o->auto_warmup > 0)
-		err = auto_warmup_send(s, &r, NULL);
+	if (variant_is_auto(v) && s->o->auto_warmup > 0)
+		err = auto_warmup_send(s, &r, v, NULL);
 	if (!err)
 		err = lat_init(&l, v, &r, rate, 1);
 	if (!err) {

@@ -184,7 +184,7 @@ static double expected_seconds(const struct opts *o)
 	bool want_auto = false;
 
 	for (unsigned i = 0; i < o->nvariants; i++)
-		want_auto |= o->order[i] == V_AUTO;
+		want_auto |= variant_is_auto(o->order[i]);
 	if (!want_auto || o->timeline > 0)
 		return t;
 #define NCONF(full_, quick_, user_) \

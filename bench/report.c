@@ -438,18 +438,19 @@ static int cmp_dbl(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-void report_auto_best(struct session *s, size_t first, unsigned n)
+/* One AUTO variant (auto, auto+kfanout) over the best fixed library backend of the same rounds:
+ * the lowest median CPU per destination of the library's other backends and their variants
+ * (kfanout and xdp included when they ran; raw-* and the AUTO variants not). */
+static void auto_best_one(struct session *s, const struct result *a, size_t first, unsigned n)
 {
-	const struct result *a = NULL, *best = NULL;
+	const struct result *best = NULL;
 	for (size_t i = first; i < first + n; i++) {
 		const struct result *r = &s->res[i];
-		if (r->v == V_AUTO)
-			a = r;
-		else if (!variant_is_raw(r->v) && r->cpu_proc.median > 0 &&
-			 (!best || r->cpu_proc.median < best->cpu_proc.median))
+		if (!variant_is_raw(r->v) && !variant_is_auto(r->v) && r->cpu_proc.median > 0 &&
+		    (!best || r->cpu_proc.median < best->cpu_proc.median))
 			best = r;
 	}
-	if (!a || !best || !(a->cpu_proc.median > 0) || a->rounds != best->rounds || !a->rounds)
+	if (!best || !(a->cpu_proc.median > 0) || a->rounds != best->rounds || !a->rounds)
 		return;
 	/* Round by round, as the other ratios: both ran in the same rounds, interleaved. */
 	double q[MAX_ROUNDS];
@@ -465,10 +466,17 @@ void report_auto_best(struct session *s, size_t first, unsigned n)
 		return;
 	qsort(q, k, sizeof(q[0]), cmp_dbl);
 	double med = k % 2 ? q[k / 2] : (q[k / 2 - 1] + q[k / 2]) / 2;
-	fprintf(s->table, "        auto / best fixed backend (%s): %.3f [%.3f-%.3f] (CPU per destination, "
+	fprintf(s->table, "        %s / best fixed backend (%s): %.3f [%.3f-%.3f] (CPU per destination, "
 			  "round by round; %.3f of the medians)\n",
-		variant_name(best->v), med, q[0], q[k - 1],
+		variant_name(a->v), variant_name(best->v), med, q[0], q[k - 1],
 		a->cpu_proc.median / best->cpu_proc.median);
+}
+
+void report_auto_best(struct session *s, size_t first, unsigned n)
+{
+	for (size_t i = first; i < first + n; i++)
+		if (variant_is_auto(s->res[i].v))
+			auto_best_one(s, &s->res[i], first, n);
 }
 
 void report_result(struct session *s, const struct result *r)
@@ -1020,6 +1028,30 @@ static void json_summary(FILE *f, const char *name, const struct summary *m)
 	fputc('}', f);
 }
 
+/* auto+kfanout: its sending thread's credentials (kf_unpriv), ,"unprivileged":{...} (null for
+ * the other variants). */
+static void json_unpriv(FILE *f, const struct session *s, enum variant_id v)
+{
+	const struct kf_bench *kf = &s->kf;
+
+	fputs(",\"unprivileged\":", f);
+	if (v != V_AUTO_KF) {
+		fputs("null", f);
+		return;
+	}
+	fprintf(f, "{\"cap_drops\":%" PRIu64 ",\"effective_caps\":\"0x%016" PRIx64 "\"",
+		kf->unpriv_drops, kf->unpriv_eff_seen);
+	if (!kf->unpriv_checked) {
+		fputs(",\"af_xdp_socket_errno\":null,\"xdp_alone_error\":null}", f);
+		return;
+	}
+	fprintf(f, ",\"af_xdp_socket_errno\":%d,\"af_xdp_socket\":", kf->unpriv_xsk_errno);
+	json_str(f, kf->unpriv_xsk_errno ? strerror(kf->unpriv_xsk_errno) : "ok");
+	fprintf(f, ",\"xdp_alone_error\":%d,\"xdp_alone\":", kf->unpriv_xdp_err);
+	json_str(f, kf->unpriv_xdp_err ? ms_strerror(kf->unpriv_xdp_err) : "ok");
+	fputc('}', f);
+}
+
 static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 {
 	if (variant_is_raw(r->v)) {
@@ -1183,10 +1215,16 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 		fputs(",\"auto_first\":null", f);
 	}
 	fputs(",\"auto_describe\":", f);
-	if (r->v == V_AUTO)
+	if (variant_is_auto(r->v))
 		json_str(f, r->auto_desc);
 	else
 		fputs("null", f);
+	fputs(",\"auto_backend\":", f);
+	if (variant_is_auto(r->v) && r->auto_backend >= 0)
+		json_str(f, ms_backend_name((enum ms_backend)r->auto_backend));
+	else
+		fputs("null", f);
+	json_unpriv(f, s, r->v);
 	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
 	fprintf(f,
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
@@ -1584,13 +1622,37 @@ void report_legend(struct session *s)
 			(double)s->kf.attach_ns / 1e6);
 	if (s->kf.hook_fixed && s->kf.hook_why[0])
 		fprintf(s->table, "kfanout: %s.\n", s->kf.hook_why);
+	bool autos = false;
+
 	for (unsigned i = 0; i < s->o->nvariants; i++)
-		if (s->o->order[i] == V_AUTO)
+		autos |= variant_is_auto(s->o->order[i]);
+	if (autos)
+		fprintf(s->table,
+			"auto: the library's MS_BACKEND_AUTO on a context made for each "
+			"configuration and kept across its rounds;\n  auto first Xs: its first "
+			"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
+			"reported apart.\n");
+	if (s->var[V_AUTO_KF].wanted && s->var[V_AUTO_KF].available) {
+		const struct kf_bench *kb = &s->kf;
+
+		fprintf(s->table,
+			"auto+kfanout: auto (also 'auto first Xs'), with the kernel fan-out's program on "
+			"%s, and as an unprivileged\n  publisher: the sending thread's effective "
+			"capabilities cleared while its context and group were made\n  and while it "
+			"sent (%" PRIu64 " times, read back as %#" PRIx64 "%s; the permitted set kept "
+			"and\n  restored for the bench's own work in between).",
+			NETNS_DEV, kb->unpriv_drops, kb->unpriv_eff_seen,
+			kb->unpriv_eff_seen ? ": NOT cleared" : " each time");
+		if (kb->unpriv_checked)
 			fprintf(s->table,
-				"auto: the library's MS_BACKEND_AUTO on a context made for each "
-				"configuration and kept across its rounds;\n  auto first Xs: its first "
-				"X seconds (--auto-warmup) of sends, before the warm-up and rounds, "
-				"reported apart.\n");
+				" Under them, after its context was made:\n  socket(AF_XDP) %s; "
+				"ms_ctx_new of xdp alone (%s queue 0, as AUTO's context names it) %s.\n",
+				kb->unpriv_xsk_errno ? strerror(kb->unpriv_xsk_errno) : "succeeded",
+				NETNS_DEV,
+				kb->unpriv_xdp_err ? ms_strerror(kb->unpriv_xdp_err) : "succeeded");
+		else
+			fputc('\n', s->table);
+	}
 	if (show_twin(s))
 		fputs("raw-sendmmsg, raw-io_uring, raw-xdp, raw-kfanout: the library's sendmmsg, "
 		      "io_uring, xdp and kfanout\n  fan-outs written by hand, without the library.\n"
@@ -1737,10 +1799,16 @@ void json_timeline(FILE *f, const struct session *s, const struct tl_result *t)
 		fputc('}', f);
 	}
 	fputs(",\"auto_describe\":", f);
-	if (t->v == V_AUTO)
+	if (variant_is_auto(t->v))
 		json_str(f, t->auto_desc);
 	else
 		fputs("null", f);
+	fputs(",\"auto_backend\":", f);
+	if (variant_is_auto(t->v) && t->auto_backend >= 0)
+		json_str(f, ms_backend_name((enum ms_backend)t->auto_backend));
+	else
+		fputs("null", f);
+	json_unpriv(f, s, t->v);
 	fputs("}\n", f);
 }
 
@@ -1807,7 +1875,7 @@ void report_timeline(struct session *s, size_t first, size_t n)
 	for (size_t i = first; i < first + n; i++) {
 		const struct tl_result *t = &s->tl[i];
 
-		if (t->v != V_AUTO)
+		if (!variant_is_auto(t->v))
 			continue;
 		char r[TL_NPART][48];
 
@@ -1817,8 +1885,8 @@ void report_timeline(struct session *s, size_t first, size_t n)
 			else
 				snprintf(r[p], sizeof(r[p]), "%.3f (%s)", t->vs_best[p],
 					 best_name(t->best[p]));
-		fprintf(f, "  auto / best fixed: whole %s, first half %s, second half %s%s\n",
-			r[TL_WHOLE], r[TL_FIRST], r[TL_SECOND],
+		fprintf(f, "  %s / best fixed: whole %s, first half %s, second half %s%s\n",
+			variant_name(t->v), r[TL_WHOLE], r[TL_FIRST], r[TL_SECOND],
 			t->load_on[TL_SECOND] && !t->load_on[TL_FIRST] ? "; load on in the second "
 									   "half only" : "");
 	}
@@ -1839,24 +1907,26 @@ void report_end(struct session *s)
 	for (size_t i = 0; i < s->nres; i++) {
 		const struct result *r = &s->res[i];
 
-		if (r->v != V_AUTO)
+		if (!variant_is_auto(r->v))
 			continue;
 		if (!any)
 			fputs("\nauto (ms_ctx_describe of its context after each configuration):\n", f);
 		any = true;
-		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s\n", mode_name(r->mode),
-			r->n, r->size, r->auto_desc);
+		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s%s%s\n", mode_name(r->mode),
+			r->n, r->size, r->v == V_AUTO ? "" : variant_name(r->v),
+			r->v == V_AUTO ? "" : ": ", r->auto_desc);
 	}
 	for (size_t i = 0; i < s->ntl; i++) {
 		const struct tl_result *t = &s->tl[i];
 
-		if (t->v != V_AUTO)
+		if (!variant_is_auto(t->v))
 			continue;
 		if (!any)
 			fputs("\nauto (ms_ctx_describe of its context after each configuration):\n", f);
 		any = true;
-		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s\n", "timeline", t->n,
-			t->size, t->auto_desc);
+		fprintf(f, "  %-8s fan-out %5" PRIu64 ", %5" PRIu64 " B: %s%s%s\n", "timeline", t->n,
+			t->size, t->v == V_AUTO ? "" : variant_name(t->v), t->v == V_AUTO ? "" : ": ",
+			t->auto_desc);
 	}
 	const struct bg_load *l = s->load;
 	const double on_s = l ? (double)(l->on_ns + (l->on ? now_ns() - l->last_on_ns : 0)) / 1e9

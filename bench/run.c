@@ -596,21 +596,24 @@ static int store_result(struct session *s, const struct result *r)
 	return 0;
 }
 
-/* AUTO's context as the library describes it now (its decision and figures). */
-static void auto_describe(struct session *s, char *buf, size_t len)
+/* An AUTO variant's context as the library describes it now (its decision and figures), and
+ * the backend it sends with now (its last decision). */
+static void auto_describe(struct session *s, enum variant_id v, char *buf, size_t len,
+			  int *backend)
 {
-	if (!s->var[V_AUTO].ctx || ms_ctx_describe(s->var[V_AUTO].ctx, buf, len) < 0)
+	if (!s->var[v].ctx || ms_ctx_describe(s->var[v].ctx, buf, len) < 0)
 		snprintf(buf, len, "(ms_ctx_describe failed)");
+	*backend = s->var[v].ctx ? (int)ms_ctx_backend(s->var[v].ctx) : -1;
 }
 
-int auto_warmup_send(struct session *s, struct rig *r, struct sample *acc)
+int auto_warmup_send(struct session *s, struct rig *r, enum variant_id v, struct sample *acc)
 {
 	const uint64_t want = (uint64_t)(s->o->auto_warmup * 1e9), t0 = now_ns();
 	uint64_t count = 1;
 
 	while (now_ns() - t0 < want) {
 		struct sample smp;
-		int err = timed_run(s, r, V_AUTO, count, count, &smp);
+		int err = timed_run(s, r, v, count, count, &smp);
 
 		if (err)
 			return err;
@@ -625,13 +628,13 @@ int auto_warmup_send(struct session *s, struct rig *r, struct sample *acc)
 /* AUTO's first --auto-warmup seconds in a configuration (auto_warmup_send) before the warm-up
  * every backend gets and before the rounds, so that what it explores at the start stays out of
  * the steady-state figures; reported apart, and counted in the warm-up's sends (accounting). */
-static int auto_warmup(struct session *s, struct rig *r, struct result *res)
+static int auto_warmup(struct session *s, struct rig *r, enum variant_id v, struct result *res)
 {
 	int err;
 
 	res->have_auto_first = true;
 	res->auto_first_s = s->o->auto_warmup;
-	err = auto_warmup_send(s, r, &res->auto_first);
+	err = auto_warmup_send(s, r, v, &res->auto_first);
 	sample_add(&res->warm, &res->auto_first);
 	return err;
 }
@@ -727,12 +730,13 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 
 	memset(res, 0, sizeof(res));
 	for (unsigned i = 0; i < nv; i++) {
-		if (act[i] == V_AUTO && s->o->auto_warmup > 0) {
-			if ((err = auto_warmup(s, r, &res[i])))
+		if (variant_is_auto(act[i]) && s->o->auto_warmup > 0) {
+			if ((err = auto_warmup(s, r, act[i], &res[i])))
 				return err;
-			progress_step(s, 0, "%s fan-out %llu, %llu B: auto's first %.3g s",
+			progress_step(s, 0, "%s fan-out %llu, %llu B: %s's first %.3g s",
 				      mode_name(mode), (unsigned long long)r->n,
-				      (unsigned long long)r->size, s->o->auto_warmup);
+				      (unsigned long long)r->size, variant_name(act[i]),
+				      s->o->auto_warmup);
 		}
 		double e = rig_calibrate(s, r, act[i],
 					 (uint64_t)(run_ns > MIN_RUN_NS ? run_ns : MIN_RUN_NS),
@@ -797,8 +801,9 @@ static int measure(struct session *s, unsigned mode, struct rig *r, double run_n
 	}
 	ts_relate(act, ts, nv);
 	for (unsigned i = 0; i < nv; i++)
-		if (act[i] == V_AUTO)
-			auto_describe(s, res[i].auto_desc, sizeof(res[i].auto_desc));
+		if (variant_is_auto(act[i]))
+			auto_describe(s, act[i], res[i].auto_desc, sizeof(res[i].auto_desc),
+				      &res[i].auto_backend);
 	if (s->o->sink == SINK_NETNS_XDP && (err = call_wall(s, r, act, nv, est_each, res)))
 		goto out;
 	const struct result *raw = NULL, *loop = NULL;
@@ -909,7 +914,7 @@ static int store_tl(struct session *s, const struct tl_result *t)
 /* The fixed library backends: the ones AUTO chooses among (and their variants). */
 static bool fixed_lib(enum variant_id v)
 {
-	return v != V_AUTO && !variant_is_raw(v);
+	return !variant_is_auto(v) && !variant_is_raw(v);
 }
 
 static void tl_figures(struct tl_result *t, unsigned nv)
@@ -1014,8 +1019,9 @@ static int timeline_one(struct session *s, struct rig *r)
 	if (err)
 		return err;
 	for (unsigned i = 0; i < nv; i++)
-		if (act[i] == V_AUTO)
-			auto_describe(s, t[i].auto_desc, sizeof(t[i].auto_desc));
+		if (variant_is_auto(act[i]))
+			auto_describe(s, act[i], t[i].auto_desc, sizeof(t[i].auto_desc),
+				      &t[i].auto_backend);
 	tl_figures(t, nv);
 	size_t first = s->ntl;
 

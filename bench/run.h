@@ -31,7 +31,7 @@ double rig_calibrate(struct session *s, struct rig *r, enum variant_id v, uint64
 
 /* AUTO's first --auto-warmup seconds of real sends on r, in timed batches doubling up to
  * about 50 ms, summed into *acc unless acc is NULL. 0 or -errno (-EINTR when stopped). */
-int auto_warmup_send(struct session *s, struct rig *r, struct sample *acc);
+int auto_warmup_send(struct session *s, struct rig *r, enum variant_id v, struct sample *acc);
 
 /* Add x's counts (sends, deliver counts, drops, library and kernel counters, times) to acc. */
 void sample_add(struct sample *acc, const struct sample *x);

@@ -42,6 +42,7 @@ static const char *const names[V_COUNT] = {
 	[V_RAW_KFANOUT] = "raw-kfanout",
 	[V_KFANOUT] = "kfanout",
 	[V_RAW_HOOK] = "raw-sendto+hook",
+	[V_AUTO_KF] = "auto+kfanout",
 };
 
 /* "loop+ts/64", "loop+w2", "loop+w2+ts/64": the interval and the workers are part of the name,
@@ -79,6 +80,7 @@ static const enum ms_backend lib_backend[V_COUNT] = {
 	[V_AUTO] = MS_BACKEND_AUTO,
 	[V_XDP] = MS_BACKEND_XDP,
 	[V_KFANOUT] = MS_BACKEND_KFANOUT,
+	[V_AUTO_KF] = MS_BACKEND_AUTO,
 };
 
 static const char *const plain_detail[V_COUNT] = {
@@ -125,7 +127,7 @@ int variant_from_name(const char *name)
 		return V_RAW_XDP;
 	if (!strcmp(name, names[V_XDP]))
 		return V_XDP;
-	for (int v = V_RAW_KFANOUT; v <= V_RAW_HOOK; v++)
+	for (int v = V_RAW_KFANOUT; v <= V_AUTO_KF; v++)
 		if (!strcmp(name, names[v]))
 			return v;
 	return -EINVAL;
@@ -294,12 +296,14 @@ static struct ms_config variant_config(const struct session *s, enum variant_id 
 	};
 
 	/* AUTO: the library's choice, which may fall back (no MS_CFG_NO_FALLBACK). */
-	if (v == V_AUTO)
+	if (variant_is_auto(v))
 		cfg.flags &= ~(uint32_t)MS_CFG_NO_FALLBACK;
 	/* xdp: what raw-xdp does by hand: the namespace's veth (named here, not by
 	 * MULTISEND_XDP_IFACE, which MS_CFG_IGNORE_ENV ignores), its queue 0, copy mode (a veth
-	 * has no zero copy), 4096 frames and so rings of 2048. */
-	if (v == V_XDP) {
+	 * has no zero copy), 4096 frames and so rings of 2048. auto+kfanout names the same, so
+	 * that what keeps xdp out of its candidates is the missing capabilities alone ("auto"
+	 * names no interface: xdp is never among its candidates). */
+	if (v == V_XDP || v == V_AUTO_KF) {
 		cfg.flags |= MS_CFG_XDP_QUEUE | MS_CFG_XDP_COPY;
 		cfg.xdp_ifname = NETNS_DEV;
 		cfg.xdp_queue = 0;
@@ -389,8 +393,24 @@ int variants_open(struct session *s)
 			continue;
 		}
 		struct ms_config cfg = variant_config(s, (enum variant_id)v);
-		int err = ms_ctx_new(&x->ctx, &cfg);
+		/* auto+kfanout: made with no capabilities in effect, as rig_open makes it again. */
+		int err = v == V_AUTO_KF ? kf_unpriv(&s->kf, true) : 0;
 
+		if (err) {
+			snprintf(x->detail, sizeof(x->detail),
+				 "unavailable: clearing the sending thread's capabilities: %s",
+				 strerror(-err));
+			continue;
+		}
+		err = ms_ctx_new(&x->ctx, &cfg);
+		if (v == V_AUTO_KF) {
+			int e = kf_unpriv(&s->kf, false);
+
+			if (e && !err) {
+				ms_ctx_free(x->ctx);
+				err = e;
+			}
+		}
 		if (err) {
 			x->ctx = NULL;
 			if (ts)
@@ -400,7 +420,7 @@ int variants_open(struct session *s)
 				why_unavailable(base, err, x->detail, sizeof(x->detail));
 			continue;
 		}
-		if (v != V_AUTO && ms_ctx_backend(x->ctx) != lib_backend[v]) {
+		if (!variant_is_auto((enum variant_id)v) && ms_ctx_backend(x->ctx) != lib_backend[v]) {
 			snprintf(x->detail, sizeof(x->detail), "unavailable: the library chose %s",
 				 ms_backend_name(ms_ctx_backend(x->ctx)));
 			ms_ctx_free(x->ctx);
@@ -420,6 +440,14 @@ int variants_open(struct session *s)
 				 "per configuration, kept across its rounds after a %.3g s warm-up; "
 				 "its ms_ctx_describe is printed after the run",
 				 s->o->auto_warmup);
+		else if (v == V_AUTO_KF)
+			snprintf(x->detail, sizeof(x->detail),
+				 "auto+kfanout: a context made as auto's (%s), with the kernel "
+				 "fan-out's program on " NETNS_DEV " and no capabilities in effect on "
+				 "the sending thread while it is made and while it sends (xdp named, "
+				 "so refused for want of them alone)",
+				 s->o->timeline > 0 ? "kept from its first send"
+						    : "its warm-up too");
 		else if (ms_ctx_describe(x->ctx, x->detail, sizeof(x->detail)) < 0 ||
 			 !strcmp(x->detail, names[base]))
 			snprintf(x->detail, sizeof(x->detail), "%s", plain_detail[base]);
@@ -663,6 +691,8 @@ static void close_senders(uint64_t n, int shared, int *conn)
 
 void rig_close(struct rig *r)
 {
+	if (r->kf)
+		(void)kf_unpriv(r->kf, false); /* the bench's own again (said on stderr if not) */
 	raw_close(r);
 	for (int v = 0; v < V_COUNT; v++)
 		ms_group_free(r->g[v]);
@@ -740,6 +770,12 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 	r->connected = s->o->connected;
 	r->dontwait = s->o->dontwait;
 	r->kf = &s->kf;
+	/* The bench's own capabilities (auto+kfanout's sends may have left them cleared). */
+	if ((ret = kf_unpriv(r->kf, false))) {
+		snprintf(err, errlen, "restoring the sending thread's capabilities: %s",
+			 strerror(-ret));
+		return ret;
+	}
 	if (rig_fds_needed(s, n) > s->env.nofile) {
 		snprintf(err, errlen,
 			 "needs about %llu file descriptors, RLIMIT_NOFILE allows %llu (raise the "
@@ -769,10 +805,25 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 
 		if (!s->var[v].available || variant_is_raw((enum variant_id)v))
 			continue;
-		/* AUTO starts afresh in each configuration: a new context, kept for its rounds. */
-		if (v == V_AUTO && (ret = variant_renew(s, V_AUTO))) {
-			snprintf(err, errlen, "auto: ms_ctx_new: %s", ms_strerror(ret));
+		/* auto+kfanout: its context and group made by a thread with no capabilities in
+		 * effect, as an unprivileged publisher makes them (restored below, and by
+		 * rig_close on failure). */
+		if (v == V_AUTO_KF && (ret = kf_unpriv(r->kf, true))) {
+			snprintf(err, errlen, "auto+kfanout: clearing the sending thread's "
+					      "capabilities: %s", strerror(-ret));
 			goto fail;
+		}
+		/* AUTO starts afresh in each configuration: a new context, kept for its rounds. */
+		if (variant_is_auto((enum variant_id)v) &&
+		    (ret = variant_renew(s, (enum variant_id)v))) {
+			snprintf(err, errlen, "%s: ms_ctx_new: %s", variant_name((enum variant_id)v),
+				 ms_strerror(ret));
+			goto fail;
+		}
+		if (v == V_AUTO_KF) {
+			struct ms_config cfg = variant_config(s, V_AUTO_KF);
+
+			kf_unpriv_check(r->kf, &cfg);
 		}
 		if (variant_stamped((enum variant_id)v)) {
 			ret = open_senders(s, r, &r->ts_shared[v], &r->ts_conn[v], err, errlen);
@@ -823,6 +874,11 @@ int rig_open(struct session *s, struct rig *r, uint64_t n, uint64_t size, char *
 			}
 			r->off_ctx[v] = s->var[v].ctx;
 			r->off_failed[v] = st.dests_failed;
+		}
+		if (v == V_AUTO_KF && (ret = kf_unpriv(r->kf, false))) {
+			snprintf(err, errlen, "auto+kfanout: restoring the sending thread's "
+					      "capabilities: %s", strerror(-ret));
+			goto fail;
 		}
 	}
 	return 0;
