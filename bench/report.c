@@ -1600,9 +1600,10 @@ void report_legend(struct session *s)
 		fputs("kfanout, raw-kfanout: one sendto of the message per slice of the attachment's "
 		      "slice size (ceil(N/slice)\n  template sends per fan-out; the JSON's "
 		      "library.kfanout_templates counts the library's); the library's\n  syscalls "
-		      "also count the rtnetlink reads and socket re-checks it makes every few ms, "
-		      "so its figure\n  can exceed ceil(N/slice) by a little. The program runs in "
-		      "the sender's sendto, before it returns,\n  so a call's wall time is the time "
+		      "also count its re-reads of its sockets' options (once a second) and of "
+		      "rtnetlink\n  (when a change came, and once a second), so its figure can "
+		      "exceed ceil(N/slice) by a hair.\n  The program runs in "
+		      "the sender's sendto, before it returns, so a call's wall time is the time\n  "
 		      "from the call until the last clone was handed to the device.\n",
 		      s->table);
 	if (s->o->sink == SINK_NETNS_XDP && hook && s->var[V_RAW_HOOK].available)
