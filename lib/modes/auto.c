@@ -20,7 +20,11 @@
  *             up to 12, the medians of the last 8 timed fan-outs per backend are compared; the
  *             choice is made when it is clear (the best one's interquartile range below every
  *             other's, or all within 3% of each other with narrow ranges) or at round 12
- *             (then the lowest median, the difference being within noise).
+ *             (then the lowest median, the difference being within noise). Backends whose
+ *             medians are within 3% of the lowest cost the same: of those, the one in use
+ *             stays, else the one that makes the fewest system calls is chosen (tie_break),
+ *             so that noise neither switches backends nor makes runs of one workload choose
+ *             differently.
  *   settled   the chosen backend sends every call. It is timed 8 times per period (one second
  *             of its fan-outs, at least 512 fan-outs; MULTISEND_AUTO_RECHECK=N sets N fan-outs
  *             instead), and at the end of each period one
@@ -372,6 +376,30 @@ static unsigned best_of(const struct ms_ctx *ctx, const struct shape *h, struct 
 	return best;
 }
 
+/* Which of the backends that cost the same as the cheapest (medians within CLOSE of its) to
+ * use: the one in use if it is among them, else the one of them that makes the fewest system
+ * calls, which is the last in the set-up order (lib/api/ctx.c: loop, io_uring, sendmmsg,
+ * kfanout, xdp). Noise between backends that truly cost the same then moves nothing: no
+ * switch from period to period, and the same choice from run to run of one workload, at most
+ * CLOSE dearer than the lowest median. A backend whose clock is in doubt is not chosen on a
+ * tie: only a figure lower than the others' may choose it. */
+static bool tied(const struct shape *h, const struct spread *sp, unsigned x, float lim)
+{
+	return h->nwin[x] && sp[x].med <= lim && !doubtful(h, x);
+}
+
+static unsigned tie_break(const struct ms_ctx *ctx, const struct shape *h, const struct spread *sp,
+			  unsigned best)
+{
+	const float lim = sp[best].med * (1.0f + CLOSE);
+	if (h->decided && tied(h, sp, h->cur, lim))
+		return h->cur;
+	for (unsigned x = ctx->nexec; --x > best;)
+		if (tied(h, sp, x, lim))
+			return x;
+	return best;
+}
+
 static void restart(struct shape *h)
 {
 	memset(h->nwin, 0, sizeof(h->nwin));
@@ -449,6 +477,7 @@ static void decide(struct ms_ctx *ctx, struct shape *h, unsigned shape, size_t n
 	struct spread sp[MS__NEXEC];
 	bool clear;
 	unsigned best = best_of(ctx, h, sp, &clear);
+	best = tie_break(ctx, h, sp, best);
 	bool first = !h->decided, changed = best != h->cur;
 
 	for (unsigned x = 0; x < ctx->nexec; x++) {
