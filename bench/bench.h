@@ -658,9 +658,10 @@ struct kf_bench {
 	char object[512]; /* its --object ("": the tool's own default, the installed one) */
 	char nspath[128]; /* the namespace the tool ran in */
 	uint64_t attach_ns, detach_ns; /* how long the tool's attach (+ policy) and detach took */
-	/* Sending thread: the attachment's program and link (pins), the device, and whether
-	 * the program is on it now. Toggles: times the hook was put on or off, and their total. */
-	int prog_fd, link_fd, ifindex;
+	/* Sending thread: the attachment's program and link (pins), its backstop's (the tool
+	 * puts it last on the hook: docs/kfanout.md), the device, and whether they are on it
+	 * now. Toggles: times the hook was put on or off, and their total. */
+	int prog_fd, link_fd, bprog_fd, blink_fd, ifindex;
 	bool hook_ready, hook_on, hook_fixed;
 	char hook_why[200];
 	uint64_t toggles, toggle_ns;

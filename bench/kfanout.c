@@ -20,6 +20,10 @@
 /* enum bpf_attach_type's BPF_TCX_EGRESS (Linux 6.6; Debian 12's linux/bpf.h predates it, as
  * tools/multisend-kfanout.c says). */
 #define KFB_TCX_EGRESS 47
+/* tcx's order (Linux 6.6's BPF_F_BEFORE and BPF_F_AFTER, not in Debian 12's linux/bpf.h):
+ * with no relative program, first and last on the hook. */
+#define KFB_F_BEFORE (1u << 3)
+#define KFB_F_AFTER (1u << 4)
 
 #define KFB_PINS KF_PIN_ROOT "/" NETNS_DEV
 
@@ -124,7 +128,7 @@ void kf_setup(struct session *s, const struct netns *ns)
 	char msg[200];
 	struct stat st;
 
-	kf->prog_fd = kf->link_fd = -1;
+	kf->prog_fd = kf->link_fd = kf->bprog_fd = kf->blink_fd = -1;
 	kf->wanted = false;
 	for (unsigned i = 0; i < s->o->nvariants; i++)
 		kf->wanted |= variant_is_kfanout(s->o->order[i]);
@@ -226,15 +230,59 @@ int kf_pin_get(const char *path)
 	return kf_bpf(BPF_OBJ_GET, &a);
 }
 
-static int prog_attach(struct kf_bench *kf, bool on)
+/* One program on or off the device's tcx egress: first on the hook, or last. */
+static int tcx_prog(struct kf_bench *kf, int prog_fd, bool on, bool first)
 {
 	union bpf_attr a;
 
 	memset(&a, 0, sizeof(a));
 	a.target_fd = (uint32_t)kf->ifindex; /* tcx: the device's index, in this namespace */
-	a.attach_bpf_fd = (uint32_t)kf->prog_fd;
+	a.attach_bpf_fd = (uint32_t)prog_fd;
 	a.attach_type = KFB_TCX_EGRESS;
+	if (on)
+		a.attach_flags = first ? KFB_F_BEFORE : KFB_F_AFTER;
 	return kf_bpf(on ? BPF_PROG_ATTACH : BPF_PROG_DETACH, &a);
+}
+
+/* The hook as the tool leaves it (the backstop last, then the program first), or off (the
+ * program, then the backstop). */
+static int prog_attach(struct kf_bench *kf, bool on)
+{
+	int err;
+
+	if (on) {
+		if ((err = tcx_prog(kf, kf->bprog_fd, true, false)))
+			return err;
+		if ((err = tcx_prog(kf, kf->prog_fd, true, true)))
+			(void)tcx_prog(kf, kf->bprog_fd, false, false);
+		return err;
+	}
+	if ((err = tcx_prog(kf, kf->prog_fd, false, true)))
+		return err;
+	return tcx_prog(kf, kf->bprog_fd, false, false);
+}
+
+/* The backstop's link pin and its program (by the link's program id). */
+static int backstop_get(struct kf_bench *kf)
+{
+	struct bpf_link_info li;
+	union bpf_attr a;
+	int err;
+
+	kf->blink_fd = kf_pin_get(KFB_PINS "/kf_backstop");
+	if (kf->blink_fd < 0)
+		return kf->blink_fd;
+	memset(&li, 0, sizeof(li));
+	memset(&a, 0, sizeof(a));
+	a.info.bpf_fd = (uint32_t)kf->blink_fd;
+	a.info.info_len = sizeof(li);
+	a.info.info = (uintptr_t)&li;
+	if ((err = kf_bpf(BPF_OBJ_GET_INFO_BY_FD, &a)))
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.prog_id = li.prog_id;
+	kf->bprog_fd = kf_bpf(BPF_PROG_GET_FD_BY_ID, &a);
+	return kf->bprog_fd < 0 ? kf->bprog_fd : 0;
 }
 
 bool kf_hook_open(struct session *s)
@@ -266,12 +314,32 @@ bool kf_hook_open(struct session *s)
 		kf->hook_fixed = true;
 		return false;
 	}
+	if ((err = backstop_get(kf))) {
+		snprintf(kf->hook_why, sizeof(kf->hook_why),
+			 "the backstop's link or program (" KFB_PINS "/kf_backstop): %s (the program "
+			 "stays on the device for the whole run)",
+			 strerror(-err));
+		kf->hook_fixed = true;
+		return false;
+	}
 	memset(&a, 0, sizeof(a));
 	a.link_detach.link_fd = (uint32_t)kf->link_fd;
 	if ((err = kf_bpf(BPF_LINK_DETACH, &a))) {
 		snprintf(kf->hook_why, sizeof(kf->hook_why),
 			 "BPF_LINK_DETACH of the tool's link: %s (the program stays on the device "
 			 "for the whole run)",
+			 strerror(-err));
+		kf->hook_fixed = true;
+		return false;
+	}
+	/* Then the backstop's (no template is sent meanwhile: the bench is not sending). */
+	memset(&a, 0, sizeof(a));
+	a.link_detach.link_fd = (uint32_t)kf->blink_fd;
+	if ((err = kf_bpf(BPF_LINK_DETACH, &a))) {
+		(void)tcx_prog(kf, kf->prog_fd, true, true);
+		snprintf(kf->hook_why, sizeof(kf->hook_why),
+			 "BPF_LINK_DETACH of the backstop's link: %s (the program stays on the "
+			 "device for the whole run)",
 			 strerror(-err));
 		kf->hook_fixed = true;
 		return false;
@@ -388,5 +456,9 @@ void kf_hook_close(struct session *s)
 		close(kf->prog_fd);
 	if (kf->link_fd >= 0)
 		close(kf->link_fd);
-	kf->prog_fd = kf->link_fd = -1;
+	if (kf->bprog_fd >= 0)
+		close(kf->bprog_fd);
+	if (kf->blink_fd >= 0)
+		close(kf->blink_fd);
+	kf->prog_fd = kf->link_fd = kf->bprog_fd = kf->blink_fd = -1;
 }

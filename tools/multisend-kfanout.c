@@ -56,10 +56,17 @@
 /* enum bpf_attach_type's BPF_TCX_EGRESS (Linux 6.6): Debian 12's linux/bpf.h (6.1) and
  * libbpf 1.1 predate it, so bpf_link_create gets the number itself. */
 #define KF_BPF_TCX_EGRESS 47
-/* The clsact fallback's filter: a handle and priority of our own, to find and remove it. */
+/* tcx's order flags (Linux 6.6's BPF_F_BEFORE, BPF_F_AFTER): with no relative program, first
+ * and last on the hook. */
+#define KF_BPF_F_BEFORE (1u << 3)
+#define KF_BPF_F_AFTER (1u << 4)
+/* The clsact fallback's filters: handles and priorities of our own, to find and remove them;
+ * the backstop's priority after the program's (a larger number runs later). */
 #define KF_TC_HANDLE 0x6b66
 #define KF_TC_PRIO 0x6b66
+#define KF_TC_BACKSTOP 0x6b67
 #define KF_PIN_LINK "kf_link" /* tcx: the link (the attachment lives as long as this pin) */
+#define KF_PIN_BACKSTOP "kf_backstop" /* tcx: the backstop's link */
 #define KF_PIN_PROG "kf_prog"
 
 extern char **environ;
@@ -404,16 +411,100 @@ static void unpin_all(const char *ifname)
 		unlink(path);
 	if (!pin_path(path, sizeof(path), ifname, KF_PIN_LINK))
 		unlink(path);
+	if (!pin_path(path, sizeof(path), ifname, KF_PIN_BACKSTOP))
+		unlink(path);
 	if (!pin_path(path, sizeof(path), ifname, NULL))
 		rmdir(path);
 }
 
-static int tc_detach(int ifindex)
+/* The clsact filter of handle and priority hp (KF_TC_PRIO: the program; KF_TC_BACKSTOP). */
+static int tc_detach(int ifindex, __u32 hp)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
-	DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .handle = KF_TC_HANDLE, .priority = KF_TC_PRIO);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .handle = hp, .priority = hp);
 
 	return bpf_tc_detach(&hook, &o);
+}
+
+/*
+ * Put prog_fd on IFACE's egress: tcx (Linux 6.6+) as a link pinned as pin, first on the hook
+ * (the program) or last (the backstop) whatever else is there; else a clsact filter of handle
+ * and priority hp. *tcx says which. 0, or 1 with the reason said.
+ */
+static int hook_attach(const char *ifname, int ifindex, int prog_fd, const char *pin, __u32 hp,
+		       bool first, bool *tcx)
+{
+	char path[PATH_MAX];
+	int link_fd;
+
+	{
+		LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = first ? KF_BPF_F_BEFORE : KF_BPF_F_AFTER);
+
+		link_fd = bpf_link_create(prog_fd, ifindex, KF_BPF_TCX_EGRESS, &lo);
+	}
+	if (link_fd >= 0) {
+		int r = 0;
+
+		pin_path(path, sizeof(path), ifname, pin);
+		if (bpf_obj_pin(link_fd, path)) {
+			err("pinning %s: %s", path, strerror(errno));
+			bpf_link_detach(link_fd);
+			r = 1;
+		}
+		close(link_fd);
+		*tcx = true;
+		return r;
+	}
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .handle = hp, .priority = hp, .prog_fd = prog_fd);
+	int e = errno, r;
+
+	*tcx = false;
+	if (verbose)
+		fprintf(stderr, "tcx attach: %s; trying clsact\n", strerror(e));
+	r = bpf_tc_hook_create(&hook);
+	if (r && r != -EEXIST) {
+		err("%s: clsact: %s", ifname, strerror(-r));
+		return 1;
+	}
+	r = bpf_tc_attach(&hook, &o);
+	if (r) {
+		err("%s: attaching the tc filter: %s", ifname, strerror(-r));
+		return 1;
+	}
+	return 0;
+}
+
+/* Take the program (pin KF_PIN_LINK, filter KF_TC_PRIO) or the backstop off the hook: its
+ * tcx link, or with clsact (!tcx) its filter. 0, or 1 with the reason said; nothing there is
+ * not an error. */
+static int hook_detach(const char *ifname, int ifindex, const char *pin, __u32 hp, bool tcx)
+{
+	int fd = open_pin(ifname, pin, false), r;
+
+	if (fd >= 0) {
+		/* The link goes with its last reference; detach it now in case another holds one. */
+		r = bpf_link_detach(fd) && errno != ENOLINK && errno != EINVAL ? -errno : 0;
+		close(fd);
+		if (!r) {
+			char path[PATH_MAX];
+
+			if (!pin_path(path, sizeof(path), ifname, pin))
+				unlink(path);
+			return 0;
+		}
+		err("%s: detaching the tcx link %s: %s", ifname, pin, strerror(-r));
+		return 1;
+	}
+	if (tcx)
+		return 0; /* its pin is gone: someone took it off */
+	/* No clsact qdisc at all is -EINVAL ("Parent Qdisc doesn't exists"): nothing there. */
+	r = tc_detach(ifindex, hp);
+	if (r && r != -ENOENT && r != -ENODEV && r != -EINVAL) {
+		err("%s: removing the tc filter: %s", ifname, strerror(-r));
+		return 1;
+	}
+	return 0;
 }
 
 static int cmd_attach(const char *ifname, const struct attach_opts *ao)
@@ -425,8 +516,9 @@ static int cmd_attach(const char *ifname, const struct attach_opts *ao)
 	struct timespec now;
 	struct ifreq ifr = {0};
 	gid_t gid = 0;
-	bool tcx = false, routed = false, pinned = false;
-	int ifindex, fd, prog_fd, link_fd = -1, ctl_fd;
+	bool tcx = false, btcx = false, routed = false, pinned = false, backstop = false;
+	bool attached = false;
+	int ifindex, fd, prog_fd, bprog_fd, ctl_fd;
 	__u32 zero = 0;
 	mode_t dmode;
 
@@ -515,6 +607,12 @@ static int cmd_attach(const char *ifname, const struct attach_opts *ao)
 		goto fail;
 	}
 	prog_fd = bpf_program__fd(prog);
+	prog = bpf_object__find_program_by_name(obj, "kf_backstop");
+	if (!prog) {
+		err("%s has no program kf_backstop", ao->object);
+		goto fail;
+	}
+	bprog_fd = bpf_program__fd(prog);
 	ctl.flags = KF_CTL_V4 | KF_CTL_V6; /* cleared below for a family without a route */
 
 	/* Pins first: the directory, then every map with its owner and mode. */
@@ -543,6 +641,18 @@ static int cmd_attach(const char *ifname, const struct attach_opts *ao)
 		err("pinning %s: %s", path, strerror(errno));
 		goto fail;
 	}
+
+	/* The backstop before the routes (it reads the template prefixes from kf_ctl): from the
+	 * first template routed out of IFACE to the last, none leaves on the wire untaken. */
+	ctl_fd = bpf_map__fd(bpf_object__find_map_by_name(obj, KF_MAP_CTL));
+	if (bpf_map_update_elem(ctl_fd, &zero, &ctl, BPF_ANY)) {
+		err("writing kf_ctl: %s", strerror(errno));
+		goto fail;
+	}
+	if (hook_attach(ifname, ifindex, bprog_fd, KF_PIN_BACKSTOP, KF_TC_BACKSTOP, false,
+			&btcx))
+		goto fail;
+	backstop = true;
 
 	/* The template routes: the /16 (/64) via a gateway inside it, onlink, whose permanent
 	 * neighbour entry is tmpl_mac, so that a template leaves by IFACE with no resolution. */
@@ -575,48 +685,22 @@ static int cmd_attach(const char *ifname, const struct attach_opts *ao)
 		ctl.flags &= ~KF_CTL_V6;
 	}
 
-	ctl_fd = bpf_map__fd(bpf_object__find_map_by_name(obj, KF_MAP_CTL));
 	if (bpf_map_update_elem(ctl_fd, &zero, &ctl, BPF_ANY)) {
 		err("writing kf_ctl: %s", strerror(errno));
 		goto fail;
 	}
 
 	/* Attach last, once everything it reads is in place: tcx (Linux 6.6+) as a link pinned
-	 * beside the maps, else a clsact filter of our own handle and priority. */
-	{
-		LIBBPF_OPTS(bpf_link_create_opts, lo);
-
-		link_fd = bpf_link_create(prog_fd, ifindex, KF_BPF_TCX_EGRESS, &lo);
+	 * beside the maps, first on the hook (before the backstop and anything else), else a
+	 * clsact filter of our own handle and priority (before the backstop's). */
+	if (hook_attach(ifname, ifindex, prog_fd, KF_PIN_LINK, KF_TC_PRIO, true, &tcx))
+		goto fail;
+	attached = true;
+	if (tcx != btcx) {
+		err("%s: the program went on by %s but the backstop by %s", ifname,
+		    tcx ? "tcx" : "clsact", btcx ? "tcx" : "clsact");
+		goto fail;
 	}
-	if (link_fd >= 0) {
-		pin_path(path, sizeof(path), ifname, KF_PIN_LINK);
-		if (bpf_obj_pin(link_fd, path)) {
-			err("pinning %s: %s", path, strerror(errno));
-			goto fail;
-		}
-		tcx = true;
-	} else {
-		DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
-				    .attach_point = BPF_TC_EGRESS);
-		DECLARE_LIBBPF_OPTS(bpf_tc_opts, o, .handle = KF_TC_HANDLE,
-				    .priority = KF_TC_PRIO, .prog_fd = prog_fd);
-		int e = errno, r;
-
-		if (verbose)
-			fprintf(stderr, "tcx attach: %s; trying clsact\n", strerror(e));
-		r = bpf_tc_hook_create(&hook);
-		if (r && r != -EEXIST) {
-			err("%s: clsact: %s", ifname, strerror(-r));
-			goto fail;
-		}
-		r = bpf_tc_attach(&hook, &o);
-		if (r) {
-			err("%s: attaching the tc filter: %s", ifname, strerror(-r));
-			goto fail;
-		}
-	}
-	if (link_fd >= 0)
-		close(link_fd);
 	printf("%s: attached (%s), program %s, slice %u, templates %s%s, pins %s/%s/ "
 	       "(group %s, mode %04o)\n",
 	       ifname, tcx ? "tcx" : "clsact", ao->object, ctl.slice,
@@ -626,12 +710,12 @@ static int cmd_attach(const char *ifname, const struct attach_opts *ao)
 	return 0;
 
 fail:
-	if (link_fd >= 0) {
-		bpf_link_detach(link_fd);
-		close(link_fd);
-	}
+	if (attached)
+		hook_detach(ifname, ifindex, KF_PIN_LINK, KF_TC_PRIO, tcx);
 	if (routed)
 		del_routes(ifname, &ctl, true);
+	if (backstop)
+		hook_detach(ifname, ifindex, KF_PIN_BACKSTOP, KF_TC_BACKSTOP, btcx);
 	if (pinned)
 		unpin_all(ifname);
 	bpf_object__close(obj);
@@ -644,7 +728,7 @@ static int cmd_detach(const char *ifname)
 {
 	struct kf_ctl ctl;
 	char path[PATH_MAX];
-	int r, bad = 0, fd;
+	int r, bad = 0;
 
 	r = read_ctl(ifname, &ctl);
 	if (r < 0) {
@@ -652,23 +736,23 @@ static int cmd_detach(const char *ifname)
 		    strerror(-r));
 		return 1;
 	}
-	fd = open_pin(ifname, KF_PIN_LINK, false);
-	if (fd >= 0) {
-		/* The link goes with its last reference; detach it now in case another holds one. */
-		if (bpf_link_detach(fd) && errno != ENOLINK && errno != EINVAL) {
-			err("%s: detaching the tcx link: %s", ifname, strerror(errno));
-			bad = 1;
-		}
-		close(fd);
-	} else if ((r = tc_detach(ctl.ifindex)) && r != -ENOENT && r != -ENODEV) {
-		err("%s: removing the tc filter: %s", ifname, strerror(-r));
-		bad = 1;
-	}
+	/* tcx if either link is pinned (someone may have removed one). The program, the
+	 * routes, then the backstop: a template routed out of IFACE meanwhile is dropped there;
+	 * once the routes are gone, a publisher's template goes nowhere else either (it names
+	 * IFACE as its outgoing interface: lib/be/kfanout/abi.h). */
+	bool tcx = false;
+
+	if (!pin_path(path, sizeof(path), ifname, KF_PIN_LINK))
+		tcx |= access(path, F_OK) == 0;
+	if (!pin_path(path, sizeof(path), ifname, KF_PIN_BACKSTOP))
+		tcx |= access(path, F_OK) == 0;
+	bad |= hook_detach(ifname, ctl.ifindex, KF_PIN_LINK, KF_TC_PRIO, tcx);
 	if (if_nametoindex(ifname) == ctl.ifindex && del_routes(ifname, &ctl, false) < 0) {
 		err("%s: a template route or neighbour could not be removed (ip's message above)",
 		    ifname);
 		bad = 1;
 	}
+	bad |= hook_detach(ifname, ctl.ifindex, KF_PIN_BACKSTOP, KF_TC_BACKSTOP, tcx);
 	unpin_all(ifname);
 	if (pin_path(path, sizeof(path), ifname, NULL) == 0 && access(path, F_OK) == 0) {
 		err("%s: could not remove %s", ifname, path);
@@ -686,6 +770,7 @@ static const char *const stat_names[] = {
 	[KF_STAT_CLONE_ERR] = "clone_errors", [KF_STAT_POLICY] = "policy_refused",
 	[KF_STAT_NOT_OWNER] = "not_owner", [KF_STAT_STALE] = "stale",
 	[KF_STAT_MALFORMED] = "malformed", [KF_STAT_GROUP_PKTS] = "group_datagrams",
+	[KF_STAT_BACKSTOP] = "backstop_dropped",
 };
 
 static int fmt_prefix(const struct kf_prefix *p, char *buf, size_t n)
@@ -802,6 +887,8 @@ static int cmd_status(const char *ifname)
 	}
 	pin_path(path, sizeof(path), ifname, KF_PIN_LINK);
 	tcx = access(path, F_OK) == 0;
+	pin_path(path, sizeof(path), ifname, KF_PIN_BACKSTOP);
+	tcx |= access(path, F_OK) == 0;
 	fd = open_pin(ifname, KF_PIN_PROG, true);
 	if (fd >= 0) {
 		bpf_obj_get_info_by_fd(fd, &info, &ilen);
@@ -815,6 +902,16 @@ static int cmd_status(const char *ifname)
 	       ctl.abi, ctl.slice);
 	printf("templates %s/16%s, %s/64%s\n", a4, (ctl.flags & KF_CTL_V4) ? "" : " (off)", a6,
 	       (ctl.flags & KF_CTL_V6) ? "" : " (off)");
+	if (tcx) {
+		pin_path(path, sizeof(path), ifname, KF_PIN_LINK);
+		if (access(path, F_OK))
+			printf("the program's link is gone: templates are dropped by the backstop "
+			       "and publishers send by the kernel's path (detach, then attach)\n");
+		pin_path(path, sizeof(path), ifname, KF_PIN_BACKSTOP);
+		if (access(path, F_OK))
+			printf("no backstop: a template the program does not take leaves on the "
+			       "wire (detach, then attach)\n");
+	}
 
 	fd = open_pin(ifname, KF_MAP_STATS, true);
 	if (fd >= 0 && ncpu > 0) {

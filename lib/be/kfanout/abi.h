@@ -12,10 +12,15 @@
  *   2. At add/remove time it writes the slot's destinations, kf_dests[k * KF_SLICE_MAX + i]:
  *      next hop's MAC, address, port (route and neighbour from lib/os/route.c).
  *   3. Per call: count, then state = KF_STATE(seq, KF_ARMED) (a release store), then ONE
- *      sendto of the message on the publisher's own socket to the slot's template address
+ *      send of the message on the publisher's own socket to the slot's template address
  *      (kf_tmpl4/kf_tmpl6 below: the slot and the sequence number are in the address and the
- *      port, so a template delayed by anything cannot be mistaken for a later call's).
- *   4. The program, on the egress hook, in the sender's context, before sendto returns: knows
+ *      port, so a template delayed by anything cannot be mistaken for a later call's), naming
+ *      ctl.ifindex as its outgoing interface (sendmsg with IP_PKTINFO, or IPV6_PKTINFO on an
+ *      IPv6 socket): once the tool has removed the template routes, a template still sent
+ *      goes nowhere, never by another route off the host. While the routes exist but the
+ *      program does not (detached by anyone), the tool's backstop program, last on the same
+ *      hook, drops templates (KF_STAT_BACKSTOP), so none leaves on the wire.
+ *   4. The program, on the egress hook, in the sender's context, before the send returns: knows
  *      the template by its address, checks the socket cookie and moves the state ARMED ->
  *      RUNNING with a compare-and-swap (never twice), then for each destination i < count:
  *      policy check, rewrite MAC, IP destination and checksum, UDP port and checksum,
@@ -141,6 +146,8 @@ enum {
 	KF_STAT_STALE,      /* templates whose slot was not ARMED with their seq (dropped) */
 	KF_STAT_MALFORMED,  /* templates the program could not parse or rewrite (dropped) */
 	KF_STAT_GROUP_PKTS, /* multicast datagrams replicated */
+	KF_STAT_BACKSTOP,   /* templates the backstop dropped: kf_egress was not there to take
+	                       them (detached), so they did not leave on the wire */
 	KF_STAT_N = 16
 };
 

@@ -266,6 +266,14 @@ static __always_inline void kf_count(struct kf_run *r)
 }
 
 /*
+ * What is not ours goes on, and to whatever else is on the hook: the next tcx program and the
+ * classic tc filters (TCX_NEXT under tcx, "continue" under clsact, both TC_ACT_UNSPEC). Not
+ * TC_ACT_OK, which under tcx is TCX_PASS and would skip them: the backstop below, and any
+ * filter an administrator has on the device.
+ */
+#define KF_PASS TC_ACT_UNSPEC
+
+/*
  * The template consumed, and the sender told success. TC_ACT_STOLEN does that under clsact, but
  * tcx knows only NEXT, PASS, DROP and REDIRECT and takes any other code as NEXT: the template,
  * rewritten to the last destination, went on (a duplicate, found by the end-to-end test).
@@ -340,11 +348,11 @@ static __always_inline int kf_group(struct kf_run *r, struct kf_gkey *key, const
 
 	kp = bpf_map_lookup_elem(&kf_groups, key);
 	if (!kp)
-		return TC_ACT_OK;
+		return KF_PASS;
 	k = *kp;
 	s = bpf_map_lookup_elem(&kf_slots, &k);
 	if (!s || k >= KF_SLOTS)
-		return TC_ACT_OK;
+		return KF_PASS;
 	n = s->count;
 	if (n > KF_SLICE_MAX)
 		n = KF_SLICE_MAX;
@@ -364,7 +372,7 @@ static __always_inline int kf_group(struct kf_run *r, struct kf_gkey *key, const
 		kf_stat(KF_STAT_MALFORMED, 1);
 		return TC_ACT_SHOT;
 	}
-	return TC_ACT_OK;
+	return KF_PASS;
 }
 
 /* The CPU's scratch, zeroed for a run; NULL when a run is under way on this CPU already (a
@@ -394,41 +402,41 @@ int kf_egress(struct __sk_buff *skb)
 	__u32 zero = 0;
 
 	if ((void *)(eth + 1) > end)
-		return TC_ACT_OK;
+		return KF_PASS;
 	ctl = bpf_map_lookup_elem(&kf_ctl, &zero);
 	if (!ctl)
-		return TC_ACT_OK;
+		return KF_PASS;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 		int tmpl, group;
 
 		if ((void *)(ip + 1) > end)
-			return TC_ACT_OK;
+			return KF_PASS;
 		tmpl = (ctl->flags & KF_CTL_V4) &&
 		       (ip->daddr & bpf_htonl(0xffff0000)) == ctl->tmpl4;
 		group = (ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000);
 		if (!tmpl && !group)
-			return TC_ACT_OK;
+			return KF_PASS;
 		if (ip->protocol != KF_IPPROTO_UDP)
-			return tmpl ? TC_ACT_SHOT : TC_ACT_OK;
+			return tmpl ? TC_ACT_SHOT : KF_PASS;
 		/* Options, fragments, GSO: not ours to rewrite (a template's slot stays ARMED,
 		 * the publisher sends by the kernel's path; a group's datagram goes on as it is). */
 		if (ip->ihl != 5 || (ip->frag_off & bpf_htons(KF_IP_MF | KF_IP_OFFSET)) ||
 		    skb->gso_segs > 1) {
 			if (!tmpl)
-				return TC_ACT_OK;
+				return KF_PASS;
 			kf_stat(KF_STAT_MALFORMED, 1);
 			return TC_ACT_SHOT;
 		}
 		udp = (void *)(ip + 1);
 		if ((void *)(udp + 1) > end) {
 			kf_stat(KF_STAT_MALFORMED, 1);
-			return tmpl ? TC_ACT_SHOT : TC_ACT_OK;
+			return tmpl ? TC_ACT_SHOT : KF_PASS;
 		}
 		w = kf_work_get();
 		if (!w) {
 			kf_stat(KF_STAT_MALFORMED, 1);
-			return tmpl ? TC_ACT_SHOT : TC_ACT_OK;
+			return tmpl ? TC_ACT_SHOT : KF_PASS;
 		}
 		r.skb = skb;
 		r.w = w;
@@ -450,29 +458,29 @@ int kf_egress(struct __sk_buff *skb)
 		int tmpl, group;
 
 		if ((void *)(ip6 + 1) > end)
-			return TC_ACT_OK;
+			return KF_PASS;
 		a = (const __u32 *)&ip6->daddr;
 		t = (const __u32 *)ctl->tmpl6;
 		tmpl = (ctl->flags & KF_CTL_V6) && a[0] == t[0] && a[1] == t[1] && a[2] == t[2];
 		group = ip6->daddr.in6_u.u6_addr8[0] == 0xff;
 		if (!tmpl && !group)
-			return TC_ACT_OK;
+			return KF_PASS;
 		/* Extension headers (a fragment header among them): not ours, as for IPv4. */
 		if (ip6->nexthdr != KF_IPPROTO_UDP || skb->gso_segs > 1) {
 			if (!tmpl)
-				return TC_ACT_OK; /* ICMPv6 to ff02::, say: not a group datagram */
+				return KF_PASS; /* ICMPv6 to ff02::, say: not a group datagram */
 			kf_stat(KF_STAT_MALFORMED, 1);
 			return TC_ACT_SHOT;
 		}
 		udp = (void *)(ip6 + 1);
 		if ((void *)(udp + 1) > end) {
 			kf_stat(KF_STAT_MALFORMED, 1);
-			return tmpl ? TC_ACT_SHOT : TC_ACT_OK;
+			return tmpl ? TC_ACT_SHOT : KF_PASS;
 		}
 		w = kf_work_get();
 		if (!w) {
 			kf_stat(KF_STAT_MALFORMED, 1);
-			return tmpl ? TC_ACT_SHOT : TC_ACT_OK;
+			return tmpl ? TC_ACT_SHOT : KF_PASS;
 		}
 		r.skb = skb;
 		r.w = w;
@@ -488,7 +496,51 @@ int kf_egress(struct __sk_buff *skb)
 		__builtin_memcpy(gkey.addr, &ip6->daddr, 16);
 		return kf_group(&r, &gkey, eth->h_dest);
 	}
-	return TC_ACT_OK;
+	return KF_PASS;
+}
+
+/*
+ * The backstop: after kf_egress on the same hook (tcx: kf_egress first, this last; clsact: a
+ * filter of lower priority), attached before the template routes exist and detached after
+ * they are gone. A template that reaches it was not taken by kf_egress (detached, or removed
+ * by anyone): it must not leave on the wire, where its MAC is no one's and a switch would
+ * flood it, message and all, to every port. Dropped and counted (KF_STAT_BACKSTOP); the
+ * publisher finds its slot still ARMED and sends by the kernel's path. Everything else goes on.
+ */
+SEC("tc")
+int kf_backstop(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct kf_ctl *ctl;
+	__u32 zero = 0;
+
+	if ((void *)(eth + 1) > end)
+		return KF_PASS;
+	ctl = bpf_map_lookup_elem(&kf_ctl, &zero);
+	if (!ctl)
+		return KF_PASS;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end || !ctl->tmpl4 ||
+		    (ip->daddr & bpf_htonl(0xffff0000)) != ctl->tmpl4)
+			return KF_PASS;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		const __u32 *a, *t = (const __u32 *)ctl->tmpl6;
+
+		if ((void *)(ip6 + 1) > end)
+			return KF_PASS;
+		a = (const __u32 *)&ip6->daddr;
+		if (!(t[0] | t[1]) || a[0] != t[0] || a[1] != t[1])
+			return KF_PASS;
+	} else {
+		return KF_PASS;
+	}
+	kf_stat(KF_STAT_BACKSTOP, 1);
+	return TC_ACT_SHOT;
 }
 
 /* The kernel wants a GPL-compatible licence string for some helpers; the source is MIT, which
