@@ -9,8 +9,9 @@
  *   socket's SO_COOKIE and the slice's destinations (the neighbour's MAC, address, port)
  *   written in it;
  *   per fan-out and slice: the state armed with the slice's next sequence number (a release
- *   store), one sendto(2) of the message on the rig's unconnected socket to the slot's
- *   template address (tmpl4 | slot, port KF_SEQ_PORT(seq)), then the state: DONE with that
+ *   store), one sendmsg(2) of the message on the rig's unconnected socket to the slot's
+ *   template address (tmpl4 | slot, port KF_SEQ_PORT(seq)) naming the attachment's
+ *   interface (IP_PKTINFO, as abi.h asks), then the state: DONE with that
  *   sequence number, the statuses are the results (a non-zero one is a failed destination);
  *   still ARMED, the program did not run: taken back to IDLE and the whole slice counted as
  *   failed (the library would send it by the kernel's path; a baseline only counts).
@@ -52,6 +53,10 @@ struct raw_kf {
 	uint16_t *seq;        /* per slice: the last call's sequence number */
 	uint64_t owner;
 	struct sockaddr_in *tmpl; /* per slice: its template address (the port set per call) */
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+	} oif; /* IP_PKTINFO: the template's outgoing interface, ctl.ifindex */
 };
 
 bool raw_kfanout_probe(const struct session *s, char *detail, size_t len)
@@ -64,7 +69,7 @@ bool raw_kfanout_probe(const struct session *s, char *detail, size_t len)
 	}
 	snprintf(detail, len,
 		 "hand-written kernel fan-out, no library: slots and destinations written in the "
-		 "attachment's mmap'ed maps once, then per slice one sendto of the message to the "
+		 "attachment's mmap'ed maps once, then per slice one sendmsg of the message to the "
 		 "slot's template address and its statuses read back (lib/be/kfanout/abi.h)");
 	return true;
 }
@@ -197,6 +202,15 @@ int raw_kfanout_open(const struct session *s, struct rig *r, char *err, size_t e
 	}
 	for (uint32_t j = 0; j < k->nslices; j++)
 		k->slot[j] = UINT32_MAX;
+	memset(&k->oif, 0, sizeof(k->oif));
+	k->oif.h.cmsg_level = IPPROTO_IP;
+	k->oif.h.cmsg_type = IP_PKTINFO;
+	k->oif.h.cmsg_len = CMSG_LEN(sizeof(struct in_pktinfo));
+	{
+		struct in_pktinfo pi = { .ipi_ifindex = (int)k->ctl.ifindex };
+
+		memcpy(CMSG_DATA(&k->oif.h), &pi, sizeof(pi));
+	}
 	uint64_t cookie = 0;
 	socklen_t cl = sizeof(cookie);
 
@@ -265,8 +279,11 @@ uint64_t bench_raw_kfanout_fanout(struct rig *r)
 		__atomic_store_n(&sl->state, KF_STATE(seq, KF_ARMED), __ATOMIC_RELEASE);
 		k->tmpl[j].sin_port = htons(KF_SEQ_PORT(seq));
 		r->raw_syscalls++;
-		(void)sendto(r->shared, r->msg, r->size, r->raw_flags,
-			     (const struct sockaddr *)&k->tmpl[j], sizeof(k->tmpl[j]));
+		struct iovec iov = { .iov_base = r->msg, .iov_len = r->size };
+		struct msghdr m = { .msg_name = &k->tmpl[j], .msg_namelen = sizeof(k->tmpl[j]),
+				    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &k->oif,
+				    .msg_controllen = sizeof(k->oif) };
+		(void)sendmsg(r->shared, &m, r->raw_flags);
 		uint32_t st = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
 
 		if (st != KF_STATE(seq, KF_DONE)) {

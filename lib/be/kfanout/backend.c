@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kfanout: the kernel replicates. One sendto(2) of the message, on the caller's own socket, to
- * a template address per slice of up to ctl.slice UDP destinations; the BPF program an
- * administrator attached to the egress of the interface (lib/be/kfanout/kfanout.bpf.c, loaded
- * by tools/multisend-kfanout) clones it to each destination of the slice before sendto
- * returns, and writes each clone's result where this file reads it. The contract between the
+ * kfanout: the kernel replicates. One send of the message (sendmsg(2) naming the interface),
+ * on the caller's own socket, to a template address per slice of up to ctl.slice UDP
+ * destinations; the BPF program an administrator attached to the egress of the interface
+ * (lib/be/kfanout/kfanout.bpf.c, loaded by tools/multisend-kfanout) clones it to each
+ * destination of the slice before the send returns, and writes each clone's result where this file reads it. The contract between the
  * three is lib/be/kfanout/abi.h (read its top comment first); the user's is multisend.h's
  * "Kernel fan-out".
  *
@@ -31,8 +31,8 @@
  *   compare-and-swap on kf_slots[k].owner, kept across plans, released when the group or the
  *   context is freed), whose cookie and destination table are written then, never on the send
  *   path.
- * - Per call and slice: count, arm (a release store of the state), one sendto to the slot's
- *   template address, then the state: DONE with this call's sequence number, the statuses are
+ * - Per call and slice: count, arm (a release store of the state), one sendmsg to the slot's
+ *   template address out of the attachment's interface (oif_cmsg), then the state: DONE with this call's sequence number, the statuses are
  *   the results; still ARMED (the program did not run: detached, the template routed
  *   elsewhere, the send refused), compare-and-swap to IDLE and the slice goes by the kernel's
  *   path; lost that race, the program is running: wait for DONE.
@@ -790,6 +790,38 @@ static socklen_t tmpl_addr(const struct att *a, bool v6, int sfamily, uint32_t k
 	return sizeof(*s6);
 }
 
+/* A template's outgoing interface, named in the send (IP_PKTINFO; IPV6_PKTINFO on an IPv6
+ * socket, whose source address field must be v4-mapped for an IPv4 template): a template
+ * whose route is gone (detached) then goes nowhere but there (no route: the kernel takes the
+ * address as on-link and asks for it, and no one answers), never by another route (a default
+ * route would carry the message off the host). Needs no privilege. The control's length. */
+union oif_cmsg {
+	struct cmsghdr h;
+	char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+};
+
+static socklen_t oif_cmsg(union oif_cmsg *c, int sfamily, bool v6, int ifindex)
+{
+	memset(c, 0, sizeof(*c));
+	struct cmsghdr *h = &c->h;
+	if (sfamily == AF_INET) {
+		h->cmsg_level = IPPROTO_IP;
+		h->cmsg_type = IP_PKTINFO;
+		h->cmsg_len = CMSG_LEN(sizeof(struct in_pktinfo));
+		struct in_pktinfo pi = { .ipi_ifindex = ifindex };
+		memcpy(CMSG_DATA(h), &pi, sizeof(pi));
+		return CMSG_SPACE(sizeof(struct in_pktinfo));
+	}
+	h->cmsg_level = IPPROTO_IPV6;
+	h->cmsg_type = IPV6_PKTINFO;
+	h->cmsg_len = CMSG_LEN(sizeof(struct in6_pktinfo));
+	struct in6_pktinfo pi = { .ipi6_ifindex = (unsigned)ifindex };
+	if (!v6)
+		pi.ipi6_addr.s6_addr[10] = pi.ipi6_addr.s6_addr[11] = 0xff; /* ::ffff:0.0.0.0 */
+	memcpy(CMSG_DATA(h), &pi, sizeof(pi));
+	return CMSG_SPACE(sizeof(struct in6_pktinfo));
+}
+
 static bool same_src(const struct ms__route *a, const struct ms__route *b)
 {
 	if (a->family != b->family)
@@ -1227,14 +1259,19 @@ static void fire(struct kstate *st, struct ms__batch *b, struct kgroup *x, struc
 	__atomic_store_n(&sl->count, s->count, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, armed, __ATOMIC_RELEASE);
 	struct sockaddr_storage to;
-	const socklen_t tolen = tmpl_addr(a, s->v6, s->sfamily, s->slot, seq, &to);
-	static const char none;
-	const void *buf = b->len ? b->iov[0].iov_base : &none;
+	union oif_cmsg oc;
+	static char none;
+	struct iovec iov = { .iov_base = b->len ? b->iov[0].iov_base : &none, .iov_len = b->len };
+	struct msghdr m = { .msg_name = &to,
+			    .msg_namelen = tmpl_addr(a, s->v6, s->sfamily, s->slot, seq, &to),
+			    .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = &oc,
+			    .msg_controllen = oif_cmsg(&oc, s->sfamily, s->v6, a->ifindex) };
 	ssize_t r;
 	do {
 		b->t.syscalls++;
-		r = ms__sys.sendto(s->fd, buf, b->len, b->msg_flags | s->xflags,
-				   (const struct sockaddr *)&to, tolen);
+		r = ms__sys.sendmsg(s->fd, &m, b->msg_flags | s->xflags);
 	} while (r < 0 && errno == EINTR &&
 		 __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == armed);
 	uint32_t v = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
