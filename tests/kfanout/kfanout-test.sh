@@ -578,6 +578,74 @@ lib-detach)
 	[ -e "$PINS" ] && fail "$PINS left after the detach"
 	echo "lib-detach: ok"
 	;;
+lib-backstop)
+	# No template leaves on the wire untaken, and none by another route: counted where they
+	# would arrive (nft counters on the peers' ingress), while the library sends throughout.
+	command -v nft >/dev/null || { echo "SKIP: nft not found"; exit 77; }
+	attach --slice 128
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	# A second way out of S, the default route (C -> D in R): where a template without its
+	# own route would go.
+	C=kfc$tag D=kfd$tag
+	ip -n $S link add $C type veth peer name $D netns $R || fail "veth 2"
+	ip -n $S link set $C up && ip -n $R link set $D up || fail "veth 2 up"
+	ip -n $S addr add 10.8.0.1/24 dev $C && ip -n $R addr add 10.8.0.2/24 dev $D || fail "addr 2"
+	inS ip route add default via 10.8.0.2 dev $C || fail "default route"
+	ip netns exec $R nft -f - <<-EOF || fail "nft"
+	table netdev kfpeer {
+		chain b { type filter hook ingress device $B priority 0; ip daddr 198.18.0.0/16 counter; ip6 daddr 100::/64 counter; }
+		chain d { type filter hook ingress device $D priority 0; ip daddr 198.18.0.0/16 counter; ip6 daddr 100::/64 counter; }
+	}
+	EOF
+	# 0. Traffic that is not a template goes on to whatever else is on the hook: an
+	#    administrator's program after ours (and after the backstop) sees all of it (kf_egress
+	#    passes with TCX_NEXT, not TCX_PASS, which would end the hook there).
+	inS $WRAP "$DRIVER" after $A 10.9.0.2 50
+	st=$?
+	[ $st = 0 ] || [ $st = 77 ] || fail "a program after kf_egress did not see the traffic"
+	leaked() {
+		ip netns exec $R nft list table netdev kfpeer |
+			awk '/counter packets/ { for (i = 1; i < NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }'
+	}
+	# 1. The program taken off the hook by someone else (its tcx link's pin removed, or its
+	#    clsact filter deleted) while sending: the backstop drops the templates, and the
+	#    library sends by the kernel's path (every copy once: kf-lib checks).
+	if [ -e "$PINS/kf_link" ]; then
+		gone="rm -f $PINS/kf_link"
+	else
+		gone="tc filter del dev $A egress pref $((0x6b66)) handle 0x6b66 bpf"
+	fi
+	lib --family 4 --dst 10.9.0.2 --n 512 --size 200 --rounds 40 --slice 128 \
+		--detach "$gone" || fail "the program taken away while sending"
+	dropped=$(tool status $A | awk '$1 == "backstop_dropped" { print $2 }')
+	echo "backstop_dropped $dropped; templates at the peers: $(leaked)"
+	[ "${dropped:-0}" -gt 0 ] || fail "the backstop dropped nothing"
+	[ "$(leaked)" = 0 ] || fail "templates reached a peer"
+	tool status $A | grep -q "the program's link is gone" || [ ! -e "$PINS/kf_backstop" ] ||
+		fail "status does not say the program is gone"
+	detach
+	# 2. The template routes removed while sending (as detach does, between taking the program
+	#    off and the backstop): the templates name their interface, so none goes by the default
+	#    route, and the library goes on by the kernel's path.
+	attach --slice 128
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	lib --family 4 --dst 10.9.0.2 --n 512 --size 200 --rounds 40 --slice 128 \
+		--detach "ip route del 198.18.0.0/16" || fail "the template route removed while sending"
+	echo "templates at the peers: $(leaked)"
+	[ "$(leaked)" = 0 ] || fail "templates left by another route"
+	# (The tool says it could not remove the route it made: someone did.)
+	tool detach $A >/dev/null 2>&1
+	attached=
+	# 3. A detach while sending, as lib-detach, counted at the peers too.
+	attach --slice 128
+	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
+	lib --family 4 --dst 10.9.0.2 --n 512 --size 200 --rounds 40 --slice 128 \
+		--detach "$WRAP $TOOL detach $A" || fail "detach while sending"
+	attached=
+	echo "templates at the peers: $(leaked)"
+	[ "$(leaked)" = 0 ] || fail "templates reached a peer during the detach"
+	echo "lib-backstop: ok"
+	;;
 lib-enobufs)
 	attach --slice 256
 	tool policy add $A 10.9.0.0/24 >/dev/null || fail "policy add"
