@@ -895,9 +895,9 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->tcp) {
 		if (sink_netns(o->sink))
 			return bad("--tcp needs a receiving side: its connections end at "
-				   "receiver threads on 127.0.0.1, which netns-drop has not (use "
-				   "the default sink)%s",
-				   "");
+				   "receiver threads on 127.0.0.1, which --sink %s has not (use "
+				   "the default sink)",
+				   sink_name(o->sink));
 		if (o->verify_payload)
 			return bad("--verify-payload checks datagrams; --tcp receivers count bytes "
 				   "only%s",
