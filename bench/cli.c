@@ -75,7 +75,17 @@ static void usage(FILE *f)
 	      "                         what was sent (default: length, magic, sequence number)\n"
 	      "\n"
 	      "How long:\n"
-	      "  -t, --duration SEC     approximate seconds per mode (default 60; --quick 3)\n"
+	      "  -t, --duration SEC     each mode's budget for its timed runs (default 60; --quick\n"
+	      "                         3): 70% of SEC spread evenly over the mode's runs. Not in\n"
+	      "                         it, so a mode can take longer than SEC: each\n"
+	      "                         configuration's setup and warm-up; runs that cannot be as\n"
+	      "                         short as their share (a throughput run is at least 2 ms; a\n"
+	      "                         latency run at least 100 calls at its offered rate, e.g.\n"
+	      "                         0.5 s at 200/s, and as long as a backend slower than the\n"
+	      "                         rate needs); the capacity mode's check of each backend's\n"
+	      "                         answer (about 1.2 s, --quick 0.35 s, a try; up to 6 tries\n"
+	      "                         with --p99-bound, --quick 2); --auto-warmup per\n"
+	      "                         configuration\n"
 	      "  -i, --iterations N     fan-outs per timed run (compare, sweep, capacity), instead of\n"
 	      "                         sizing runs from --duration\n"
 	      "      --rounds N         interleaved rounds (default 7; latency 3; --quick 3 and 2)\n"
@@ -895,9 +905,9 @@ int parse_args(int argc, char **argv, struct opts *o)
 	if (o->tcp) {
 		if (sink_netns(o->sink))
 			return bad("--tcp needs a receiving side: its connections end at "
-				   "receiver threads on 127.0.0.1, which netns-drop has not (use "
-				   "the default sink)%s",
-				   "");
+				   "receiver threads on 127.0.0.1, which --sink %s has not (use "
+				   "the default sink)",
+				   sink_name(o->sink));
 		if (o->verify_payload)
 			return bad("--verify-payload checks datagrams; --tcp receivers count bytes "
 				   "only%s",
