@@ -47,6 +47,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,15 @@ struct kdest {
 	uint8_t v6;             /* the template's family (a v4-mapped destination is IPv4) */
 };
 
+_Static_assert(offsetof(struct sockaddr_in, sin_port) == offsetof(struct sockaddr_in6, sin6_port),
+	       "a template's port is set through either");
+
+/* A template's outgoing interface, as a control message (oif_cmsg). */
+union oif_cmsg {
+	struct cmsghdr h;
+	char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+};
+
 struct kslice {
 	uint8_t att, v6;
 	uint16_t seq;           /* the last call's sequence number */
@@ -157,6 +167,14 @@ struct kslice {
 	uint32_t count;
 	uint32_t lim;           /* the smallest of its destinations' */
 	uint32_t pos_off;       /* its positions: x->pos[pos_off .. pos_off + count) */
+	/* Its template send, made with its slot: the address (the port, the call's sequence
+	 * number, set per call) and the control naming the interface. */
+	union {
+		struct sockaddr_in v4;
+		struct sockaddr_in6 v6;
+	} to;
+	socklen_t tolen, ctllen;
+	union oif_cmsg oc;
 	uint64_t call;          /* the call that sent it last (sent once per call) */
 };
 
@@ -795,11 +813,6 @@ static socklen_t tmpl_addr(const struct att *a, bool v6, int sfamily, uint32_t k
  * whose route is gone (detached) then goes nowhere but there (no route: the kernel takes the
  * address as on-link and asks for it, and no one answers), never by another route (a default
  * route would carry the message off the host). Needs no privilege. The control's length. */
-union oif_cmsg {
-	struct cmsghdr h;
-	char b[CMSG_SPACE(sizeof(struct in6_pktinfo))];
-};
-
 static socklen_t oif_cmsg(union oif_cmsg *c, int sfamily, bool v6, int ifindex)
 {
 	memset(c, 0, sizeof(*c));
@@ -1030,6 +1043,10 @@ static int build(struct kstate *st, struct ms_group *g, struct kgroup *x)
 				continue;
 			}
 			s->slot = (uint32_t)slot;
+			struct sockaddr_storage t;
+			s->tolen = tmpl_addr(at, s->v6, s->sfamily, s->slot, 0, &t);
+			memcpy(&s->to, &t, s->tolen);
+			s->ctllen = oif_cmsg(&s->oc, s->sfamily, s->v6, at->ifindex);
 			struct kf_slot *sl = slot_at(at, s->slot);
 			s->seq = (uint16_t)KF_STATE_SEQ(__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE));
 			__atomic_store_n(&sl->cookie, si.cookie, __ATOMIC_RELAXED);
@@ -1258,16 +1275,15 @@ static void fire(struct kstate *st, struct ms__batch *b, struct kgroup *x, struc
 	const uint32_t armed = KF_STATE(seq, KF_ARMED);
 	__atomic_store_n(&sl->count, s->count, __ATOMIC_RELAXED);
 	__atomic_store_n(&sl->state, armed, __ATOMIC_RELEASE);
-	struct sockaddr_storage to;
-	union oif_cmsg oc;
 	static char none;
 	struct iovec iov = { .iov_base = b->len ? b->iov[0].iov_base : &none, .iov_len = b->len };
-	struct msghdr m = { .msg_name = &to,
-			    .msg_namelen = tmpl_addr(a, s->v6, s->sfamily, s->slot, seq, &to),
+	s->to.v4.sin_port = htons(KF_SEQ_PORT(seq)); /* sin6_port is at the same place */
+	struct msghdr m = { .msg_name = &s->to,
+			    .msg_namelen = s->tolen,
 			    .msg_iov = &iov,
 			    .msg_iovlen = 1,
-			    .msg_control = &oc,
-			    .msg_controllen = oif_cmsg(&oc, s->sfamily, s->v6, a->ifindex) };
+			    .msg_control = &s->oc,
+			    .msg_controllen = s->ctllen };
 	ssize_t r;
 	do {
 		b->t.syscalls++;
