@@ -377,6 +377,21 @@ static __always_inline int kf_group(struct kf_run *r, struct kf_gkey *key, const
 
 /* The CPU's scratch, zeroed for a run; NULL when a run is under way on this CPU already (a
  * clone re-entered the hook and looks like a template or group datagram: never run nested). */
+/* In the IPv4 template prefix (a /16: its low 16 bits are the slot). */
+static __always_inline int kf_tmpl4(const struct kf_ctl *ctl, __be32 daddr)
+{
+	return ctl->tmpl4 && (daddr & bpf_htonl(0xffff0000)) == ctl->tmpl4;
+}
+
+/* In the IPv6 template prefix: the /64 (words 0-1), or a template's exact form (words 0-2:
+ * the next 32 bits zero, the last the slot). */
+static __always_inline int kf_tmpl6(const struct kf_ctl *ctl, const __u32 *a, int exact)
+{
+	const __u32 *t = (const __u32 *)ctl->tmpl6;
+
+	return (t[0] | t[1]) && a[0] == t[0] && a[1] == t[1] && (!exact || a[2] == t[2]);
+}
+
 static __always_inline struct kf_work *kf_work_get(void)
 {
 	__u32 zero = 0;
@@ -412,8 +427,7 @@ int kf_egress(struct __sk_buff *skb)
 
 		if ((void *)(ip + 1) > end)
 			return KF_PASS;
-		tmpl = (ctl->flags & KF_CTL_V4) &&
-		       (ip->daddr & bpf_htonl(0xffff0000)) == ctl->tmpl4;
+		tmpl = (ctl->flags & KF_CTL_V4) && kf_tmpl4(ctl, ip->daddr);
 		group = (ip->daddr & bpf_htonl(0xf0000000)) == bpf_htonl(0xe0000000);
 		if (!tmpl && !group)
 			return KF_PASS;
@@ -454,14 +468,13 @@ int kf_egress(struct __sk_buff *skb)
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		const __u32 *t, *a;
+		const __u32 *a;
 		int tmpl, group;
 
 		if ((void *)(ip6 + 1) > end)
 			return KF_PASS;
 		a = (const __u32 *)&ip6->daddr;
-		t = (const __u32 *)ctl->tmpl6;
-		tmpl = (ctl->flags & KF_CTL_V6) && a[0] == t[0] && a[1] == t[1] && a[2] == t[2];
+		tmpl = (ctl->flags & KF_CTL_V6) && kf_tmpl6(ctl, a, 1);
 		group = ip6->daddr.in6_u.u6_addr8[0] == 0xff;
 		if (!tmpl && !group)
 			return KF_PASS;
@@ -524,17 +537,12 @@ int kf_backstop(struct __sk_buff *skb)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
-		if ((void *)(ip + 1) > end || !ctl->tmpl4 ||
-		    (ip->daddr & bpf_htonl(0xffff0000)) != ctl->tmpl4)
+		if ((void *)(ip + 1) > end || !kf_tmpl4(ctl, ip->daddr))
 			return KF_PASS;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		const __u32 *a, *t = (const __u32 *)ctl->tmpl6;
 
-		if ((void *)(ip6 + 1) > end)
-			return KF_PASS;
-		a = (const __u32 *)&ip6->daddr;
-		if (!(t[0] | t[1]) || a[0] != t[0] || a[1] != t[1])
+		if ((void *)(ip6 + 1) > end || !kf_tmpl6(ctl, (const __u32 *)&ip6->daddr, 0))
 			return KF_PASS;
 	} else {
 		return KF_PASS;
