@@ -262,6 +262,15 @@ static int prog_attach(struct kf_bench *kf, bool on)
 	return tcx_prog(kf, kf->bprog_fd, false, false);
 }
 
+static int link_detach(int link_fd)
+{
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.link_detach.link_fd = (uint32_t)link_fd;
+	return kf_bpf(BPF_LINK_DETACH, &a);
+}
+
 /* The backstop's link pin and its program (by the link's program id). */
 static int backstop_get(struct kf_bench *kf)
 {
@@ -288,7 +297,6 @@ static int backstop_get(struct kf_bench *kf)
 bool kf_hook_open(struct session *s)
 {
 	struct kf_bench *kf = &s->kf;
-	union bpf_attr a;
 	int err;
 
 	if (kf->hook_ready || kf->hook_fixed)
@@ -322,25 +330,20 @@ bool kf_hook_open(struct session *s)
 		kf->hook_fixed = true;
 		return false;
 	}
-	memset(&a, 0, sizeof(a));
-	a.link_detach.link_fd = (uint32_t)kf->link_fd;
-	if ((err = kf_bpf(BPF_LINK_DETACH, &a))) {
-		snprintf(kf->hook_why, sizeof(kf->hook_why),
-			 "BPF_LINK_DETACH of the tool's link: %s (the program stays on the device "
-			 "for the whole run)",
-			 strerror(-err));
-		kf->hook_fixed = true;
-		return false;
-	}
-	/* Then the backstop's (no template is sent meanwhile: the bench is not sending). */
-	memset(&a, 0, sizeof(a));
-	a.link_detach.link_fd = (uint32_t)kf->blink_fd;
-	if ((err = kf_bpf(BPF_LINK_DETACH, &a))) {
+	/* The program's link, then the backstop's (no template is sent meanwhile: the bench is
+	 * not sending); the program put back if the second fails. */
+	const char *what = NULL;
+	if ((err = link_detach(kf->link_fd))) {
+		what = "the tool's link";
+	} else if ((err = link_detach(kf->blink_fd))) {
 		(void)tcx_prog(kf, kf->prog_fd, true, true);
+		what = "the backstop's link";
+	}
+	if (what) {
 		snprintf(kf->hook_why, sizeof(kf->hook_why),
-			 "BPF_LINK_DETACH of the backstop's link: %s (the program stays on the "
-			 "device for the whole run)",
-			 strerror(-err));
+			 "BPF_LINK_DETACH of %s: %s (the program stays on the device for the whole "
+			 "run)",
+			 what, strerror(-err));
 		kf->hook_fixed = true;
 		return false;
 	}

@@ -1052,6 +1052,24 @@ static void json_unpriv(FILE *f, const struct session *s, enum variant_id v)
 	fputc('}', f);
 }
 
+/* AUTO's fields of a result or a timeline row: its description and backend at the end, and
+ * auto+kfanout's credentials (null for the other variants). */
+static void json_auto(FILE *f, const struct session *s, enum variant_id v, const char *desc,
+		      int backend)
+{
+	fputs(",\"auto_describe\":", f);
+	if (variant_is_auto(v))
+		json_str(f, desc);
+	else
+		fputs("null", f);
+	fputs(",\"auto_backend\":", f);
+	if (variant_is_auto(v) && backend >= 0)
+		json_str(f, ms_backend_name((enum ms_backend)backend));
+	else
+		fputs("null", f);
+	json_unpriv(f, s, v);
+}
+
 static void json_lib(FILE *f, const struct result *r, const struct lib_count *l)
 {
 	if (variant_is_raw(r->v)) {
@@ -1214,17 +1232,7 @@ void json_result(FILE *f, const struct session *s, const struct result *r)
 	} else {
 		fputs(",\"auto_first\":null", f);
 	}
-	fputs(",\"auto_describe\":", f);
-	if (variant_is_auto(r->v))
-		json_str(f, r->auto_desc);
-	else
-		fputs("null", f);
-	fputs(",\"auto_backend\":", f);
-	if (variant_is_auto(r->v) && r->auto_backend >= 0)
-		json_str(f, ms_backend_name((enum ms_backend)r->auto_backend));
-	else
-		fputs("null", f);
-	json_unpriv(f, s, r->v);
+	json_auto(f, s, r->v, r->auto_desc, r->auto_backend);
 	/* The warm-up: untimed, but its datagrams were sent (and, deliver, checked) too. */
 	fprintf(f,
 		",\"warmup\":{\"fanouts\":%" PRIu64 ",\"dests_sent\":%" PRIu64
@@ -1799,17 +1807,7 @@ void json_timeline(FILE *f, const struct session *s, const struct tl_result *t)
 			fprintf(f, ",\"veth_tx_dropped\":%" PRIu64, x->k.dev_tx_dropped);
 		fputc('}', f);
 	}
-	fputs(",\"auto_describe\":", f);
-	if (variant_is_auto(t->v))
-		json_str(f, t->auto_desc);
-	else
-		fputs("null", f);
-	fputs(",\"auto_backend\":", f);
-	if (variant_is_auto(t->v) && t->auto_backend >= 0)
-		json_str(f, ms_backend_name((enum ms_backend)t->auto_backend));
-	else
-		fputs("null", f);
-	json_unpriv(f, s, t->v);
+	json_auto(f, s, t->v, t->auto_desc, t->auto_backend);
 	fputs("}\n", f);
 }
 
