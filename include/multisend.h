@@ -66,7 +66,7 @@ MS_EXPORT const char *ms_version_string(void);
  *                        transmit queue, one system call per batch the kernel takes; what it
  *                        cannot carry goes by the kernel's path, per destination (see "Kernel
  *                        bypass" below). Available only where an interface is named.
- *   MS_BACKEND_KFANOUT   kernel fan-out: one sendto(2) of the message per slice of up to 256
+ *   MS_BACKEND_KFANOUT   kernel fan-out: one send of the message per slice of up to 256
  *                        UDP destinations, which a BPF program an administrator attached to
  *                        the egress interface replicates inside the kernel (see "Kernel
  *                        fan-out" below). Available only where an attachment is found and
@@ -278,7 +278,10 @@ struct ms_config {
  * the shape of the group and on its size, and no fixed order is right everywhere. An AUTO
  * context sets up every available backend and, while it sends real fan-outs, times a few of
  * them (the sending threads' CPU time per destination, kernel time included) on each backend
- * in turn, then sends with the cheapest. It keeps one decision per shape of group (datagrams
+ * in turn, then sends with the cheapest (backends within 3% of the cheapest cost the same: of
+ * those it keeps the one in use, else takes the one that makes the fewest system calls, so
+ * that noise neither switches it nor makes two runs choose differently). It keeps one
+ * decision per shape of group (datagrams
  * on few sockets, that is 8 or more destinations per socket; datagrams on many sockets;
  * streams) and size class (1-15, 16-127, 128-1023, 1024 or more destinations); it re-checks
  * every backend once per period (a second of fan-outs, and at least 512), and explores from
@@ -529,12 +532,13 @@ MS_EXPORT int ms_group_kernel_path(struct ms_group *g, int id, int on);
  *
  * The kfanout backend sends the UDP destinations of an unconnected IPv4 or IPv6 socket whose
  * route leaves by an interface where an administrator attached the kernel fan-out
- * (`multisend-kfanout attach IFACE`, docs/kfanout.md) with one sendto(2) per slice of up to
+ * (`multisend-kfanout attach IFACE`, docs/kfanout.md) with one sendmsg(2) per slice of up to
  * 256 of them (the slice size is the attachment's): the message goes once, on the caller's
- * own socket, to a reserved template address; the attached BPF program, on the interface's
- * egress, in the caller's context and before sendto returns, copies it to each destination
- * of the slice (rewriting the Ethernet, IP and UDP destinations and checksums) and writes
- * each copy's result where the library reads it. So a destination's status is what the
+ * own socket, to a reserved template address, naming the attachment's interface as its
+ * outgoing one (so that without its route it goes nowhere else); the attached BPF program,
+ * on the interface's egress, in the caller's context and before the send returns, copies it
+ * to each destination of the slice (rewriting the Ethernet, IP and UDP destinations and
+ * checksums) and writes each copy's result where the library reads it. So a destination's status is what the
  * device said of its copy: its length, -ENOBUFS for exactly the copies a full queue did not
  * take, or -EPERM for a destination outside the prefixes and ports the administrator allowed
  * (kfanout_refused). Never twice, never skipped: a template the program did not run for
@@ -542,12 +546,13 @@ MS_EXPORT int ms_group_kernel_path(struct ms_group *g, int id, int on);
  * goes by the kernel's path in the same call (kfanout_reclaimed).
  *
  * The copies are the template's: the socket's source address and port (an unbound socket is
- * bound by the template's sendto, as by any first send), TOS/TCLASS, TTL/hop limit and DF,
+ * bound by the template's send, as by any first send), TOS/TCLASS, TTL/hop limit and DF,
  * and one IPv4 ID for the slice. What they skip, plainly: routing per destination (the
  * library checks when the group or the network changes that each destination's route leaves
  * by the attachment's interface, from the template's source address, with a resolved next
  * hop, whose link-layer address it writes into the destination's record: kept current as the
- * xdp backend keeps its frames' headers, by rtnetlink notifications read at most every 5 ms),
+ * xdp backend keeps its frames' headers, by rtnetlink notifications looked for at most every
+ * 5 ms),
  * netfilter (OUTPUT and POSTROUTING rules see the template only), IPsec policies, and the
  * kernel's UDP counters; they do pass the device's root qdisc and taps. A destination that
  * needs any of them must stay on the kernel's path: ms_group_kernel_path.
